@@ -1,0 +1,117 @@
+"""`python -m experiments run|estimate|leak|guard|record` — everything the app shows, as text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .config import CHOICES, ConfigError, ExperimentConfig
+
+FLAG_FIELDS = {
+    "device": str, "model": str, "layers": int, "width": int, "batch": int, "seq_len": int, "heads": int,
+    "image_size": int, "precision": str, "checkpoint": str, "segments": int, "accum": int, "optimizer": str,
+    "optimizer_impl": str, "steps": int, "timing_steps": int, "budget_mb": float, "seed": int,
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit status 2, like every other bad input
+        self.exit(2, f"error: {message}\n")
+
+
+def _add_config_flags(p: argparse.ArgumentParser) -> None:
+    for name, typ in FLAG_FIELDS.items():
+        flag = "--" + name.replace("_", "-")
+        # Parsed as strings so the config's own validation names the field in its message.
+        p.add_argument(flag, dest=name, default=None, metavar=name.upper(),
+                       help=f"one of {', '.join(CHOICES[name])}" if name in CHOICES else typ.__name__)
+    p.add_argument("--zero-grad-keep", dest="zero_grad_to_none", action="store_const", const=False, default=None,
+                   help="zero_grad(set_to_none=False): keep gradient tensors between steps")
+    p.add_argument("--inplace", dest="inplace", action="store_const", const=True, default=None)
+    p.add_argument("--force", dest="force", action="store_const", const=True, default=None,
+                   help="run even if the estimate says it will not fit")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _config(args) -> ExperimentConfig:
+    data = {k: getattr(args, k) for k in list(FLAG_FIELDS) + ["zero_grad_to_none", "inplace", "force"]
+            if getattr(args, k) is not None}
+    return ExperimentConfig.from_dict(data)
+
+
+def _mb(n) -> str:
+    return "-" if n is None else f"{n / 2**20:10.2f}"
+
+
+def _print_run(r: dict) -> None:
+    d = r["device"]
+    print(f"device: {d['type']} {d.get('name')}  torch {d['torch_version']}")
+    print(f"{'step':>4} {'micro':>5} {'phase':<15} {'alloc MiB':>10} {'reserved':>10} {'peak MiB':>10} {'ms':>9}")
+    for p in r["phases"]:
+        micro = "" if p["micro"] is None else p["micro"]
+        print(f"{p['step']:>4} {micro:>5} {p['phase']:<15} {_mb(p['allocated_bytes'])} {_mb(p['reserved_bytes'])} "
+              f"{_mb(p['peak_bytes'])} {p['ms']:9.2f}")
+    if r["oom"]:
+        print(f"OUT OF MEMORY in {r['oom']['phase']} (step {r['oom']['step']}): {r['oom']['message']}")
+    if r["peak_bytes"] is not None:
+        net = r["peak_bytes"] - r["baseline_bytes"]
+        est = r["estimate"]["peak_bytes"]
+        print(f"peak: {_mb(r['peak_bytes']).strip()} MiB in {r['peak_phase']['phase']} (step {r['peak_phase']['step']}); "
+              f"above baseline {_mb(net).strip()} MiB; estimate {_mb(est).strip()} MiB")
+    if r["step_ms"]:
+        s = r["step_ms"]
+        print(f"step time: median {s['median']:.3f} ms (p10 {s['p10']:.3f}, p90 {s['p90']:.3f}); "
+              f"{r['samples_per_s']:.1f} samples/s; {r['tflops']:.2f} TFLOP/s")
+    if r["breakdown"]:
+        print("at peak: " + ", ".join(f"{k} {_mb(v).strip()} MiB" for k, v in r["breakdown"].items() if v))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _Parser(prog="python -m experiments", description="GPU Memory Lab experiment engine")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run_p = sub.add_parser("run", help="run one configuration and measure it")
+    _add_config_flags(run_p)
+    est_p = sub.add_parser("estimate", help="print the analytical estimate only")
+    _add_config_flags(est_p)
+    guard_p = sub.add_parser("guard", help="compare the configuration's gradients with the fp32 baseline")
+    _add_config_flags(guard_p)
+    leak_p = sub.add_parser("leak", help="run a leak scenario and print allocated memory per step")
+    leak_p.add_argument("--scenario", required=True)
+    leak_p.add_argument("--steps", type=int, default=10)
+    leak_p.add_argument("--device", default="auto")
+    leak_p.add_argument("--batch", type=int, default=64)
+    leak_p.add_argument("--width", type=int, default=512)
+    leak_p.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+
+    from .runner import WouldNotFit
+
+    try:
+        if args.command == "leak":
+            from .leaks import run_leak
+
+            result = run_leak(args.scenario, steps=args.steps, device=args.device, batch=args.batch, width=args.width)
+        else:
+            cfg = _config(args)
+            if args.command == "estimate":
+                from .estimator import estimate
+
+                result = estimate(cfg)
+            elif args.command == "guard":
+                from .guard import check_gradients
+
+                result = check_gradients(cfg)
+            else:
+                from .runner import run_experiment
+
+                result = run_experiment(cfg)
+    except (ConfigError, WouldNotFit) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json or args.command != "run":
+        json.dump(result, sys.stdout, indent=None if args.json else 2, default=str)
+        print()
+    else:
+        _print_run(result)
+    return 0

@@ -1,0 +1,63 @@
+"""Which device a run uses and what it looks like from torch and from the driver."""
+
+from __future__ import annotations
+
+import torch
+
+
+def resolve_device(choice: str) -> torch.device:
+    if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            from .config import ConfigError
+
+            raise ConfigError("device", "got 'cuda' but torch.cuda.is_available() is False; allowed here: auto, cpu")
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def cpu_available_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def device_info(choice: str = "auto") -> dict:
+    device = resolve_device(choice)
+    info = {
+        "type": device.type,
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        free, total = torch.cuda.mem_get_info(device)
+        info.update(
+            name=props.name,
+            total_bytes=total,
+            free_bytes=free,
+            capability=f"{props.major}.{props.minor}",
+            multiprocessors=props.multi_processor_count,
+        )
+    else:
+        import platform
+
+        info.update(
+            name=platform.processor() or platform.machine() or "CPU",
+            total_bytes=_cpu_total_bytes(),
+            free_bytes=cpu_available_bytes(),
+            threads=torch.get_num_threads(),
+        )
+    return info
+
+
+def _cpu_total_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            return int(f.readline().split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None

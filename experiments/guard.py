@@ -1,0 +1,57 @@
+"""Correctness guard: a memory strategy must not change the gradients (beyond a documented tolerance)."""
+
+from __future__ import annotations
+
+import torch
+
+from .config import ExperimentConfig
+from .device_info import resolve_device
+from .models import build_model, make_batch, seed_lambda_forward
+from .strategies import float32_precision, make_optimizer, make_scaler
+from .training import TrainState, train_step
+
+# Tolerance per precision on the relative error ||g - g_ref|| / ||g_ref|| over all gradients.
+# Half precision rounds every activation to 8 (bf16) or 11 (fp16) mantissa bits, and the
+# errors compound through the layers; pure bf16 also rounds the weights and the gradients.
+# fp32 strategies (checkpointing, accumulation) only reorder float additions: 1e-4 is generous.
+# Half-precision autocast rounds activations to 8 (bf16) or 11 (fp16) mantissa bits.
+TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "amp_fp16": 5e-2, "amp_bf16": 1e-1, "bf16": 2e-1}
+
+
+def _gradients(cfg: ExperimentConfig, device: torch.device, forward=None) -> list[torch.Tensor]:
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg, device)
+    if forward is not None:
+        model.forward = forward.__get__(model)
+    x, y = make_batch(cfg, device, cfg.seed + 1)
+    # SGD with lr 0 keeps the weights, so only the gradients of the first step are compared.
+    opt = make_optimizer(cfg.replace(optimizer="sgd"), model.parameters())
+    for group in opt.param_groups:
+        group["lr"] = 0.0
+    state = TrainState(cfg, device, model, opt, make_scaler(cfg, device), x, y)
+    with float32_precision(cfg):
+        train_step(state)
+    # GradScaler.step unscaled the .grad tensors in place: they are true gradients here.
+    return [p.grad.detach().float().cpu() for p in model.parameters()]
+
+
+def check_gradients(cfg: ExperimentConfig, forward=None) -> dict:
+    """Run `cfg` and its plain fp32 baseline (no checkpointing, no accumulation) from the same seed.
+
+    `forward` replaces the model's forward (used to show that the syllabus's late-binding
+    checkpoint lambda is caught). Returns the largest absolute and relative differences.
+    """
+    device = resolve_device(cfg.device)
+    baseline_cfg = cfg.replace(precision="fp32", checkpoint="none", accum=1)
+    reference = _gradients(baseline_cfg, device)
+    candidate = _gradients(cfg, device, forward)
+    max_abs = max((a - b).abs().max().item() for a, b in zip(candidate, reference, strict=True))
+    diff = torch.cat([(a - b).flatten() for a, b in zip(candidate, reference, strict=True)])
+    ref = torch.cat([b.flatten() for b in reference])
+    rel = (diff.norm() / ref.norm().clamp_min(1e-30)).item()
+    tol = TOLERANCE[cfg.precision]
+    return {"max_abs_diff": max_abs, "max_rel_diff": rel, "tolerance": tol, "ok": rel <= tol,
+            "precision": cfg.precision, "checkpoint": cfg.checkpoint, "accum": cfg.accum}
+
+
+__all__ = ["check_gradients", "seed_lambda_forward", "TOLERANCE"]

@@ -1,0 +1,27 @@
+"""What a job is: a kind and plain parameters in, a JSON-able result out (used by the worker and the CLI)."""
+
+from __future__ import annotations
+
+from .config import ConfigError, ExperimentConfig
+
+KINDS = ("run", "leak", "profile", "guard")
+
+
+def execute(kind: str, params: dict, progress=None, should_cancel=None) -> dict:
+    if kind == "run":
+        from .runner import run_experiment
+
+        return run_experiment(ExperimentConfig.from_dict(params), progress=progress, should_cancel=should_cancel)
+    if kind == "leak":
+        from .leaks import run_leak
+
+        return run_leak(**params)
+    if kind == "profile":
+        from .profiling import profile_step
+
+        return profile_step(ExperimentConfig.from_dict(params))
+    if kind == "guard":
+        from .guard import check_gradients
+
+        return check_gradients(ExperimentConfig.from_dict(params))
+    raise ConfigError("kind", f"got {kind!r}; allowed: {', '.join(KINDS)}")

@@ -1,0 +1,91 @@
+"""Leak scenarios: the same small training loop with one habit changed, memory read after every step."""
+
+from __future__ import annotations
+
+import gc
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .device_info import device_info, resolve_device
+from .tracker import StorageTracker
+
+SCENARIOS = (
+    "append_loss_after_backward",  # losses.append(loss) then loss.backward(): one scalar per step
+    "append_loss_no_backward",  # an eval loop without no_grad keeping its losses: whole graphs
+    "cache_outputs",  # a module keeps every output it returns
+    "cache_outputs_detached",  # ... with .detach(): the storage is shared, so nothing changes
+    "no_zero_grad",  # gradients accumulate in place: wrong, but no growth
+    "fixed",  # losses.append(loss.item()), zero_grad, nothing cached
+)
+
+
+class _CachingMLP(nn.Module):
+    def __init__(self, width: int, layers: int, cache: str | None):
+        super().__init__()
+        self.body = nn.Sequential(*[m for _ in range(layers) for m in (nn.Linear(width, width), nn.ReLU())])
+        self.cache_mode = cache
+        self.cache: list[torch.Tensor] = []
+
+    def forward(self, x):
+        out = self.body(x)
+        if self.cache_mode == "keep":
+            self.cache.append(out)
+        elif self.cache_mode == "detach":
+            self.cache.append(out.detach())
+        return out
+
+
+def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 64, width: int = 512, layers: int = 4) -> dict:
+    if scenario not in SCENARIOS:
+        from .config import ConfigError
+
+        raise ConfigError("scenario", f"got {scenario!r}; allowed: {', '.join(SCENARIOS)}")
+    for name, value, lo, hi in (("steps", steps, 1, 200), ("batch", batch, 1, 65536), ("width", width, 8, 8192), ("layers", layers, 1, 32)):
+        if not isinstance(value, int) or not lo <= value <= hi:
+            from .config import ConfigError
+
+            raise ConfigError(name, f"got {value!r}; allowed range is [{lo}, {hi}]")
+    dev = resolve_device(device)
+    cuda = dev.type == "cuda"
+    tracker = StorageTracker()
+
+    def allocated() -> int:
+        if cuda:
+            torch.cuda.synchronize(dev)
+            return torch.cuda.memory_allocated(dev)
+        return tracker.current
+
+    torch.manual_seed(0)
+    per_step = []
+    kept: list = []
+    with tracker:
+        cache = {"cache_outputs": "keep", "cache_outputs_detached": "detach"}.get(scenario)
+        model = _CachingMLP(width, layers, cache).to(dev)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        x = torch.randn(batch, width, device=dev)
+        y = torch.randn(batch, width, device=dev)
+        base = allocated()
+        per_step.append({"step": 0, "allocated_bytes": base})
+        for step in range(1, steps + 1):
+            if scenario != "no_zero_grad":
+                opt.zero_grad(set_to_none=True)
+            loss = F.mse_loss(model(x), y)
+            if scenario == "append_loss_no_backward":
+                kept.append(loss)  # no backward, no no_grad: the graph stays reachable
+            else:
+                loss.backward()
+                opt.step()
+                kept.append(loss if scenario == "append_loss_after_backward" else loss.item())
+            del loss
+            per_step.append({"step": step, "allocated_bytes": allocated()})
+    # Growth per step over the second half, after the first step's gradients appeared.
+    half = per_step[len(per_step) // 2 :]
+    growth = (half[-1]["allocated_bytes"] - half[0]["allocated_bytes"]) / max(1, half[-1]["step"] - half[0]["step"])
+    del kept, model, opt, x, y
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+    return {"scenario": scenario, "device": device_info(dev.type), "per_step": per_step,
+            "growth_bytes_per_step": growth, "batch": batch, "width": width, "layers": layers}

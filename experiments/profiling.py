@@ -1,0 +1,50 @@
+"""torch.profiler over one training step, reduced to plain rows the app can sort."""
+
+from __future__ import annotations
+
+import gc
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from .config import ExperimentConfig
+from .device_info import device_info, resolve_device
+from .models import build_model, make_batch
+from .strategies import float32_precision, make_optimizer, make_scaler
+from .training import TrainState, train_step
+
+
+def profile_step(cfg: ExperimentConfig, row_limit: int = 40) -> dict:
+    device = resolve_device(cfg.device)
+    cuda = device.type == "cuda"
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg, device)
+    opt = make_optimizer(cfg, model.parameters())
+    x, y = make_batch(cfg, device, cfg.seed + 1)
+    state = TrainState(cfg, device, model, opt, make_scaler(cfg, device), x, y)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with float32_precision(cfg):
+        train_step(state)  # warm-up: lazy optimizer state and library workspaces
+        with profile(activities=activities, profile_memory=True, record_shapes=True) as prof:
+            train_step(state)
+            if cuda:
+                torch.cuda.synchronize(device)
+    rows = []
+    for e in prof.key_averages():
+        rows.append({
+            "name": e.key, "calls": e.count,
+            "self_device_memory_bytes": int(getattr(e, "self_device_memory_usage", 0) or 0),
+            "device_memory_bytes": int(getattr(e, "device_memory_usage", 0) or 0),
+            "self_cpu_memory_bytes": int(e.self_cpu_memory_usage or 0),
+            "device_time_us": float(getattr(e, "device_time_total", 0.0) or 0.0),
+            "cpu_time_us": float(e.cpu_time_total or 0.0),
+        })
+    key = "self_device_memory_bytes" if cuda else "self_cpu_memory_bytes"
+    rows.sort(key=lambda r: abs(r[key]), reverse=True)
+    summary = torch.cuda.memory_summary(device, abbreviated=True) if cuda else None
+    del state, model, opt, x, y, prof
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+    return {"rows": rows[:row_limit], "sort_key": key, "memory_summary": summary, "device": device_info(device.type),
+            "config": cfg.to_dict()}

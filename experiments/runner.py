@@ -1,0 +1,265 @@
+"""Runs one configuration for real and measures it phase by phase (see DESIGN.md, measurement model)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import gc
+import re
+import statistics
+import time
+import traceback
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from .config import ExperimentConfig
+from .device_info import cpu_available_bytes, device_info, resolve_device
+from .estimator import estimate
+from .models import build_model, make_batch
+from .strategies import float32_precision, make_optimizer, make_scaler, optimizer_state_tensors
+from .tracker import StorageTracker
+from .training import TrainState, train_step
+
+# A run is refused up front only when the estimate is this far past the capacity, so runs near
+# the limit are still tried and an out-of-memory error becomes a result the learner can study.
+REFUSE_FACTOR = 1.15
+
+
+class WouldNotFit(ValueError):
+    def __init__(self, message: str, estimate: dict):
+        super().__init__(message)
+        self.estimate = estimate
+
+
+class Cancelled(Exception):
+    pass
+
+
+def warm_up_cuda(device: torch.device) -> None:
+    """Allocate the cuBLAS workspaces (forward thread and autograd's backward thread) before measuring.
+
+    They live in `memory_allocated` for the rest of the process; without this, whichever run comes
+    first in a process would carry them in its peak.
+    """
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        w = torch.randn(64, 64, device=device, dtype=dtype, requires_grad=True)
+        (w @ w).sum().backward()
+    torch.cuda.synchronize(device)
+
+
+def capacity_bytes(cfg: ExperimentConfig, device: torch.device) -> int | None:
+    budget = int(cfg.budget_mb * 2**20) if cfg.budget_mb is not None else None
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        available = free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return min(budget, available) if budget else available
+    return budget if budget is not None else cpu_available_bytes()
+
+
+def _requested_bytes(message: str) -> int | None:
+    m = re.search(r"[Tt]ried to allocate ([\d.]+) ([KMGT]?i?B)", message)
+    if not m:
+        return None
+    scale = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}.get(m.group(2), 1)
+    return int(float(m.group(1)) * scale)
+
+
+class _Recorder:
+    """Wraps each phase: synchronize, reset the peak, run, synchronize, read the counters."""
+
+    def __init__(self, device, tracker: StorageTracker, progress, should_cancel, total_units):
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.tracker = tracker
+        self.phases: list[dict] = []
+        self.current = ("setup", 0)
+        self.progress = progress
+        self.should_cancel = should_cancel
+        self.total_units = total_units
+        self.done_units = 0
+        self.state: TrainState | None = None
+
+    def tick(self, label: str) -> None:
+        self.done_units += 1
+        if self.progress:
+            self.progress(min(self.done_units, self.total_units), self.total_units, label)
+        if self.should_cancel and self.should_cancel():
+            raise Cancelled()
+
+    @contextlib.contextmanager
+    def __call__(self, name: str, step: int, micro: int | None = None):
+        self.current = (name, step)
+        tr = self.tracker
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        tr.begin_phase({"model": "parameters", "optimizer": "optimizer_state", "data": "data"}.get(name, f"_{name}"))
+        t0 = time.perf_counter()
+        yield
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        ms = (time.perf_counter() - t0) * 1e3
+        self._promote(name)
+        if self.cuda:
+            allocated = torch.cuda.memory_allocated(self.device)
+            reserved = torch.cuda.memory_reserved(self.device)
+            peak = torch.cuda.max_memory_allocated(self.device)
+        else:
+            allocated, reserved, peak = tr.current, None, tr.phase_peak
+        self.phases.append(
+            {"step": step, "micro": micro, "phase": name, "allocated_bytes": allocated,
+             "reserved_bytes": reserved, "peak_bytes": peak, "ms": round(ms, 4)}
+        )
+        self.tick(f"{name} (step {step})" if step else name)
+
+    def _promote(self, name: str) -> None:
+        """Give what a phase left alive its real category."""
+        tr, s = self.tracker, self.state
+        if name == "forward":
+            tr.retag_live("_forward", "activations")
+        elif name == "backward" and s is not None:
+            tr.retag((p.grad for p in s.model.parameters()), "gradients")
+        elif name == "optimizer_step" and s is not None:
+            tr.retag(optimizer_state_tensors(s.optimizer), "optimizer_state")
+
+
+def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None) -> dict:
+    device = resolve_device(cfg.device)
+    started = _dt.datetime.now(_dt.timezone.utc)
+    t_start = time.perf_counter()
+    cuda = device.type == "cuda"
+    with StorageTracker():
+        torch.empty(0)  # the first dispatch mode of a process imports torch._dynamo: not the model's time
+    if cuda:
+        gc.collect()
+        torch.cuda.empty_cache()
+        warm_up_cuda(device)
+    capacity = capacity_bytes(cfg, device)
+    est = estimate(cfg, capacity_bytes=capacity)
+    if not cfg.force and capacity is not None and est["peak_bytes"] > REFUSE_FACTOR * capacity:
+        raise WouldNotFit(
+            f"estimated peak {est['peak_bytes'] / 2**30:.2f} GiB does not fit the "
+            f"{capacity / 2**30:.2f} GiB available on {device.type}; reduce batch, width or layers, "
+            "or force the run to see the out-of-memory error",
+            est,
+        )
+
+    budget = int(cfg.budget_mb * 2**20) if cfg.budget_mb is not None else None
+    tracker = StorageTracker(budget_bytes=budget if not cuda else None)
+    total_units = 3 + cfg.steps * (2 + 2 * cfg.accum) + (1 if cfg.timing_steps else 0) + 1
+    rec = _Recorder(device, tracker, progress, should_cancel, total_units)
+    result = {
+        "config": cfg.to_dict(), "device": device_info(device.type), "phases": rec.phases,
+        "baseline_bytes": 0, "peak_bytes": None, "peak_phase": None, "step_ms": None,
+        "samples_per_s": None, "tflops": None, "flops_per_step": None,
+        "breakdown": None, "breakdown_steady": None, "estimate": est, "driver": None,
+        "memory_summary": None, "oom": None, "losses": [], "cancelled": False,
+        "started_at": started.isoformat(timespec="seconds"),
+    }
+    if cuda:
+        result["baseline_bytes"] = torch.cuda.memory_allocated(device)
+        if budget is not None:
+            total = torch.cuda.get_device_properties(device).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, budget / total), device)
+    holder: dict = {}
+    try:
+        with float32_precision(cfg):
+            _measure(cfg, device, rec, tracker, holder, result)
+    except torch.OutOfMemoryError as e:
+        traceback.clear_frames(e.__traceback__)
+        message = str(e)
+        result["oom"] = {
+            "phase": rec.current[0], "step": rec.current[1],
+            "message": message.split("\n")[0][:600],
+            "requested_bytes": _requested_bytes(message),
+            "budget_bytes": budget,
+        }
+        del e
+    except Cancelled:
+        result["cancelled"] = True
+    finally:
+        rec.state = None
+        holder.clear()
+        gc.collect()
+        if cuda:
+            torch.cuda.synchronize(device)
+            torch.cuda.empty_cache()
+            if budget is not None:
+                torch.cuda.set_per_process_memory_fraction(1.0, device)
+    after = torch.cuda.memory_allocated(device) if cuda else tracker.current
+    result["allocated_after_bytes"] = after
+    if rec.phases:
+        top = max(rec.phases, key=lambda p: p["peak_bytes"])
+        result["peak_bytes"] = top["peak_bytes"]
+        result["peak_phase"] = {"step": top["step"], "phase": top["phase"]}
+    if result["breakdown"] is None and tracker.peak:
+        result["breakdown"] = tracker.peak_by_category()
+    result["duration_s"] = round(time.perf_counter() - t_start, 3)
+    return result
+
+
+def _measure(cfg, device, rec: _Recorder, tracker: StorageTracker, holder: dict, result: dict) -> None:
+    torch.manual_seed(cfg.seed)
+    with tracker:
+        with rec("model", 0):
+            holder["model"] = build_model(cfg, device)
+        tracker.param_keys = {p.untyped_storage()._cdata for p in holder["model"].parameters()}
+        with rec("optimizer", 0):
+            holder["optimizer"] = make_optimizer(cfg, holder["model"].parameters())
+            holder["scaler"] = make_scaler(cfg, device)
+        with rec("data", 0):
+            holder["inputs"], holder["targets"] = make_batch(cfg, device, cfg.seed + 1)
+        state = TrainState(cfg, device, holder["model"], holder["optimizer"], holder["scaler"],
+                           holder["inputs"], holder["targets"])
+        holder["state"] = rec.state = state
+        for step in range(1, cfg.steps + 1):
+            loss = train_step(state, step, rec)
+            result["losses"].append(float(loss))
+            del loss
+    result["breakdown"] = tracker.peak_by_category()
+    result["breakdown_steady"] = tracker.by_category()
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+        result["driver"] = {"free_bytes": free, "total_bytes": total}
+        result["memory_summary"] = torch.cuda.memory_summary(device, abbreviated=True)
+
+    if cfg.timing_steps:
+        samples = _time_steps(state, cfg.timing_steps)
+        result["step_ms"] = _stats(samples)
+        rec.tick("timing")
+    with FlopCounterMode(display=False) as counter:
+        train_step(state)
+    result["flops_per_step"] = int(counter.get_total_flops())
+    rec.tick("flops")
+    if result["step_ms"]:
+        seconds = result["step_ms"]["median"] / 1e3
+        result["samples_per_s"] = cfg.batch / seconds
+        result["tflops"] = result["flops_per_step"] / seconds / 1e12
+
+
+def _time_steps(state: TrainState, n: int) -> list[float]:
+    if state.device.type == "cuda":
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+        for start, end in events:
+            start.record()
+            train_step(state)
+            end.record()
+        torch.cuda.synchronize(state.device)
+        return [start.elapsed_time(end) for start, end in events]
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        train_step(state)
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return samples
+
+
+def _stats(samples: list[float]) -> dict:
+    ordered = sorted(samples)
+    if len(ordered) >= 2:
+        deciles = statistics.quantiles(ordered, n=10, method="inclusive")
+        p10, p90 = deciles[0], deciles[-1]
+    else:
+        p10 = p90 = ordered[0]
+    return {"median": statistics.median(ordered), "p10": p10, "p90": p90, "samples": [round(s, 4) for s in samples]}

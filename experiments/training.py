@@ -1,0 +1,62 @@
+"""One training step, written once and used both instrumented (phase by phase) and bare (timing)."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+from .config import ExperimentConfig
+from .models import loss_fn
+from .strategies import autocast
+
+
+@dataclass
+class TrainState:
+    cfg: ExperimentConfig
+    device: torch.device
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler | None
+    inputs: torch.Tensor
+    targets: torch.Tensor
+
+
+def _no_phase(name: str, step: int, micro: int | None = None):
+    return contextlib.nullcontext()
+
+
+def train_step(s: TrainState, step: int = 0, phase=_no_phase) -> torch.Tensor:
+    """Zero grads, forward/backward per micro-batch, optimizer step. Returns the summed loss (detached).
+
+    `phase(name, step, micro)` is a context manager the measurement wraps around each phase;
+    the default does nothing, so the timed steps run exactly this code with no instrumentation.
+    """
+    cfg = s.cfg
+    with phase("zero_grad", step):
+        s.optimizer.zero_grad(set_to_none=cfg.zero_grad_to_none)
+    total = None
+    mb = cfg.micro_batch
+    for micro in range(cfg.accum):
+        micro_tag = micro if cfg.accum > 1 else None
+        x = s.inputs[micro * mb : (micro + 1) * mb]
+        y = s.targets[micro * mb : (micro + 1) * mb]
+        with phase("forward", step, micro_tag):
+            with autocast(cfg, s.device):
+                out = s.model(x)
+                loss = loss_fn(cfg, out, y)
+            if cfg.accum > 1:
+                loss = loss / cfg.accum
+        with phase("backward", step, micro_tag):
+            (s.scaler.scale(loss) if s.scaler else loss).backward()
+            loss = loss.detach()
+            del out
+        total = loss if total is None else total + loss
+    with phase("optimizer_step", step):
+        if s.scaler:
+            s.scaler.step(s.optimizer)
+            s.scaler.update()
+        else:
+            s.optimizer.step()
+    return total

@@ -1,0 +1,194 @@
+"""One worker process that runs jobs one at a time, shared by every browser session.
+
+Why a process: torch.cuda peak statistics are per process and device, so two sessions measuring
+in threads of the web server would corrupt each other's peaks. Why one at a time: the same, and a
+classroom's GPU is shared. Why spawn: CUDA cannot be re-initialised in a forked child.
+Identical jobs are run once: a queued or running twin is joined, a finished one is served from
+the cache, so thirty students pressing Run on the same preset cost one run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import multiprocessing as mp
+import os
+import queue
+import threading
+import time
+from collections import OrderedDict
+
+MAX_JOB_SECONDS = float(os.environ.get("GPU_MEMORY_LAB_MAX_JOB_SECONDS", "600"))
+CACHE_SIZE = 256
+
+
+def _worker_main(jobs, events, cancel) -> None:
+    from .jobs import execute
+
+    while True:
+        item = jobs.get()
+        if item is None:
+            return
+        job_id, kind, params = item
+        cancel.clear()
+        events.put(("running", job_id, None))
+
+        def progress(done, total, label, job_id=job_id):
+            events.put(("progress", job_id, {"done": done, "total": total, "label": label}))
+
+        try:
+            result = execute(kind, params, progress=progress if kind == "run" else None, should_cancel=cancel.is_set)
+            events.put(("done", job_id, result))
+        except Exception as e:  # noqa: BLE001 - every failure is reported to the page, never raised there
+            events.put(("error", job_id, f"{type(e).__name__}: {e}"))
+
+
+def _key(kind: str, params: dict) -> str:
+    return kind + ":" + json.dumps(params, sort_keys=True, default=str)
+
+
+class WorkerClient:
+    """Thread-safe: Streamlit sessions call submit/status/cancel from their own threads."""
+
+    def __init__(self, inline: bool | None = None):
+        self.inline = os.environ.get("GPU_MEMORY_LAB_INLINE") == "1" if inline is None else inline
+        self._lock = threading.Condition()
+        self._jobs: dict[str, dict] = {}
+        self._pending: list[str] = []
+        self._by_key: dict[str, str] = {}
+        self._cache: OrderedDict[str, dict] = OrderedDict()
+        self._ids = itertools.count(1)
+        self._proc = None
+        self._cancel_current = None
+        threading.Thread(target=self._dispatch_loop, name="gml-dispatch", daemon=True).start()
+
+    # -- public API -------------------------------------------------------------------------
+    def submit(self, kind: str, params: dict) -> str:
+        key = _key(kind, params)
+        with self._lock:
+            job_id = f"j{next(self._ids)}"
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                self._jobs[job_id] = self._new(kind, params, key, state="done", result=self._cache[key], cached=True)
+                return job_id
+            twin = self._by_key.get(key)
+            if twin and self._jobs[twin]["state"] in ("queued", "running"):
+                return twin
+            self._jobs[job_id] = self._new(kind, params, key)
+            self._by_key[key] = job_id
+            self._pending.append(job_id)
+            self._lock.notify_all()
+            return job_id
+
+    def status(self, job_id: str) -> dict:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None:
+                return {"state": "error", "position": 0, "progress": None, "result": None, "error": "unknown job"}
+            position = self._pending.index(job_id) + (1 if self._running_id() else 0) if job_id in self._pending else 0
+            return {k: job[k] for k in ("state", "progress", "result", "error", "cached")} | {"position": position}
+
+    def cancel(self, job_id: str) -> None:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None:
+                return
+            if job_id in self._pending:
+                self._pending.remove(job_id)
+                job["state"] = "cancelled"
+            elif job["state"] == "running" and self._cancel_current is not None:
+                self._cancel_current.set()
+
+    def queue_length(self) -> int:
+        with self._lock:
+            return len(self._pending) + (1 if self._running_id() else 0)
+
+    # -- internals ----------------------------------------------------------------------------
+    @staticmethod
+    def _new(kind, params, key, state="queued", result=None, cached=False) -> dict:
+        return {"kind": kind, "params": params, "key": key, "state": state, "progress": None,
+                "result": result, "error": None, "cached": cached}
+
+    def _running_id(self):
+        return next((j for j, job in self._jobs.items() if job["state"] == "running"), None)
+
+    def _finish(self, job_id: str, state: str, result=None, error=None) -> None:
+        with self._lock:
+            job = self._jobs[job_id]
+            if state == "done" and result is not None and result.get("cancelled"):
+                state = "cancelled"
+            job.update(state=state, result=result, error=error)
+            if state == "done":
+                self._cache[job["key"]] = result
+                while len(self._cache) > CACHE_SIZE:
+                    self._cache.popitem(last=False)
+            if self._by_key.get(job["key"]) == job_id:
+                del self._by_key[job["key"]]
+
+    def _dispatch_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending:
+                    self._lock.wait()
+                job_id = self._pending.pop(0)
+                job = self._jobs[job_id]
+                job["state"] = "running"
+            try:
+                if self.inline:
+                    self._run_inline(job_id, job)
+                else:
+                    self._run_in_worker(job_id, job)
+            except Exception as e:  # noqa: BLE001 - the dispatcher must outlive any one job
+                self._finish(job_id, "error", error=f"{type(e).__name__}: {e}")
+
+    def _run_inline(self, job_id: str, job: dict) -> None:
+        from .jobs import execute
+
+        cancel = threading.Event()
+        self._cancel_current = cancel
+
+        def progress(done, total, label):
+            job["progress"] = {"done": done, "total": total, "label": label}
+
+        try:
+            result = execute(job["kind"], job["params"], progress=progress if job["kind"] == "run" else None,
+                             should_cancel=cancel.is_set)
+            self._finish(job_id, "done", result=result)
+        except Exception as e:  # noqa: BLE001
+            self._finish(job_id, "error", error=f"{type(e).__name__}: {e}")
+
+    def _ensure_process(self):
+        if self._proc is None or not self._proc.is_alive():
+            ctx = mp.get_context("spawn")
+            self._jobs_q, self._events_q, self._cancel_current = ctx.Queue(), ctx.Queue(), ctx.Event()
+            self._proc = ctx.Process(target=_worker_main, args=(self._jobs_q, self._events_q, self._cancel_current),
+                                     name="gpu-memory-lab-worker", daemon=True)
+            self._proc.start()
+
+    def _run_in_worker(self, job_id: str, job: dict) -> None:
+        self._ensure_process()
+        self._jobs_q.put((job_id, job["kind"], job["params"]))
+        deadline = time.monotonic() + MAX_JOB_SECONDS
+        while True:
+            try:
+                what, jid, payload = self._events_q.get(timeout=0.5)
+            except queue.Empty:
+                if not self._proc.is_alive():
+                    self._finish(job_id, "error", error="the worker process died (see the server log); it was restarted")
+                    return
+                if time.monotonic() > deadline:
+                    self._proc.kill()
+                    self._proc.join()
+                    self._finish(job_id, "error", error=f"stopped after {MAX_JOB_SECONDS:.0f} s (GPU_MEMORY_LAB_MAX_JOB_SECONDS)")
+                    return
+                continue
+            if jid != job_id:
+                continue
+            if what == "progress":
+                job["progress"] = payload
+            elif what == "done":
+                self._finish(job_id, "done", result=payload)
+                return
+            elif what == "error":
+                self._finish(job_id, "error", error=payload)
+                return

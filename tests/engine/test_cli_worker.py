@@ -1,0 +1,75 @@
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from experiments.worker import WorkerClient
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "experiments", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_json_shape():
+    p = _cli("run", "--device", "cpu", "--layers", "2", "--width", "64", "--batch", "8", "--steps", "2",
+             "--timing-steps", "2", "--json")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    for key in ("config", "device", "phases", "peak_bytes", "step_ms", "tflops", "breakdown", "estimate", "oom"):
+        assert key in r
+    assert {"type", "name", "total_bytes", "torch_version"} <= set(r["device"])
+    assert {"step", "phase", "allocated_bytes", "reserved_bytes", "peak_bytes", "ms"} <= set(r["phases"][0])
+    assert {"median", "p10", "p90"} <= set(r["step_ms"])
+    assert "peak_bytes" in r["estimate"] and "parameters" in r["estimate"]["categories"]
+    assert r["oom"] is None
+
+
+@pytest.mark.parametrize("args, field", [(("--batch", "7", "--accum", "2"), "batch"), (("--precision", "fp8"), "precision"),
+                                         (("--layers", "many"), "layers")])
+def test_cli_bad_arguments_exit_2_with_one_line_naming_the_field(args, field):
+    p = _cli("run", "--device", "cpu", *args)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0]
+
+
+def test_cli_estimate_prints_the_estimate():
+    p = _cli("estimate", "--layers", "20", "--width", "2048", "--batch", "32")
+    assert p.returncode == 0
+    e = json.loads(p.stdout)
+    assert e["categories"]["parameters"] == 20 * (2048 * 2048 + 2048) * 4
+
+
+def _wait(client, job, timeout=240):
+    t = time.time()
+    while client.status(job)["state"] in ("queued", "running"):
+        assert time.time() - t < timeout
+        time.sleep(0.1)
+    return client.status(job)
+
+
+def test_worker_runs_in_a_spawned_process_dedupes_and_caches():
+    c = WorkerClient(inline=False)
+    params = dict(device="cpu", layers=2, width=32, batch=8, steps=2, timing_steps=0)
+    a, b = c.submit("run", params), c.submit("run", params)
+    assert a == b  # an identical queued job is joined, not run twice
+    assert _wait(c, a)["state"] == "done"
+    again = c.status(c.submit("run", params))
+    assert again["state"] == "done" and again["cached"]
+    bad = _wait(c, c.submit("run", dict(params, batch=7, accum=2)))
+    assert bad["state"] == "error" and "batch" in bad["error"]
+
+
+def test_inline_worker_cancel_of_a_queued_job():
+    c = WorkerClient(inline=True)
+    slow = c.submit("run", dict(device="cpu", layers=4, width=256, batch=64, steps=3, timing_steps=20))
+    queued = c.submit("leak", dict(scenario="fixed", steps=2, device="cpu", batch=8, width=16))
+    c.cancel(queued)
+    assert c.status(queued)["state"] == "cancelled"
+    c.cancel(slow)
+    assert _wait(c, slow)["state"] in ("cancelled", "done")

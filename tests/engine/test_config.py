@@ -1,0 +1,43 @@
+import pytest
+
+from experiments.config import ConfigError, ExperimentConfig
+
+
+@pytest.mark.parametrize(
+    "changes, field, fragment",
+    [
+        ({"batch": 0}, "batch", "[1, 65536]"),
+        ({"batch": 30, "accum": 4}, "batch", "divisible by accum 4"),
+        ({"precision": "fp8"}, "precision", "amp_bf16"),
+        ({"model": "rnn"}, "model", "transformer"),
+        ({"steps": 1}, "steps", "[2, 50]"),
+        ({"layers": 3.5}, "layers", "integer"),
+        ({"model": "transformer", "width": 100, "heads": 8}, "heads", "divisible"),
+        ({"optimizer_impl": "fast"}, "optimizer_impl", "fused"),
+        ({"budget_mb": 0}, "budget_mb", "[1, 10000000]"),
+        ({"checkpoint": "segments", "layers": 4, "segments": 5}, "segments", "at most"),
+        ({"zero_grad_to_none": "maybe"}, "zero_grad_to_none", "true or false"),
+    ],
+)
+def test_bad_values_name_the_field_and_the_allowed_range(changes, field, fragment):
+    with pytest.raises(ConfigError) as info:
+        ExperimentConfig.from_dict(changes)
+    assert info.value.field == field
+    assert fragment in str(info.value)
+    assert str(info.value).startswith(f"{field}:")
+
+
+def test_query_param_strings_are_coerced():
+    cfg = ExperimentConfig.from_dict({"batch": "64", "accum": "4", "inplace": "true", "budget_mb": "512"})
+    assert (cfg.batch, cfg.accum, cfg.inplace, cfg.budget_mb, cfg.micro_batch) == (64, 4, True, 512.0, 16)
+
+
+def test_unknown_field_is_refused():
+    with pytest.raises(ConfigError) as info:
+        ExperimentConfig.from_dict({"batchsize": 3})
+    assert info.value.field == "batchsize"
+
+
+def test_segment_size_defaults_to_sqrt_layers():
+    assert ExperimentConfig(layers=16, checkpoint="segments").segment_size == 4
+    assert ExperimentConfig(layers=16, checkpoint="segments", segments=2).segment_size == 2

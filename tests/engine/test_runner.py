@@ -1,0 +1,115 @@
+import torch
+
+from experiments.config import ExperimentConfig
+from experiments.runner import run_experiment
+
+SMALL = dict(device="cpu", model="mlp", layers=3, width=64, batch=16, timing_steps=2)
+
+
+def _param_bytes(layers, width, elem=4):
+    return layers * (width * width + width) * elem
+
+
+def test_phase_sequence_with_accumulation():
+    r = run_experiment(ExperimentConfig(**SMALL, accum=2, steps=2))
+    seq = [(p["step"], p["micro"], p["phase"]) for p in r["phases"]]
+    step = [("zero_grad", None), ("forward", 0), ("backward", 0), ("forward", 1), ("backward", 1), ("optimizer_step", None)]
+    expected = [(0, None, "model"), (0, None, "optimizer"), (0, None, "data")]
+    for s in (1, 2):
+        expected += [(s, m, ph) for ph, m in step]
+    assert seq == expected
+    assert r["device"]["type"] == "cpu"
+    assert all(p["reserved_bytes"] is None for p in r["phases"])  # no reserved memory on CPU, never invented
+    assert r["oom"] is None and not r["cancelled"]
+
+
+def test_parameter_gradient_and_adam_state_bytes_match_a_hand_count():
+    cfg = ExperimentConfig(**SMALL, optimizer="adam", zero_grad_to_none=False, steps=2)
+    r = run_experiment(cfg)
+    P = _param_bytes(3, 64)
+    steady = r["breakdown_steady"]
+    assert steady["parameters"] == P
+    assert steady["gradients"] == P
+    # exp_avg + exp_avg_sq per parameter, plus a 4-byte fp32 `step` tensor per parameter on CPU.
+    assert steady["optimizer_state"] == 2 * P + 6 * 4
+    model_phase = r["phases"][0]
+    assert model_phase["phase"] == "model" and model_phase["allocated_bytes"] == P
+    data_phase = r["phases"][2]
+    assert data_phase["allocated_bytes"] - model_phase["allocated_bytes"] == 2 * 16 * 64 * 4
+
+
+def test_sgd_has_no_state_and_bf16_halves_the_parameters():
+    r = run_experiment(ExperimentConfig(**SMALL, optimizer="sgd", precision="bf16"))
+    assert r["breakdown_steady"]["optimizer_state"] == 0
+    assert r["breakdown_steady"]["parameters"] == _param_bytes(3, 64, elem=2)
+
+
+def test_activations_grow_with_batch_and_checkpointing_segments_saves_them():
+    base = dict(SMALL, layers=16, width=128, batch=256, optimizer="sgd", timing_steps=0)
+    plain = run_experiment(ExperimentConfig(**base))
+    seg = run_experiment(ExperimentConfig(**base, checkpoint="segments"))
+    per_layer = run_experiment(ExperimentConfig(**base, checkpoint="per_layer"))
+    act = 256 * 128 * 4
+    # Forward keeps one (batch, width) output per layer; segments of 4 keep about 4 + 4.
+    fwd = [p for p in plain["phases"] if p["phase"] == "forward"][0]
+    data_end = plain["phases"][2]["allocated_bytes"]
+    assert fwd["allocated_bytes"] - data_end >= 16 * act
+    assert seg["peak_bytes"] < plain["peak_bytes"] - 4 * act
+    # Checkpointing each Linear+ReLU layer alone saves nothing: its input is what autograd keeps anyway.
+    assert per_layer["peak_bytes"] >= plain["peak_bytes"] - act
+
+
+def test_step_time_and_flops_are_reported():
+    r = run_experiment(ExperimentConfig(**dict(SMALL, timing_steps=3)))
+    s = r["step_ms"]
+    assert len(s["samples"]) == 3 and s["p10"] <= s["median"] <= s["p90"]
+    # FlopCounterMode: forward 2*B*W*W per layer, backward twice that, minus the first layer's input grad.
+    B, W, L = 16, 64, 3
+    assert r["flops_per_step"] == 6 * B * W * W * L - 2 * B * W * W
+    assert r["tflops"] > 0 and r["samples_per_s"] > 0
+
+
+def test_out_of_memory_is_a_result_and_frees_everything():
+    cfg = ExperimentConfig(**dict(SMALL, width=512, batch=512), budget_mb=4, force=True)
+    r = run_experiment(cfg)
+    assert r["oom"] is not None
+    assert "out of memory" in r["oom"]["message"].lower()
+    assert r["oom"]["requested_bytes"] and r["oom"]["requested_bytes"] > 0
+    assert r["oom"]["phase"] in ("model", "optimizer", "data", "forward", "backward", "optimizer_step")
+    assert r["allocated_after_bytes"] == r["baseline_bytes"] == 0
+
+
+def test_a_run_that_would_not_fit_is_refused_before_allocating():
+    import pytest
+
+    from experiments.runner import WouldNotFit
+
+    with pytest.raises(WouldNotFit) as info:
+        run_experiment(ExperimentConfig(**dict(SMALL, width=4096, batch=4096), budget_mb=8))
+    assert "does not fit" in str(info.value)
+
+
+def test_cancel_stops_between_phases():
+    calls = []
+    r = run_experiment(ExperimentConfig(**SMALL), progress=lambda d, t, label: calls.append(d),
+                       should_cancel=lambda: len(calls) >= 4)
+    assert r["cancelled"] and len(r["phases"]) == 4
+
+
+def test_losses_match_a_plain_pytorch_loop():
+    cfg = ExperimentConfig(**dict(SMALL, optimizer="sgd", timing_steps=0, steps=3))
+    r = run_experiment(cfg)
+    from experiments.models import build_model, make_batch
+
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg, torch.device("cpu"))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = make_batch(cfg, torch.device("cpu"), cfg.seed + 1)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert r["losses"] == losses
