@@ -44,14 +44,13 @@ def train_step(s: TrainState, step: int = 0, phase=_no_phase) -> torch.Tensor:
         y = s.targets[micro * mb : (micro + 1) * mb]
         with phase("forward", step, micro_tag):
             with autocast(cfg, s.device):
-                out = s.model(x)
-                loss = loss_fn(cfg, out, y)
+                loss = loss_fn(cfg, s.model(x), y)
             if cfg.accum > 1:
                 loss = loss / cfg.accum
+            # No Python name holds the output: autograd frees it as soon as backward is past it.
         with phase("backward", step, micro_tag):
             (s.scaler.scale(loss) if s.scaler else loss).backward()
             loss = loss.detach()
-            del out
         total = loss if total is None else total + loss
     with phase("optimizer_step", step):
         if s.scaler:

@@ -1,0 +1,108 @@
+"""GPU behaviour, checked on a CUDA machine (skipped elsewhere). Results: docs/gpu-results.md."""
+
+import functools
+import gc
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from experiments.config import ExperimentConfig
+from experiments.leaks import run_leak
+from experiments.runner import run_experiment, warm_up_cuda
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+
+
+def _plain_loop_peak(layers, width, batch, precision="fp32", segment=0, accum=1, steps=2):
+    """An independent plain PyTorch loop: the number a learner's own script would print."""
+    dev = torch.device("cuda")
+    warm_up_cuda(dev)
+    gc.collect()
+    torch.cuda.empty_cache()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    model = nn.Sequential(*[m for _ in range(layers) for m in (nn.Linear(width, width, device=dev), nn.ReLU())])
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    x = torch.randn(batch, width, device=dev)
+    y = torch.randn(batch, width, device=dev)
+    mb = batch // accum
+
+    def forward(inp):
+        if not segment:
+            return model(inp)
+        for start in range(0, 2 * layers, 2 * segment):
+            inp = checkpoint(functools.partial(_seq, model[start:start + 2 * segment]), inp, use_reentrant=False)
+        return inp
+
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        for m in range(accum):
+            with torch.amp.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "amp_bf16"):
+                loss = F.mse_loss(forward(x[m * mb:(m + 1) * mb]), y[m * mb:(m + 1) * mb])
+            (loss / accum).backward()
+        opt.step()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    del model, opt, x, y, loss
+    gc.collect()
+    torch.cuda.empty_cache()
+    return peak
+
+
+def _seq(mods, inp):
+    return mods(inp)
+
+
+CASES = [
+    dict(layers=20, width=2048, batch=32),
+    dict(layers=20, width=2048, batch=8192),
+    dict(layers=20, width=2048, batch=8192, precision="amp_bf16"),
+    dict(layers=16, width=2048, batch=8192, segment=4),
+    dict(layers=20, width=2048, batch=8192, accum=4),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_engine_peak_equals_a_plain_loop(case):
+    cfg = ExperimentConfig(model="mlp", device="cuda", layers=case["layers"], width=case["width"], batch=case["batch"],
+                           precision=case.get("precision", "fp32"), accum=case.get("accum", 1),
+                           checkpoint="segments" if case.get("segment") else "none", segments=case.get("segment", 0),
+                           optimizer="adam", steps=2, timing_steps=0)
+    r = run_experiment(cfg)
+    engine = r["peak_bytes"] - r["baseline_bytes"]
+    plain = _plain_loop_peak(**case)
+    print(f"{case}: engine {engine / 2**20:.2f} MiB, plain loop {plain / 2**20:.2f} MiB, "
+          f"estimate {r['estimate']['peak_bytes'] / 2**20:.2f} MiB")
+    assert abs(engine / plain - 1) < 0.01
+    assert r["phases"][0]["reserved_bytes"] is not None and r["driver"]["total_bytes"] > 0
+
+
+def test_out_of_memory_under_a_budget_frees_everything():
+    before = torch.cuda.memory_allocated()
+    r = run_experiment(ExperimentConfig(device="cuda", layers=20, width=4096, batch=65536, budget_mb=4096, force=True,
+                                        timing_steps=0))
+    assert r["oom"] is not None and r["oom"]["requested_bytes"] > 0
+    assert r["allocated_after_bytes"] == r["baseline_bytes"]
+    assert torch.cuda.memory_allocated() <= before + 64 * 2**20  # at most the cuBLAS workspaces remain
+    ok = run_experiment(ExperimentConfig(device="cuda", layers=2, width=256, batch=32, timing_steps=2))
+    assert ok["oom"] is None  # the process keeps working after an OOM
+
+
+def test_kept_mse_loss_after_backward_keeps_its_per_element_buffer_on_cuda():
+    # Backward freed the graph, but mse_loss's 0-dim result is a view of the (batch, width)
+    # per-element loss, so each kept loss keeps batch*width floats, not 4 bytes.
+    r = run_leak("append_loss_after_backward", steps=8, device="cuda", batch=64, width=512)
+    assert r["growth_bytes_per_step"] == 64 * 512 * 4
+
+
+@pytest.mark.parametrize("model", ["transformer", "cnn"])
+@pytest.mark.parametrize("precision", ["fp32", "amp_bf16", "amp_fp16", "bf16"])
+def test_every_family_and_precision_runs_on_cuda(model, precision):
+    cfg = ExperimentConfig(model=model, device="cuda", layers=4, width=256 if model == "transformer" else 32,
+                           batch=8, seq_len=256, image_size=64, precision=precision, steps=2, timing_steps=3)
+    r = run_experiment(cfg)
+    assert r["oom"] is None and r["step_ms"]["median"] > 0 and r["tflops"] > 0
