@@ -44,10 +44,11 @@ def _plain_loop_peak(layers, width, batch, precision="fp32", segment=0, accum=1,
             with torch.amp.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "amp_bf16"):
                 loss = F.mse_loss(forward(x[m * mb:(m + 1) * mb]), y[m * mb:(m + 1) * mb])
             (loss / accum).backward()
+            del loss  # a kept mse loss pins its per-element buffer (see the leak test below)
         opt.step()
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated() - base
-    del model, opt, x, y, loss
+    model = opt = x = y = None  # free before the next case
     gc.collect()
     torch.cuda.empty_cache()
     return peak
