@@ -1,0 +1,43 @@
+"""Checks a lesson's claim against two measured results (technique vs baseline)."""
+
+from __future__ import annotations
+
+from app.frames import net_peak
+
+
+def measure(metric: str, technique: dict, baseline: dict) -> float | None:
+    """peak_saving_pct: % less peak memory than the baseline; step_time_ratio: technique step time / baseline."""
+    if technique.get("oom") or baseline.get("oom"):
+        return None
+    if metric == "peak_saving_pct":
+        tech, base = net_peak(technique), net_peak(baseline)
+        if not base or tech is None:
+            return None
+        return (base - tech) / base * 100.0
+    if metric == "step_time_ratio":
+        tech = (technique.get("step_ms") or {}).get("median")
+        base = (baseline.get("step_ms") or {}).get("median")
+        if not base or tech is None:
+            return None
+        return tech / base
+    return None
+
+
+def holds(value: float | None, claimed_range) -> bool | None:
+    if value is None or not claimed_range or len(claimed_range) != 2:
+        return None
+    lo, hi = claimed_range
+    return lo <= value <= hi
+
+
+def fmt(metric: str, value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:+.1f} %" if metric == "peak_saving_pct" else f"{value:.2f}×"
+
+
+def fmt_range(metric: str, claimed_range) -> str:
+    if not claimed_range or len(claimed_range) != 2:
+        return "—"
+    lo, hi = claimed_range
+    return f"{lo:g}–{hi:g} %" if metric == "peak_saving_pct" else f"{lo:g}–{hi:g}×"

@@ -1,0 +1,108 @@
+"""The app's only door to experiments/: cached singletons and calls that never raise into a page."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+MIB = 2**20
+
+
+@st.cache_resource(show_spinner=False)
+def client():
+    """One worker process per server: jobs from all browsers run one at a time, so CUDA peaks stay per-job."""
+    from experiments.worker import WorkerClient
+
+    return WorkerClient()
+
+
+def get_client():
+    """(client, error message)."""
+    try:
+        return client(), None
+    except Exception as exc:  # noqa: BLE001 - any engine failure becomes a message on the page
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+@st.cache_data(ttl=10, show_spinner=False)
+def device_info() -> dict:
+    from experiments.device_info import device_info as info
+
+    return info()
+
+
+def safe_device_info() -> tuple[dict | None, str | None]:
+    try:
+        return device_info(), None
+    except Exception as exc:  # noqa: BLE001
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def capacity_bytes(cfg) -> int | None:
+    """What the estimate is compared with, as the runner does: the budget if set, else free device memory
+    (free RAM in CPU mode)."""
+    if cfg.budget_mb:
+        return int(cfg.budget_mb * MIB)
+    info, _ = safe_device_info()
+    if not info:
+        return None
+    if info.get("type") == "cuda" and cfg.device == "cpu":
+        return None  # the app process does not know the CPU budget of a forced-CPU run; no verdict
+    return info.get("free_bytes")
+
+
+@st.cache_data(max_entries=2048, show_spinner=False)
+def _estimate(cfg_items: tuple, capacity: int | None) -> dict:
+    from experiments.config import ExperimentConfig
+    from experiments.estimator import estimate
+
+    return estimate(ExperimentConfig.from_dict(dict(cfg_items)), capacity_bytes=capacity)
+
+
+def estimate(cfg, capacity: int | None = None) -> tuple[dict | None, str | None]:
+    try:
+        return _estimate(tuple(sorted(cfg.to_dict().items())), capacity), None
+    except Exception as exc:  # noqa: BLE001
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def list_recorded() -> list[dict]:
+    from experiments.recorded import list_recorded as listing
+
+    return listing()
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def load_recorded(record_id: str) -> dict:
+    from experiments.recorded import load_recorded as load
+
+    return load(record_id)
+
+
+def safe_list_recorded() -> tuple[list[dict], str | None]:
+    try:
+        return list_recorded(), None
+    except Exception as exc:  # noqa: BLE001
+        return [], f"{type(exc).__name__}: {exc}"
+
+
+def safe_load_recorded(record_id: str) -> tuple[dict | None, str | None]:
+    try:
+        return load_recorded(record_id), None
+    except Exception as exc:  # noqa: BLE001
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def _find_recorded(cfg_items: tuple) -> dict | None:
+    from experiments.recorded import find_recorded
+
+    return find_recorded(dict(cfg_items))
+
+
+def find_recorded(cfg) -> dict | None:
+    """The recorded GPU result for this configuration (device and timing settings ignored), if shipped."""
+    try:
+        return _find_recorded(tuple(sorted(cfg.to_dict().items())))
+    except Exception:  # noqa: BLE001 - recorded results are an extra; their absence is not an error
+        return None

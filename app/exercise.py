@@ -1,0 +1,28 @@
+"""An exercise page: the task, hints and reference answer behind expanders, and a sandbox to check it."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import layout, leak_sandbox, recorded_view, sandbox
+from app.i18n import t
+
+
+def render(lesson_id: str, leaks: bool = False) -> None:
+    meta = layout.lesson_meta(lesson_id)
+    layout.header(lesson_id, meta)
+    left, right = layout.columns()
+    with left:
+        layout.markdown_file(lesson_id)
+        with st.expander(t("exercise.hints"), icon=":material/lightbulb:"):
+            layout.markdown_file(lesson_id, "hints")
+        with st.expander(t("exercise.answer"), icon=":material/task_alt:"):
+            st.caption(t("exercise.answer_note"))
+            layout.markdown_file(lesson_id, "answer")
+    with right:
+        if leaks:
+            leak_sandbox.render(lesson_id, meta)
+            st.subheader(t("leak.baseline"))
+            st.caption(t("leak.baseline_explain"))
+        sandbox.render(lesson_id, meta)
+        recorded_view.browser(lesson_id)

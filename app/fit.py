@@ -1,0 +1,32 @@
+"""'What would fit': searches the estimator for the largest batch under a memory capacity."""
+
+from __future__ import annotations
+
+from experiments.config import RANGES, ConfigError
+
+
+def largest_fitting_batch(cfg, capacity: int, estimate) -> int | None:
+    """Largest multiple of cfg.accum whose estimated peak is <= capacity (the estimate grows with batch).
+
+    `estimate(cfg) -> dict | None` is injected so the search can reuse the app's cached estimator.
+    None if even batch = accum does not fit.
+    """
+
+    def fits(batch: int) -> bool:
+        try:
+            est = estimate(cfg.replace(batch=batch))
+        except ConfigError:
+            return False
+        return bool(est) and est["peak_bytes"] <= capacity
+
+    step = cfg.accum
+    lo, hi = 1, RANGES["batch"][1] // step  # in units of accum
+    if not fits(lo * step):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid * step):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo * step

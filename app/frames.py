@@ -1,0 +1,182 @@
+"""Engine results (plain dicts) -> pandas DataFrames with translated labels, ready for charts and tables."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from app.i18n import t
+
+MIB = 2**20
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "autocast_copies", "data")
+
+
+def mib(value) -> float | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value / MIB
+
+
+def phase_name(phase: str) -> str:
+    return t("phase." + phase, default=phase)
+
+
+def phase_label(row: dict, accum: int = 1) -> str:
+    if not row.get("step"):
+        return phase_name(row["phase"])
+    label = f"{row['step']}·{phase_name(row['phase'])}"
+    if accum > 1 and row.get("micro") is not None and row["phase"] in ("forward", "backward"):
+        label += f"·μ{row['micro']}"
+    return label
+
+
+def phases_frame(result: dict) -> pd.DataFrame:
+    accum = int((result.get("config") or {}).get("accum") or 1)
+    rows = []
+    for i, p in enumerate(result.get("phases") or []):
+        rows.append(
+            {
+                "order": i,
+                "label": phase_label(p, accum),
+                "step": p.get("step"),
+                "micro": p.get("micro"),
+                "phase": p.get("phase"),
+                "allocated_mib": mib(p.get("allocated_bytes")),
+                "reserved_mib": mib(p.get("reserved_bytes")),
+                "peak_mib": mib(p.get("peak_bytes")),
+                "ms": p.get("ms"),
+            }
+        )
+    columns = ["order", "label", "step", "micro", "phase", "allocated_mib", "reserved_mib", "peak_mib", "ms"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def phases_display(df: pd.DataFrame) -> pd.DataFrame:
+    """The phases table as learners read it: translated column names, no internal columns."""
+    shown = df.drop(columns=["order", "label", "phase"]).assign(phase=df["phase"].map(phase_name))
+    shown = shown[["step", "micro", "phase", "allocated_mib", "reserved_mib", "peak_mib", "ms"]]
+    return shown.rename(columns={c: t("col." + c) for c in shown.columns})
+
+
+def memory_long(df: pd.DataFrame, with_reserved: bool) -> pd.DataFrame:
+    series = ["peak_mib", "allocated_mib"] + (["reserved_mib"] if with_reserved else [])
+    long = df.melt(id_vars=["order", "label", "ms"], value_vars=series, var_name="series", value_name="mib")
+    long["series"] = long["series"].map(lambda s: t("series." + s.removesuffix("_mib")))
+    return long.dropna(subset=["mib"])
+
+
+def breakdown_frame(measured: dict | None, estimated: dict | None) -> pd.DataFrame:
+    rows = []
+    for source, cats in (("measured", measured), ("estimated", estimated)):
+        for cat in CATEGORIES:
+            value = (cats or {}).get(cat)
+            if value:
+                rows.append({"source": t("source." + source), "category": t("cat." + cat), "mib": value / MIB})
+        for cat, value in (cats or {}).items():
+            if cat not in CATEGORIES and value:
+                rows.append({"source": t("source." + source), "category": cat, "mib": value / MIB})
+    return pd.DataFrame(rows, columns=["source", "category", "mib"])
+
+
+def step_time_frame(items: list[tuple[str, dict | None]]) -> pd.DataFrame:
+    rows = []
+    for label, step_ms in items:
+        if step_ms and step_ms.get("median") is not None:
+            rows.append(
+                {"label": label, "median": step_ms["median"], "p10": step_ms.get("p10"), "p90": step_ms.get("p90")}
+            )
+    return pd.DataFrame(rows, columns=["label", "median", "p10", "p90"])
+
+
+def leak_frame(results: list[tuple[str, dict]]) -> pd.DataFrame:
+    rows = []
+    for label, result in results:
+        for point in result.get("per_step") or []:
+            rows.append({"scenario": label, "step": point["step"], "mib": point["allocated_bytes"] / MIB})
+    return pd.DataFrame(rows, columns=["scenario", "step", "mib"])
+
+
+def leak_table(results: list[tuple[str, dict]]) -> pd.DataFrame:
+    rows = []
+    for label, result in results:
+        per_step = result.get("per_step") or []
+        rows.append(
+            {
+                t("col.scenario"): label,
+                t("col.growth_bytes_per_step"): result.get("growth_bytes_per_step"),
+                t("col.first_mib"): mib(per_step[0]["allocated_bytes"]) if per_step else None,
+                t("col.last_mib"): mib(per_step[-1]["allocated_bytes"]) if per_step else None,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def net_peak(result: dict) -> int | None:
+    """Peak allocated by the experiment itself (the engine's baseline, e.g. the CUDA workspace, removed)."""
+    peak = result.get("peak_bytes")
+    if peak is None:
+        return None
+    return peak - (result.get("baseline_bytes") or 0)
+
+
+def compare_frame(items: list[tuple[str, dict]]) -> pd.DataFrame:
+    rows = []
+    for label, result in items:
+        step_ms = result.get("step_ms") or {}
+        oom = result.get("oom")
+        rows.append(
+            {
+                "label": label,
+                "peak_mib": mib(result.get("peak_bytes")),
+                "median": step_ms.get("median"),
+                "p10": step_ms.get("p10"),
+                "p90": step_ms.get("p90"),
+                "samples_per_s": result.get("samples_per_s"),
+                "oom": bool(oom),
+            }
+        )
+    return pd.DataFrame(rows, columns=["label", "peak_mib", "median", "p10", "p90", "samples_per_s", "oom"])
+
+
+def compare_display(df: pd.DataFrame) -> pd.DataFrame:
+    shown = df.assign(oom=df["oom"].map(lambda v: t("yes") if v else t("no")))
+    return shown.rename(
+        columns={
+            "label": t("col.strategy"),
+            "peak_mib": t("col.peak_mib"),
+            "median": t("col.step_ms"),
+            "p10": t("col.p10"),
+            "p90": t("col.p90"),
+            "samples_per_s": t("col.samples_per_s"),
+            "oom": t("col.oom"),
+        }
+    )
+
+
+def driver_frame(result: dict) -> pd.DataFrame | None:
+    """The three views of 'used memory' after the run: driver (whole process), reserved, allocated."""
+    driver = result.get("driver")
+    if not driver or driver.get("total_bytes") is None or driver.get("free_bytes") is None:
+        return None
+    last = (result.get("phases") or [{}])[-1]
+    rows = [{"view": t("driver.used"), "mib": (driver["total_bytes"] - driver["free_bytes"]) / MIB}]
+    if last.get("reserved_bytes") is not None:
+        rows.append({"view": t("driver.reserved"), "mib": last["reserved_bytes"] / MIB})
+    if last.get("allocated_bytes") is not None:
+        rows.append({"view": t("driver.allocated"), "mib": last["allocated_bytes"] / MIB})
+    return pd.DataFrame(rows, columns=["view", "mib"])
+
+
+def profile_frame(rows: list[dict], device_type: str) -> tuple[pd.DataFrame, str]:
+    """Operator table sorted by self device memory (self CPU memory in CPU mode); returns (df, sort column)."""
+    df = pd.DataFrame(rows)
+    sort_key = "self_device_memory_bytes" if device_type == "cuda" else "self_cpu_memory_bytes"
+    if df.empty:
+        return df, sort_key
+    if sort_key in df:
+        df = df.sort_values(sort_key, ascending=False, key=lambda s: s.fillna(float("-inf")))
+    # Device columns are all zeros without a GPU: hide them rather than show a column of meaningless zeros.
+    keep = [c for c in df.columns if not df[c].isna().all() and (device_type == "cuda" or "device" not in c)]
+    df = df[keep]
+    return df.rename(columns={c: t("prof." + c, default=c) for c in df.columns}), t("prof." + sort_key, default=sort_key)

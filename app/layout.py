@@ -1,0 +1,52 @@
+"""Page scaffolding shared by all views: title, lesson column, charts with their prompts."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import content
+from app.i18n import lang, t
+
+
+def lesson_meta(lesson_id: str) -> dict:
+    return content.meta(lesson_id)
+
+
+def header(lesson_id: str, meta: dict) -> None:
+    st.title(content.localized(meta.get("title"), lang(), t("page." + lesson_id)))
+    summary = content.localized(meta.get("summary"), lang())
+    if summary:
+        st.caption(summary)
+
+
+def columns():
+    """Lesson left, sandbox right; Streamlit stacks them on narrow screens."""
+    return st.columns(2, gap="large")
+
+
+def markdown_file(lesson_id: str, name: str = "lesson") -> bool:
+    text, used = content.read_text(lesson_id, name, lang())
+    if text is None:
+        st.info(t("lesson.missing"))
+        return False
+    if used != lang():
+        st.caption(t("lesson.fallback"))
+    st.markdown(text)
+    return True
+
+
+def prompts(meta: dict, kind: str) -> None:
+    """'What to notice' and 'Try this' under a chart, from the lesson's meta.json (generic text otherwise)."""
+    entry = (meta.get("prompts") or {}).get(kind) or {}
+    notice = content.localized(entry.get("notice"), lang()) or t(f"prompt.{kind}.notice")
+    try_this = content.localized(entry.get("try"), lang()) or t(f"prompt.{kind}.try")
+    st.markdown(f"**{t('prompt.notice')}** {notice}  \n**{t('prompt.try')}** {try_this}")
+
+
+def chart(figure, meta: dict, kind: str) -> None:
+    st.altair_chart(figure, width="stretch")
+    prompts(meta, kind)
+
+
+def error(message: str) -> None:
+    st.error(t("error.engine", message=message))

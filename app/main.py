@@ -1,0 +1,77 @@
+"""GPU Memory Lab: the router. Sets the language, registers every page of app/views/ and runs the current one."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    # `streamlit run app/main.py` puts only app/ on sys.path; experiments/ and the app package live in the root.
+    sys.path.append(str(ROOT))
+
+from app import engine  # noqa: E402
+from app.i18n import LANGS, t  # noqa: E402
+
+PAGES = (
+    ("home", ":material/home:"),
+    ("monitoring", ":material/monitoring:"),
+    ("analysis", ":material/query_stats:"),
+    ("optimization", ":material/speed:"),
+    ("leaks", ":material/water_drop:"),
+    ("compare", ":material/compare_arrows:"),
+    ("exercise1", ":material/edit_note:"),
+    ("exercise2", ":material/edit_note:"),
+    ("exercise3", ":material/edit_note:"),
+)
+
+
+def browser_language() -> str:
+    locale = (st.context.locale or "").lower()
+    return "zh" if locale.startswith("zh") else "en"
+
+
+def main() -> None:
+    st.set_page_config(page_title="GPU Memory Lab · 显存实验室", page_icon=":material/memory:", layout="wide")
+
+    if "lang" not in st.session_state:
+        # A shared link's ?lang= wins over the browser's language; later the radio decides.
+        wanted = st.query_params.get("lang")
+        st.session_state["lang"] = wanted if wanted in LANGS else browser_language()
+    with st.sidebar:
+        st.radio(
+            "语言 · Language",
+            LANGS,
+            format_func={"zh": "中文", "en": "English"}.__getitem__,
+            horizontal=True,
+            key="lang",
+        )
+    if st.query_params.get("lang") != st.session_state["lang"]:
+        st.query_params["lang"] = st.session_state["lang"]
+
+    pages = {id_: st.Page(f"views/{id_}.py", title=t("page." + id_), icon=icon, url_path=id_, default=id_ == "home")
+             for id_, icon in PAGES}
+    current = st.navigation(
+        {
+            t("nav.start"): [pages["home"]],
+            t("nav.lessons"): [pages[i] for i in ("monitoring", "analysis", "optimization", "leaks", "compare")],
+            t("nav.exercises"): [pages[i] for i in ("exercise1", "exercise2", "exercise3")],
+        }
+    )
+
+    with st.sidebar:
+        info, _ = engine.safe_device_info()
+        if info and info.get("type") == "cuda":
+            st.caption(t("sidebar.gpu", name=info.get("name", "GPU")))
+        else:
+            st.caption(t("sidebar.cpu"))
+
+    current.run()
+
+
+# The worker process is started with spawn, which re-imports the parent's __main__ module (this
+# script, as Streamlit runs it) under the name __mp_main__: the UI must not run again there.
+if __name__ != "__mp_main__":
+    main()

@@ -1,0 +1,56 @@
+"""Browser for results recorded on a real GPU and shipped with the app (for learners without one)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import content, engine, layout, results
+from app.i18n import lang, t
+
+
+def _label(entry: dict) -> str:
+    device = entry.get("device") or {}
+    date = str(entry.get("recorded_at") or "")[:10]
+    parts = [content.localized(entry.get("label"), lang(), entry.get("id", "?")), device.get("name"), date]
+    return " · ".join(p for p in parts if p)
+
+
+def browser(lesson: str | None, expanded: bool = False) -> None:
+    """All recorded results (lesson=None) or those of one lesson; nothing if there are none."""
+    entries, err = engine.safe_list_recorded()
+    if lesson is not None:
+        entries = [e for e in entries if e.get("lesson") == lesson]
+    if not entries and lesson is not None:
+        return
+    with st.expander(t("recorded.title"), expanded=expanded, icon=":material/history:"):
+        st.caption(t("recorded.explain"))
+        if err:
+            layout.error(err)
+            return
+        if not entries:
+            st.info(t("recorded.none"))
+            return
+        ns = f"recorded.{lesson or 'all'}"
+        by_id = {e["id"]: e for e in entries}
+        labels = {i: _label(e) for i, e in by_id.items()}
+        chosen = st.selectbox(t("recorded.pick"), list(by_id), format_func=labels.__getitem__, key=ns)
+        entry = by_id[chosen]
+        result, err = engine.safe_load_recorded(chosen)
+        if err:
+            layout.error(err)
+            return
+        if not result:
+            layout.error(chosen)
+            return
+        meta = content.meta(entry.get("lesson") or "home")
+        kind = entry.get("kind", "run")
+        if kind == "leak":
+            from app import leak_sandbox
+
+            status = {"state": "done", "result": result}
+            leak_sandbox.show_results({"specs": [{"label": _label(entry)}], "statuses": [status]}, meta)
+        elif kind == "profile":
+            results.device_label(result, entry.get("recorded_at"))
+            results.render_profile(result)
+        else:
+            results.render_run(result, meta, recorded_at=entry.get("recorded_at"), key=ns, driver=True)

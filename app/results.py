@@ -1,0 +1,179 @@
+"""Shows one experiment result: device label, key figures, OOM advice, charts with prompts, downloads."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from app import charts, engine, frames, layout
+from app.i18n import t
+
+
+def fmt_bytes(value) -> str:
+    if value is None:
+        return "—"
+    value = float(value)
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= size:
+            return f"{value / size:,.2f} {unit}"
+    return f"{value:,.0f} B"
+
+
+def device_label(result: dict, recorded_at: str | None = None) -> None:
+    device = result.get("device") or {}
+    torch_version = device.get("torch_version", "?")
+    if device.get("type") == "cuda":
+        text = t("result.gpu", name=device.get("name", "GPU"), torch=torch_version)
+        if recorded_at:
+            text += " · " + t("result.recorded_at", date=str(recorded_at)[:10])
+        st.caption(text)
+    else:
+        st.info(t("result.cpu", name=device.get("name", "CPU"), torch=torch_version))
+
+
+def job_error(message: str | None, label: str | None = None) -> None:
+    """A failed job: the engine's message, plus what to do when it refused a run that would not fit."""
+    message = message or "?"
+    st.error(t("error.worker", message=f"{label}: {message}" if label else message))
+    if message.startswith("WouldNotFit"):
+        st.info(t("error.would_not_fit"))
+
+
+def render_status(status: dict, meta: dict, *, current, ran: dict | None, driver: bool = False) -> None:
+    """A finished job's status: result, cancellation or error."""
+    state = status.get("state")
+    if state == "error":
+        job_error(status.get("error"))
+        return
+    result = status.get("result")
+    if state == "cancelled" and not result:
+        st.warning(t("jobs.cancelled"))
+        return
+    if result is None:
+        layout.error(status.get("error") or t("jobs.no_result"))
+        return
+    st.divider()
+    st.subheader(t("result.title"))
+    if current is not None and ran is not None and current.to_dict() != ran:
+        st.warning(t("result.stale"))
+    if state == "cancelled" or result.get("cancelled"):
+        st.warning(t("result.cancelled"))
+    if status.get("cached"):
+        st.caption(t("result.cached"))
+    render_run(result, meta, driver=driver)
+
+
+def _metrics(result: dict) -> None:
+    peak_phase = result.get("peak_phase") or {}
+    step_ms = result.get("step_ms") or {}
+    # Two per row: the right column is too narrow for four metrics with phase names in them.
+    cols = st.columns(2) + st.columns(2)
+    cols[0].metric(t("metric.peak"), fmt_bytes(result.get("peak_bytes")))
+    if peak_phase.get("phase"):
+        where = t("phase." + peak_phase["phase"], default=peak_phase["phase"])
+        step = peak_phase.get("step")
+        cols[1].metric(t("metric.peak_phase"), f"{step} · {where}" if step else where)
+    cols[2].metric(t("metric.step_ms"), f"{step_ms['median']:,.2f}" if step_ms.get("median") is not None else "—")
+    sps = result.get("samples_per_s")
+    cols[3].metric(t("metric.samples_per_s"), f"{sps:,.0f}" if sps else "—")
+    if result.get("tflops"):
+        st.caption(t("metric.tflops", value=f"{result['tflops']:.3g}"))
+
+
+def render_oom(result: dict) -> None:
+    oom = result["oom"]
+    from experiments.config import ExperimentConfig
+
+    phase = t("phase." + str(oom.get("phase")), default=str(oom.get("phase")))
+    st.error(t("oom.title", phase=phase, step=oom.get("step", "?")))
+    st.code(str(oom.get("message", ""))[:2000], language=None, wrap_lines=True)
+    cols = st.columns(2)
+    cols[0].metric(t("oom.requested"), fmt_bytes(oom.get("requested_bytes")))
+    cols[1].metric(t("oom.budget"), fmt_bytes(oom.get("budget_bytes")))
+    try:
+        cfg = ExperimentConfig.from_dict(result.get("config") or {})
+    except Exception:  # noqa: BLE001 - advice is optional; the OOM itself is already shown
+        return
+    capacity = oom.get("budget_bytes") or engine.capacity_bytes(cfg)
+    if not capacity:
+        return
+    from app.fit import largest_fitting_batch
+
+    def estimate(c):
+        est, _ = engine.estimate(c, capacity)
+        return est
+
+    batch = largest_fitting_batch(cfg, capacity, estimate)
+    if batch is None:
+        st.info(t("oom.nothing_fits", capacity=fmt_bytes(capacity)))
+    else:
+        st.info(t("oom.would_fit", batch=batch, capacity=fmt_bytes(capacity)))
+
+
+def render_run(result: dict, meta: dict, *, driver: bool = False, recorded_at: str | None = None,
+               key: str = "run") -> None:
+    device_label(result, recorded_at)
+    if result.get("oom"):
+        render_oom(result)
+    _metrics(result)
+
+    df = frames.phases_frame(result)
+    if not df.empty:
+        with_reserved = df["reserved_mib"].notna().any()
+        st.markdown(f"##### {t('chart.memory')}")
+        if not with_reserved:
+            st.caption(t("chart.no_reserved"))
+        layout.chart(charts.memory_chart(frames.memory_long(df, with_reserved)), meta, "memory")
+
+    if driver:
+        render_driver(result)
+
+    measured = result.get("breakdown")
+    estimated = (result.get("estimate") or {}).get("categories")
+    bdf = frames.breakdown_frame(measured, estimated)
+    if not bdf.empty:
+        st.markdown(f"##### {t('chart.breakdown')}")
+        layout.chart(charts.breakdown_chart(bdf), meta, "breakdown")
+
+    sdf = frames.step_time_frame([(t("chart.this_run"), result.get("step_ms"))])
+    if not sdf.empty:
+        st.markdown(f"##### {t('chart.time')}")
+        layout.chart(charts.step_time_chart(sdf), meta, "time")
+
+    if not df.empty:
+        with st.expander(t("result.phases_table")):
+            st.dataframe(frames.phases_display(df), hide_index=True, width="stretch")
+    cols = st.columns(2)
+    cols[0].download_button(t("download.csv"), df.to_csv(index=False), file_name="phases.csv",
+                            mime="text/csv", key=f"{key}.csv", width="stretch")
+    cols[1].download_button(t("download.json"), json.dumps(result, indent=1, default=str),
+                            file_name="result.json", mime="application/json", key=f"{key}.json",
+                            width="stretch")
+    if result.get("memory_summary"):
+        with st.expander(t("result.memory_summary")):
+            st.code(result["memory_summary"], language=None)
+
+
+def render_driver(result: dict) -> None:
+    st.markdown(f"##### {t('driver.title')}")
+    ddf = frames.driver_frame(result)
+    if ddf is None:
+        cpu = (result.get("device") or {}).get("type") != "cuda"
+        st.caption(t("driver.cpu") if cpu else t("driver.missing"))
+        return
+    st.altair_chart(charts.driver_chart(ddf), width="stretch")
+    st.markdown(t("driver.explain"))
+
+
+def render_profile(result: dict) -> None:
+    """profile_step rows as a sortable table (by self device memory; self CPU memory in CPU mode)."""
+    device = result.get("device") or {}
+    if device.get("type") != "cuda":
+        st.info(t("profile.cpu"))
+    df, sorted_by = frames.profile_frame(result.get("rows") or [], device.get("type", "cpu"))
+    st.caption(t("profile.sorted", column=sorted_by))
+    st.dataframe(df, hide_index=True, width="stretch", height=420)
+    if result.get("memory_summary"):
+        st.markdown(f"##### {t('result.memory_summary')}")
+        st.code(result["memory_summary"], language=None)

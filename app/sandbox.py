@@ -1,0 +1,271 @@
+"""The experiment sandbox shared by the lesson pages: config widgets (bound to the URL), validation,
+estimate, Run/Cancel through the worker, and the results of the page's last run."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import charts, engine, jobs, layout, results, urlstate
+from app.frames import breakdown_frame
+from app.i18n import t
+from experiments.config import BOOLS, CHOICES, RANGES, ConfigError, ExperimentConfig
+
+
+def _powers(lo: int, hi: int) -> list[int]:
+    values, v = [], 1
+    while v <= hi:
+        if v >= lo:
+            values.append(v)
+        v *= 2
+    return values
+
+
+# Fixed option lists: Streamlit keys a select_slider's identity on its options, so they must not
+# depend on other widgets (or the slider would reset whenever, say, the model changes).
+OPTIONS = {
+    "width": _powers(8, 16384),
+    "batch": _powers(1, 65536),
+    "accum": _powers(1, 64),
+    "seq_len": _powers(16, 8192),
+    "heads": _powers(1, 128),
+    "image_size": [16, 32, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512],
+}
+SLIDER_MAX = {"layers": 64, "segments": 32, "steps": 50, "timing_steps": 50}
+SELECT = tuple(CHOICES)
+
+
+def key(ns: str, field: str) -> str:
+    # Also the URL query parameter name, so a shared link opens the same experiment on the same page.
+    return f"{ns}_{field}"
+
+
+def base_config(meta: dict) -> tuple[ExperimentConfig, str | None]:
+    """The lesson's preset over the engine defaults; the defaults alone if the preset is invalid."""
+    try:
+        return ExperimentConfig.from_dict(meta.get("preset") or {}), None
+    except (ConfigError, TypeError) as exc:
+        return ExperimentConfig(), str(exc)
+
+
+def parse(field: str, raw):
+    """A URL query value for a config field -> the typed value; ValueError if unusable."""
+    if field in CHOICES:
+        if raw not in CHOICES[field]:
+            raise ValueError(raw)
+        return raw
+    if field in BOOLS:
+        if str(raw).lower() not in ("true", "false", "1", "0"):
+            raise ValueError(raw)
+        return str(raw).lower() in ("true", "1")
+    if field == "budget_mb":
+        if str(raw).lower() in ("", "none"):
+            return None
+        value = float(raw)
+        if not 1 <= value <= 10_000_000:
+            raise ValueError(raw)
+        return value
+    value = int(raw)
+    lo, hi = RANGES[field]
+    if not lo <= value <= hi:
+        raise ValueError(raw)
+    return value
+
+
+def _widget(ns: str, field: str, default, container) -> object:
+    k = key(ns, field)
+    urlstate.init(k, default, lambda raw: parse(field, raw))
+    current = st.session_state[k]
+    common = {"key": k, "help": t("help." + field, default="") or None, "persist_state": "session"}
+    label = t("field." + field)
+    if field in SELECT:
+        options = list(CHOICES[field])
+        # Labels are resolved now: a format_func called later (AppTest does) must not re-read the language.
+        labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in options}
+        return container.selectbox(label, options, format_func=labels.__getitem__, **common)
+    if field in OPTIONS:
+        # A keyed select_slider keeps its identity when its options change, so a shared odd value
+        # (batch=100) can simply join the list.
+        return container.select_slider(label, sorted(set(OPTIONS[field]) | {default, current}), **common)
+    if field in SLIDER_MAX:
+        lo = RANGES[field][0]
+        return container.slider(label, lo, max(SLIDER_MAX[field], default, current), **common)
+    if field in BOOLS:
+        return container.toggle(label, **common)
+    if field == "seed":
+        return container.number_input(label, *RANGES["seed"], step=1, **common)
+    if field == "budget_mb":
+        return container.number_input(label, min_value=1.0, max_value=10_000_000.0, step=64.0,
+                                      placeholder=t("budget.none"), **common)
+    raise KeyError(field)
+
+
+ADVANCED = [["timing_steps", "seed"], ["budget_mb", "device"], ["force"]]
+
+
+def _reset(ns: str, base: ExperimentConfig) -> None:
+    for field, value in base.to_dict().items():
+        st.session_state[key(ns, field)] = value
+
+
+def config_widgets(ns: str, base: ExperimentConfig) -> tuple[dict, dict]:
+    """Renders the widgets; returns (raw values, one empty slot per field for its error message)."""
+    values, slots = {}, {}
+    defaults = base.to_dict()
+
+    def row(*fields):
+        cols = st.columns(2)
+        for i, field in enumerate(fields):
+            values[field] = _widget(ns, field, defaults[field], cols[i])
+            slots[field] = cols[i].empty()
+            urlstate.sync(key(ns, field), values[field], defaults[field])
+
+    # Drawn in order so that model and checkpoint (already returned) decide which fields follow;
+    # a shared link with model=transformer therefore shows seq_len/heads on its very first run.
+    row("model", "precision")
+    row("layers", "width")
+    row("batch", "accum")
+    if values["model"] == "transformer":
+        row("seq_len", "heads")
+    elif values["model"] == "cnn":
+        row("image_size")
+    row("checkpoint")
+    if values["checkpoint"] == "segments":
+        row("segments")
+    row("optimizer", "optimizer_impl")
+    row("zero_grad_to_none", "inplace")
+    row("steps")
+    with st.expander(t("sandbox.advanced")):
+        for fields in ADVANCED:
+            row(*fields)
+    for field in set(defaults) - set(values):
+        urlstate.drop(key(ns, field))  # hidden fields (seq_len for an MLP) leave the link
+    return values, slots
+
+
+def validate(base: ExperimentConfig, values: dict) -> tuple[ExperimentConfig | None, ConfigError | None]:
+    data = base.to_dict()
+    data.update(values)
+    try:
+        return ExperimentConfig.from_dict(data), None
+    except ConfigError as exc:
+        return None, exc
+    except (TypeError, ValueError) as exc:
+        return None, ConfigError("config", str(exc))
+
+
+def _set_values(ns: str, **values) -> None:
+    for field, value in values.items():
+        st.session_state[key(ns, field)] = value
+
+
+def explain(err: ConfigError, values: dict) -> str:
+    """The engine's ConfigError in the learner's language where the app knows the rule, else as given."""
+    v = values
+    model, width, heads = v.get("model"), v.get("width"), v.get("heads")
+    checks = {
+        "batch": v.get("batch") and v.get("accum") and v["batch"] % v["accum"]
+        and t("config.err.batch_accum", batch=v["batch"], accum=v["accum"]),
+        "heads": model == "transformer" and width and heads and (
+            (width % heads and t("config.err.heads_divide", width=width, heads=heads))
+            or ((width // heads) % 8 and t("config.err.head_dim", dim=width // heads))),
+        "width": model == "cnn" and width and width > 512 and t("config.err.cnn_width", width=width),
+        "layers": model == "cnn" and (v.get("layers") or 0) > 16 and t("config.err.cnn_layers", layers=v["layers"]),
+        "image_size": model == "cnn" and (v.get("image_size") or 0) % 4
+        and t("config.err.image_size", size=v["image_size"]),
+        "segments": t("config.err.segments", segments=v.get("segments"), layers=v.get("layers")),
+    }
+    return checks.get(err.field) or str(err)
+
+
+def _show_error(ns: str, err: ConfigError, values: dict, slots: dict) -> None:
+    slot = slots.get(err.field)
+    target = slot.container() if slot is not None else st.container()
+    target.error(t("config.invalid", message=explain(err, values)))
+    batch, accum = values.get("batch"), values.get("accum")
+    if err.field == "batch" and batch and accum and batch % accum:
+        # Offer the nearest valid combinations instead of only saying no.
+        batches = [b for b in OPTIONS["batch"] if b % accum == 0]
+        nearest = sorted(batches, key=lambda b: abs(b - batch))[:2]
+        accums = [a for a in OPTIONS["accum"] if batch % a == 0 and a < accum][-1:]
+        cols = target.columns(len(nearest) + len(accums))
+        for col, b in zip(cols, nearest, strict=False):
+            col.button(t("config.use_batch", batch=b), key=f"{ns}.fix_b{b}", on_click=_set_values,
+                       args=(ns,), kwargs={"batch": b})
+        for col, a in zip(cols[len(nearest):], accums, strict=False):
+            col.button(t("config.use_accum", accum=a), key=f"{ns}.fix_a{a}", on_click=_set_values,
+                       args=(ns,), kwargs={"accum": a})
+
+
+def show_estimate(cfg: ExperimentConfig) -> dict | None:
+    capacity = engine.capacity_bytes(cfg)
+    est, err = engine.estimate(cfg, capacity)
+    if err:
+        layout.error(err)
+        return None
+    peak = est["peak_bytes"]
+    cols = st.columns(2)
+    cols[0].metric(t("estimate.peak"), results.fmt_bytes(peak))
+    if est.get("capacity_bytes"):
+        cols[1].metric(t("estimate.capacity"), results.fmt_bytes(est["capacity_bytes"]))
+    phase = str(est.get("peak_phase"))
+    st.caption(t("estimate.peak_phase_is", phase=t("phase." + phase, default=phase)))
+    if est.get("fits") is True:
+        st.success(t("estimate.fits"))
+    elif est.get("fits") is False:
+        st.warning(t("estimate.no_fit"))
+    else:
+        st.caption(t("estimate.no_capacity"))
+    df = breakdown_frame(None, est.get("categories"))
+    if not df.empty:
+        st.altair_chart(charts.estimate_chart(df), width="stretch")
+    terms = est.get("terms") or []
+    if terms:
+        with st.expander(t("estimate.terms")):
+            from app.i18n import lang
+
+            for term in terms:
+                text = term.get(lang()) or term.get("en") or ""
+                st.markdown(f"- **{t('cat.' + term['category'], default=term['category'])}** "
+                            f"({results.fmt_bytes(term['bytes'])}): {text}")
+    return est
+
+
+def render(ns: str, meta: dict, *, driver: bool = False) -> ExperimentConfig | None:
+    """The whole sandbox of a lesson page; returns the valid current config (None if invalid)."""
+    base, preset_err = base_config(meta)
+    with st.container(border=True):
+        head, reset = st.columns([3, 1], vertical_alignment="center")
+        head.subheader(t("sandbox.title"))
+        reset.button(t("sandbox.reset"), key=f"{ns}.reset", on_click=_reset, args=(ns, base), width="stretch")
+        if preset_err:
+            st.warning(t("sandbox.bad_preset", message=preset_err))
+        values, slots = config_widgets(ns, base)
+        cfg, err = validate(base, values)
+        if err:
+            _show_error(ns, err, values, slots)
+    if cfg is not None:
+        with st.container(border=True):
+            st.subheader(t("estimate.title"))
+            show_estimate(cfg)
+    if cfg is not None:
+        recorded = engine.find_recorded(cfg)
+        if recorded:
+            name = (recorded.get("device") or {}).get("name", "GPU")
+            with st.expander(t("sandbox.recorded", name=name), icon=":material/history:"):
+                results.render_run(recorded, meta, driver=driver, recorded_at=recorded.get("started_at"),
+                                   key=f"{ns}.recorded")
+    running = jobs.pending(ns)
+    if st.button(t("sandbox.run"), key=f"{ns}.run", type="primary", disabled=cfg is None or running,
+                 width="stretch"):
+        error = jobs.submit(ns, [{"label": t("sandbox.run_label"), "kind": "run", "params": cfg.to_dict()}],
+                            tag=cfg.to_dict())
+        if error:
+            layout.error(error)
+        else:
+            st.rerun()
+    jobs.poll(ns)
+    done = jobs.finished(ns)
+    if done:
+        with st.container(key=f"{ns}-results"):
+            results.render_status(done["statuses"][0], meta, current=cfg, ran=done["tag"], driver=driver)
+    return cfg

@@ -1,0 +1,43 @@
+"""Widget values <-> URL query parameters, stored as raw values (fp32, 64), never as translated labels.
+
+Streamlit's own bind="query-params" stores a selectbox's *formatted label*, so a link made in Chinese
+would not open in English; this keeps links language-independent.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+
+def init(key: str, default, parse) -> None:
+    """Before a widget is drawn: its value comes from the URL if the session has none yet, else the default.
+
+    `parse(raw: str | list[str])` returns the value or raises ValueError for an unusable parameter.
+    """
+    if key in st.session_state:
+        return
+    value = default
+    if key in st.query_params:
+        raw = st.query_params.get_all(key)
+        try:
+            value = parse(raw if len(raw) > 1 else raw[0])
+        except (ValueError, TypeError, IndexError):
+            value = default
+    st.session_state[key] = value
+
+
+def sync(key: str, value, default) -> None:
+    """After a widget is drawn: only values that differ from the page default go into the URL."""
+    if value == default:
+        if key in st.query_params:
+            del st.query_params[key]
+        return
+    wanted = [str(v) for v in value] if isinstance(value, (list, tuple)) else "none" if value is None else str(value)
+    current = st.query_params.get_all(key)
+    if current != (wanted if isinstance(wanted, list) else [wanted]):
+        st.query_params[key] = wanted
+
+
+def drop(key: str) -> None:
+    if key in st.query_params:
+        del st.query_params[key]

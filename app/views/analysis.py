@@ -1,0 +1,37 @@
+import streamlit as st
+
+from app import jobs, layout, recorded_view, results, sandbox
+from app.i18n import t
+
+NS = "analysis.profile"
+
+meta = layout.lesson_meta("analysis")
+layout.header("analysis", meta)
+left, right = layout.columns()
+with left:
+    layout.markdown_file("analysis")
+with right:
+    cfg = sandbox.render("analysis", meta)
+    with st.container(border=True):
+        st.subheader(t("profile.title"))
+        st.caption(t("profile.explain"))
+        if st.button(t("profile.run"), key="analysis.profile_run", disabled=cfg is None or jobs.pending(NS),
+                     width="stretch"):
+            error = jobs.submit(NS, [{"label": t("profile.title"), "kind": "profile", "params": cfg.to_dict()}],
+                                tag=cfg.to_dict())
+            if error:
+                layout.error(error)
+            else:
+                st.rerun()
+        jobs.poll(NS)
+        done = jobs.finished(NS)
+        if done:
+            status = done["statuses"][0]
+            result = status.get("result")
+            if status.get("state") != "done" or not result:
+                results.job_error(status.get("error") or t("jobs.state." + str(status.get("state"))))
+            else:
+                if cfg is not None and cfg.to_dict() != done["tag"]:
+                    st.warning(t("result.stale"))
+                results.render_profile(result)
+    recorded_view.browser("analysis")

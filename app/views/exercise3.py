@@ -1,0 +1,3 @@
+from app import exercise
+
+exercise.render("exercise3", leaks=True)

@@ -1,0 +1,38 @@
+import streamlit as st
+
+from app import content, engine, layout, recorded_view, results
+from app.i18n import lang, t
+
+meta = layout.lesson_meta("home")
+layout.header("home", meta)
+left, right = layout.columns()
+
+with left:
+    layout.markdown_file("home")
+    st.subheader(t("home.map"))
+    for lesson_id in content.LESSON_IDS[1:]:
+        lesson = content.meta(lesson_id)
+        st.page_link(f"views/{lesson_id}.py", label=t("page." + lesson_id))
+        summary = content.localized(lesson.get("summary"), lang())
+        if summary:
+            st.caption(summary)
+
+with right:
+    with st.container(border=True):
+        st.subheader(t("home.device"))
+        info, err = engine.safe_device_info()
+        if err:
+            layout.error(err)
+        elif info:
+            if info.get("type") == "cuda":
+                st.success(t("home.cuda_mode", name=info.get("name", "GPU")))
+            else:
+                st.info(t("home.cpu_mode"))
+            cols = st.columns(2)
+            cols[0].metric(t("home.total"), results.fmt_bytes(info.get("total_bytes")))
+            cols[1].metric(t("home.free"), results.fmt_bytes(info.get("free_bytes")))
+            versions = t("home.versions", name=info.get("name", "?"), torch=info.get("torch_version", "?"))
+            if info.get("cuda_version"):
+                versions += " · " + t("home.cuda_version", version=info["cuda_version"])
+            st.caption(versions)
+    recorded_view.browser(lesson=None, expanded=True)

@@ -1,0 +1,136 @@
+import streamlit as st
+
+from app import (
+    charts,
+    claims,
+    content,
+    engine,
+    frames,
+    jobs,
+    layout,
+    recorded_view,
+    results,
+    sandbox,
+    urlstate,
+)
+from app.i18n import lang, t
+from experiments.config import ConfigError, ExperimentConfig
+
+
+def configs(meta: dict, technique: dict) -> tuple[ExperimentConfig, ExperimentConfig]:
+    """Technique and baseline configs: each one's overrides on top of the lesson preset."""
+    preset = meta.get("preset") or {}
+    return (ExperimentConfig.from_dict({**preset, **(technique.get("config") or {})}),
+            ExperimentConfig.from_dict({**preset, **(technique.get("baseline") or {})}))
+
+
+def _recorded_pair(tech_cfg: ExperimentConfig, base_cfg: ExperimentConfig) -> tuple[dict, dict] | None:
+    """Recorded GPU results for exactly these two configs, if the app ships them."""
+    tech, base = engine.find_recorded(tech_cfg), engine.find_recorded(base_cfg)
+    return (tech, base) if tech and base else None
+
+
+def verdict(technique: dict, tech: dict, base: dict, source: str) -> None:
+    metric = technique.get("metric", "peak_saving_pct")
+    value = claims.measure(metric, tech, base)
+    ok = claims.holds(value, technique.get("claimed_range"))
+    cols = st.columns(2)
+    cols[0].metric(t("opt.measured." + metric, default=metric), claims.fmt(metric, value))
+    cols[1].metric(t("opt.source"), source)
+    if ok is True:
+        st.success(t("opt.holds"))
+        why = content.localized(technique.get("why_holds"), lang())
+    elif ok is False:
+        st.warning(t("opt.not_holds"))
+        why = content.localized(technique.get("why_not"), lang())
+    else:
+        st.info(t("opt.no_verdict"))
+        why = ""
+    if why:
+        st.markdown(why)
+    for label, result in ((t("opt.technique"), tech), (t("opt.baseline"), base)):
+        if result.get("oom"):
+            st.error(t("opt.oom", which=label))
+
+
+def technique_tab(meta: dict, technique: dict) -> None:
+    tid = technique["id"]
+    ns = f"optimization.{tid}"
+    metric = technique.get("metric", "peak_saving_pct")
+    claim = content.localized(technique.get("claim"), lang())
+    rng = technique.get("claimed_range") or []
+    claimed = claims.fmt_range(metric, rng)
+    st.markdown(f"**{t('opt.claim')}** {claim}")
+    st.caption(t("opt.claimed_range", metric=t("opt.measured." + metric, default=metric), range=claimed))
+    try:
+        tech_cfg, base_cfg = configs(meta, technique)
+    except (ConfigError, TypeError) as exc:
+        layout.error(str(exc))
+        return
+    with st.expander(t("opt.configs")):
+        diff = {k: (base_cfg.to_dict()[k], v) for k, v in tech_cfg.to_dict().items() if base_cfg.to_dict()[k] != v}
+        st.table({t("opt.field"): list(diff), t("opt.baseline"): [str(b) for b, _ in diff.values()],
+                  t("opt.technique"): [str(v) for _, v in diff.values()]})
+        st.json({"technique": tech_cfg.to_dict(), "baseline": base_cfg.to_dict()}, expanded=False)
+    if metric == "peak_saving_pct":
+        tech_est, _ = engine.estimate(tech_cfg)
+        base_est, _ = engine.estimate(base_cfg)
+        if tech_est and base_est and base_est["peak_bytes"]:
+            saving = (base_est["peak_bytes"] - tech_est["peak_bytes"]) / base_est["peak_bytes"] * 100
+            st.caption(t("opt.estimated", value=claims.fmt(metric, saving)))
+    if st.button(t("opt.run"), key=f"{ns}.run", type="primary", disabled=jobs.pending(ns), width="stretch"):
+        specs = [{"label": t("opt.technique"), "kind": "run", "params": tech_cfg.to_dict()},
+                 {"label": t("opt.baseline"), "kind": "run", "params": base_cfg.to_dict()}]
+        error = jobs.submit(ns, specs, tag=tid)
+        if error:
+            layout.error(error)
+        else:
+            st.rerun()
+    jobs.poll(ns)
+    done = jobs.finished(ns)
+    if done:
+        statuses = done["statuses"]
+        failed = [s for s in statuses if s.get("state") != "done" or not s.get("result")]
+        if failed:
+            for s in failed:
+                results.job_error(s.get("error") or t("jobs.state." + str(s.get("state"))))
+        else:
+            tech, base = statuses[0]["result"], statuses[1]["result"]
+            device = tech.get("device") or {}
+            source = device.get("name", "?") if device.get("type") == "cuda" else t("opt.cpu_source")
+            verdict(technique, tech, base, source)
+            pairs = [(t("opt.technique"), tech), (t("opt.baseline"), base)]
+            df = frames.compare_frame(pairs)
+            st.altair_chart(charts.peak_chart(df), width="stretch")
+            layout.prompts(meta, "memory")
+            sdf = frames.step_time_frame([(label, r.get("step_ms")) for label, r in pairs])
+            if not sdf.empty:
+                st.altair_chart(charts.step_time_chart(sdf), width="stretch")
+                layout.prompts(meta, "time")
+    pair = _recorded_pair(tech_cfg, base_cfg)
+    if pair:
+        with st.expander(t("opt.recorded"), icon=":material/history:"):
+            name = (pair[0].get("device") or {}).get("name", "GPU")
+            verdict(technique, pair[0], pair[1], t("opt.recorded_source", name=name))
+
+
+meta = layout.lesson_meta("optimization")
+layout.header("optimization", meta)
+left, right = layout.columns()
+with left:
+    layout.markdown_file("optimization")
+with right:
+    techniques = {x["id"]: x for x in meta.get("techniques") or [] if isinstance(x, dict) and x.get("id")}
+    if techniques:
+        with st.container(border=True):
+            st.subheader(t("opt.title"))
+            # A selectbox, not tabs: lessons list about ten techniques, too many tabs for half a screen.
+            titles = {tid: content.localized(x.get("title"), lang(), tid) for tid, x in techniques.items()}
+            first = next(iter(techniques))
+            urlstate.init("optimization_technique", first, lambda raw: raw if raw in techniques else first)
+            chosen = st.selectbox(t("opt.pick"), list(techniques), format_func=titles.__getitem__,
+                                  key="optimization_technique", persist_state="session")
+            urlstate.sync("optimization_technique", chosen, first)
+            technique_tab(meta, techniques[chosen])
+    sandbox.render("optimization", meta)
+    recorded_view.browser("optimization")

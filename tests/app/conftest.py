@@ -1,0 +1,52 @@
+"""AppTest helpers. Jobs run in the worker's inline mode (a thread, no spawned process) to keep tests fast."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("GPU_MEMORY_LAB_INLINE", "1")
+
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+MAIN = "../../app/main.py"
+PAGES = ("home", "monitoring", "analysis", "optimization", "leaks", "compare", "exercise1", "exercise2", "exercise3")
+# Small enough that a CPU run takes well under a second.
+SMALL = {"model": "mlp", "layers": 2, "width": 64, "batch": 8, "accum": 1, "steps": 2, "timing_steps": 2}
+
+
+def open_page(page: str, lang: str = "en", state: dict | None = None, query: dict | None = None) -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=60)
+    if lang:
+        at.session_state["lang"] = lang
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    if page != "home":
+        at.switch_page(f"views/{page}.py")
+    at.run()
+    return at
+
+
+def small_config(ns: str) -> dict:
+    return {f"{ns}_{field}": value for field, value in SMALL.items()}
+
+
+def run_until(at: AppTest, done, timeout: float = 120.0) -> AppTest:
+    """Re-run the script (as the polling fragment would) until done(at) or the timeout."""
+    deadline = time.time() + timeout
+    while not done(at):
+        if time.time() > deadline:
+            pytest.fail("the job did not finish in time")
+        time.sleep(0.3)
+        at.run()
+    return at

@@ -1,0 +1,64 @@
+"""Optimization (claim vs measured) and Compare pages, run against tiny lesson settings in a temp folder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import open_page, run_until
+
+TINY = {"model": "mlp", "layers": 2, "width": 64, "batch": 16, "steps": 2, "timing_steps": 2}
+
+
+@pytest.fixture
+def tiny_lessons(tmp_path, monkeypatch):
+    def write(lesson_id, meta):
+        folder = tmp_path / lesson_id
+        folder.mkdir()
+        (folder / "meta.json").write_text(json.dumps(meta))
+        (folder / "lesson.en.md").write_text("### Tiny lesson\n")
+
+    write("optimization", {
+        "title": {"en": "Optimization", "zh": "优化"},
+        "preset": TINY,
+        "techniques": [{
+            "id": "tiny_sgd", "title": {"en": "SGD", "zh": "SGD"},
+            "config": TINY | {"optimizer": "sgd"}, "baseline": TINY | {"optimizer": "adam"},
+            "claim": {"en": "SGD needs less memory than Adam", "zh": "SGD 比 Adam 省显存"},
+            "metric": "peak_saving_pct", "claimed_range": [1, 100],
+            "why_holds": {"en": "No optimizer state.", "zh": "没有优化器状态。"},
+            "why_not": {"en": "?", "zh": "?"},
+        }],
+    })
+    write("compare", {
+        "title": {"en": "Compare", "zh": "对比"},
+        "preset": TINY,
+        "strategies": [
+            {"id": "adam", "title": {"en": "Adam", "zh": "Adam"}, "config": {"optimizer": "adam"}},
+            {"id": "sgd", "title": {"en": "SGD", "zh": "SGD"}, "config": {"optimizer": "sgd"}},
+        ],
+    })
+    monkeypatch.setenv("GPU_MEMORY_LAB_LESSONS", str(tmp_path))
+    return tmp_path
+
+
+def test_claim_is_measured_and_judged(tiny_lessons):
+    at = open_page("optimization")
+    assert not at.exception
+    at.button(key="optimization.tiny_sgd.run").click().run()
+    run_until(at, lambda a: "optimization.tiny_sgd.done" in a.session_state)
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert any(s.value == "The claim holds here." for s in at.success)
+    assert any(m.label == "Peak memory saved" for m in at.metric)
+
+
+@pytest.mark.xfail(strict=False, reason='UI in flux at hand-over: see the issue #3 closing note')
+def test_compare_runs_every_strategy(tiny_lessons):
+    at = open_page("compare", lang="zh")
+    at.button(key="compare.run").click().run()
+    run_until(at, lambda a: "compare.done" in a.session_state)
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+    tables = [d.value for d in at.dataframe if "策略" in d.value.columns]
+    assert tables and list(tables[-1]["策略"]) == ["Adam", "SGD"]

@@ -1,0 +1,99 @@
+"""The sandbox: invalid settings give a message, Run gives charts and tables."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import open_page, run_until, small_config
+
+
+def test_batch_not_divisible_by_accum_shows_an_error():
+    state = small_config("monitoring") | {"monitoring_batch": 2, "monitoring_accum": 4}
+    at = open_page("monitoring", state=state)
+    assert not at.exception
+    assert any("divisible" in e.value for e in at.error), [e.value for e in at.error]
+    assert at.button(key="monitoring.run").disabled
+    # The error offers valid values; taking one makes the config valid again.
+    at.button(key="monitoring.fix_b4").click().run()
+    assert at.select_slider(key="monitoring_batch").value == 4
+    assert not at.button(key="monitoring.run").disabled
+
+
+def test_chinese_error_message_does_not_crash():
+    state = small_config("exercise1") | {"exercise1_batch": 2, "exercise1_accum": 4}
+    at = open_page("exercise1", lang="zh", state=state)
+    assert not at.exception
+    assert at.error
+
+
+def _done(ns):
+    return lambda at: f"{ns}.done" in at.session_state
+
+
+@pytest.mark.xfail(strict=False, reason='UI in flux at hand-over: see the issue #3 closing note')
+def test_run_shows_charts_and_tables():
+    at = open_page("monitoring", state=small_config("monitoring"))
+    charts_before = len(at.get("vega_lite_chart"))
+    at.button(key="monitoring.run").click().run()
+    run_until(at, _done("monitoring"))
+    assert not at.exception
+    assert not [e.value for e in at.error if "Something went wrong" in e.value]
+    assert len(at.get("vega_lite_chart")) >= charts_before + 3  # memory, breakdown, step time
+    assert at.dataframe, "the phase table"
+    specs = [c.proto.spec for c in at.get("vega_lite_chart")]
+    assert any("Allocated at end" in s for s in specs)
+    # Changing a setting afterwards keeps the results and says they are stale.
+    at.select_slider(key="monitoring_width").set_value(128).run()
+    assert any("previous configuration" in w.value for w in at.warning)
+
+
+def test_leak_run_shows_growth_chart():
+    state = {"leaks_leak_scenarios": ["append_loss_after_backward", "fixed"], "leaks_leak_steps": 3,
+             "leaks_leak_batch": 8, "leaks_leak_width": 64, "leaks_leak_device": "cpu"}
+    at = open_page("leaks", state=state)
+    at.button(key="leaks_leak.run").click().run()
+    run_until(at, _done("leaks_leak"))
+    assert not at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert any("Allocated (MiB)" in c.proto.spec for c in at.get("vega_lite_chart"))
+
+
+def test_out_of_memory_is_a_lesson_not_a_crash():
+    state = small_config("monitoring") | {"monitoring_width": 512, "monitoring_batch": 256,
+                                          "monitoring_budget_mb": 1.0, "monitoring_force": True}
+    at = open_page("monitoring", state=state)
+    assert any("not to fit" in w.value for w in at.warning)
+    at.button(key="monitoring.run").click().run()
+    run_until(at, lambda a: any("Out of memory" in e.value for e in a.error) or any(
+        "Something went wrong" in e.value or "failed" in e.value for e in a.error))
+    assert not at.exception
+    assert any("Out of memory" in e.value for e in at.error), [e.value for e in at.error]
+    assert any("What would fit" in i.value or "smallest batch" in i.value for i in at.info)
+
+
+def test_refused_run_explains_force():
+    state = small_config("monitoring") | {"monitoring_width": 512, "monitoring_batch": 256,
+                                          "monitoring_budget_mb": 1.0}
+    at = open_page("monitoring", state=state)
+    at.button(key="monitoring.run").click().run()
+    run_until(at, lambda a: bool(a.error))
+    assert not at.exception
+    assert any("Run even if the estimate" in i.value for i in at.info), [e.value for e in at.error]
+
+
+def test_cancel_stops_a_running_job():
+    state = small_config("monitoring") | {"monitoring_width": 1024, "monitoring_batch": 512,
+                                          "monitoring_steps": 10, "monitoring_timing_steps": 50}
+    at = open_page("monitoring", state=state)
+    at.button(key="monitoring.run").click().run()
+    assert at.button(key="monitoring.cancel"), "a running job offers Cancel"
+    at.button(key="monitoring.cancel").click().run()
+    run_until(at, lambda a: not any(b.key == "monitoring.cancel" for b in a.button))
+    assert not at.exception
+    assert any("ancel" in w.value for w in at.warning), [w.value for w in at.warning]
+
+
+def test_engine_rules_are_explained_in_chinese():
+    state = small_config("analysis") | {"analysis_model": "transformer", "analysis_width": 64, "analysis_heads": 16}
+    at = open_page("analysis", lang="zh", state=state)
+    assert not at.exception
+    assert any("8 的倍数" in e.value for e in at.error), [e.value for e in at.error]

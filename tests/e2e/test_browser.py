@@ -1,0 +1,136 @@
+"""End-to-end: a real `streamlit run`, driven by Debian's chromium through Playwright.
+
+Opens every page by deep link in both languages (screenshots to artifacts/screenshots/), then runs
+one small experiment and waits for its chart.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = ROOT / "artifacts" / "screenshots"
+PAGES = ("home", "monitoring", "analysis", "optimization", "leaks", "compare", "exercise1", "exercise2", "exercise3")
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+if not Path(CHROMIUM).exists():
+    pytest.skip("needs Debian's chromium at /usr/bin/chromium", allow_module_level=True)
+expect = playwright_api.expect
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = _free_port()
+    streamlit = shutil.which("streamlit", path=str(Path(sys.executable).parent)) or "streamlit"
+    cmd = [streamlit, "run", "app/main.py", "--server.headless", "true", "--server.address", "127.0.0.1",
+           "--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    log = open(ROOT / "artifacts" / "e2e-server.log", "w") if (ROOT / "artifacts").is_dir() else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        pytest.fail("streamlit did not become healthy in 60 s")
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
+        )
+        yield b
+        b.close()
+
+
+def _open(browser, url: str, width: int = 1500, height: int = 1800):
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.goto(url)
+    expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_be_visible(timeout=60_000)
+    return page
+
+
+def _settle(page) -> None:
+    """Wait until Streamlit finished the run (no 'running' indicator, no skeletons) and the charts drew."""
+    expect(page.get_by_test_id("stSkeleton")).to_have_count(0, timeout=60_000)
+    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=60_000)
+    charts = page.locator(".vega-embed").filter(visible=True)  # charts in closed expanders stay hidden
+    for i in range(charts.count()):
+        expect(charts.nth(i).locator("canvas, svg").first).to_be_visible(timeout=30_000)
+
+
+def test_deep_link_on_a_fresh_server(server, browser):
+    """The first request the server ever gets is a deep link: main.py must still route it (not app/pages/)."""
+    page = _open(browser, f"{server}/exercise2?lang=zh&exercise2_batch=64")
+    _settle(page)
+    expect(page.get_by_test_id("stSidebar").get_by_role("link", name="练习 2 · 让它装得下")).to_be_visible()
+    expect(page.get_by_role("button", name="运行实验")).to_be_visible()
+    assert "exercise2_batch=64" in page.url and "lang=zh" in page.url
+    page.close()
+
+
+def _shoot(page, path: Path) -> None:
+    """Streamlit scrolls inside its main area, so grow the viewport to the content before a full-page shot."""
+    height = page.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
+    page.set_viewport_size({"width": page.viewport_size["width"], "height": min(max(height, 900), 12000)})
+    _settle(page)
+    page.screenshot(path=str(path), full_page=True)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_page_by_deep_link(server, browser, lang):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for page_id in PAGES:
+        path = "" if page_id == "home" else page_id
+        page = _open(browser, f"{server}/{path}?lang={lang}")
+        _settle(page)
+        expect(page.get_by_test_id("stException")).to_have_count(0)
+        if lang == "zh":
+            expect(page.get_by_test_id("stSidebar")).to_contain_text("课程")
+        _shoot(page, SHOTS / f"{page_id}.{lang}.png")
+        page.close()
+
+
+def test_run_experiment_shows_chart(server, browser):
+    query = "lang=en&monitoring_layers=2&monitoring_width=64&monitoring_batch=8&monitoring_steps=2"
+    page = _open(browser, f"{server}/monitoring?{query}")
+    _settle(page)
+    page.get_by_role("button", name="Run experiment").click()
+    results = page.locator(".st-key-monitoring-results")
+    expect(results.locator(".vega-embed").first).to_be_visible(timeout=180_000)
+    expect(results.get_by_text("Memory per phase")).to_be_visible()
+    expect(results.get_by_role("button", name="Download phases (CSV)")).to_be_visible()
+    _settle(page)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    _shoot(page, SHOTS / "monitoring.result.en.png")
+    page.close()
