@@ -74,24 +74,20 @@ def breakdown_chart(df: pd.DataFrame) -> alt.Chart:
 
 
 def step_time_chart(df: pd.DataFrame) -> alt.Chart:
-    """df from frames.step_time_frame: label, median, p10, p90 (one bar per run or strategy)."""
-    order = list(df["label"])
-    x = alt.X("label:N", sort=order, title=None, axis=alt.Axis(labelAngle=0, labelLimit=160))
+    """df from frames.step_time_frame: label, median, p10, p90 (one horizontal bar per run or strategy)."""
+    y = alt.Y("label:N", sort=list(df["label"]), title=None, axis=alt.Axis(labelLimit=260))
     tooltip = [
         alt.Tooltip("label:N", title=t("axis.run")),
         alt.Tooltip("median:Q", title=t("col.step_ms"), format=",.2f"),
         alt.Tooltip("p10:Q", title=t("col.p10"), format=",.2f"),
         alt.Tooltip("p90:Q", title=t("col.p90"), format=",.2f"),
     ]
-    bars = (
-        alt.Chart(df)
-        .mark_bar(color="#4c78a8")
-        .encode(x=x, y=alt.Y("median:Q", title=t("axis.step_ms")), tooltip=tooltip)
-    )
-    base = alt.Chart(df).encode(x=x, tooltip=tooltip)
-    whisker = base.mark_rule(color="#333", strokeWidth=1.5).encode(y="p10:Q", y2="p90:Q")
-    ends = [base.mark_tick(color="#333", size=18, thickness=1.5).encode(y=f"{q}:Q") for q in ("p10", "p90")]
-    return alt.layer(bars, whisker, *ends).properties(height=HEIGHT)
+    base = alt.Chart(df).encode(y=y, tooltip=tooltip)
+    bars = base.mark_bar(color="#4c78a8").encode(x=alt.X("median:Q", title=t("axis.step_ms")))
+    whisker = base.mark_rule(color="#333", strokeWidth=1.5).encode(x="p10:Q", x2="p90:Q")
+    ends = [base.mark_tick(color="#333", size=14, thickness=1.5, orient="vertical").encode(x=f"{q}:Q")
+            for q in ("p10", "p90")]
+    return alt.layer(bars, whisker, *ends).properties(height=alt.Step(34))
 
 
 def leak_chart(df: pd.DataFrame) -> alt.Chart:
@@ -117,22 +113,22 @@ def leak_chart(df: pd.DataFrame) -> alt.Chart:
 
 
 def peak_chart(df: pd.DataFrame) -> alt.Chart:
-    """df from frames.compare_frame: one bar of peak MiB per strategy, OOM runs marked red."""
-    order = list(df["label"])
+    """df from frames.compare_frame: one horizontal bar of peak MiB per strategy, OOM runs marked red."""
     return (
         alt.Chart(df)
         .mark_bar()
         .encode(
-            x=alt.X("label:N", sort=order, title=None, axis=alt.Axis(labelAngle=0, labelLimit=160)),
-            y=alt.Y("peak_mib:Q", title=t("axis.peak_mib")),
+            y=alt.Y("label:N", sort=list(df["label"]), title=None, axis=alt.Axis(labelLimit=260)),
+            x=alt.X("peak_mib:Q", title=t("axis.net_peak_mib")),
             color=alt.condition(alt.datum.oom, alt.value("#e45756"), alt.value("#4c78a8")),
             tooltip=[
                 alt.Tooltip("label:N", title=t("col.strategy")),
-                alt.Tooltip("peak_mib:Q", title=t("col.peak_mib"), format=MIB_FMT),
+                alt.Tooltip("peak_mib:Q", title=t("col.net_peak_mib"), format=MIB_FMT),
+                alt.Tooltip("peak_abs_mib:Q", title=t("col.abs_peak_mib"), format=MIB_FMT),
                 alt.Tooltip("median:Q", title=t("col.step_ms"), format=",.2f"),
             ],
         )
-        .properties(height=HEIGHT)
+        .properties(height=alt.Step(34))
     )
 
 

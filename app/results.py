@@ -40,7 +40,8 @@ def job_error(message: str | None, label: str | None = None) -> None:
         st.info(t("error.would_not_fit"))
 
 
-def render_status(status: dict, meta: dict, *, current, ran: dict | None, driver: bool = False) -> None:
+def render_status(status: dict, meta: dict, *, current, ran: dict | None, driver: bool = False,
+                  key: str = "run") -> None:
     """A finished job's status: result, cancellation or error."""
     state = status.get("state")
     if state == "error":
@@ -61,7 +62,7 @@ def render_status(status: dict, meta: dict, *, current, ran: dict | None, driver
         st.warning(t("result.cancelled"))
     if status.get("cached"):
         st.caption(t("result.cached"))
-    render_run(result, meta, driver=driver)
+    render_run(result, meta, driver=driver, key=key)
 
 
 def _metrics(result: dict) -> None:
@@ -73,10 +74,13 @@ def _metrics(result: dict) -> None:
     if peak_phase.get("phase"):
         where = t("phase." + peak_phase["phase"], default=peak_phase["phase"])
         step = peak_phase.get("step")
-        cols[1].metric(t("metric.peak_phase"), f"{step} · {where}" if step else where)
+        label = t("metric.peak_phase_step", step=step) if step else t("metric.peak_phase")
+        cols[1].metric(label, where)
     cols[2].metric(t("metric.step_ms"), f"{step_ms['median']:,.2f}" if step_ms.get("median") is not None else "—")
     sps = result.get("samples_per_s")
     cols[3].metric(t("metric.samples_per_s"), f"{sps:,.0f}" if sps else "—")
+    if result.get("baseline_bytes"):
+        st.caption(t("metric.baseline", value=fmt_bytes(result["baseline_bytes"])))
     if result.get("tflops"):
         st.caption(t("metric.tflops", value=f"{result['tflops']:.3g}"))
 

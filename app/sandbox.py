@@ -267,5 +267,5 @@ def render(ns: str, meta: dict, *, driver: bool = False) -> ExperimentConfig | N
     done = jobs.finished(ns)
     if done:
         with st.container(key=f"{ns}-results"):
-            results.render_status(done["statuses"][0], meta, current=cfg, ran=done["tag"], driver=driver)
+            results.render_status(done["statuses"][0], meta, current=cfg, ran=done["tag"], driver=driver, key=ns)
     return cfg

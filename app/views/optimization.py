@@ -34,9 +34,8 @@ def verdict(technique: dict, tech: dict, base: dict, source: str) -> None:
     metric = technique.get("metric", "peak_saving_pct")
     value = claims.measure(metric, tech, base)
     ok = claims.holds(value, technique.get("claimed_range"))
-    cols = st.columns(2)
-    cols[0].metric(t("opt.measured." + metric, default=metric), claims.fmt(metric, value))
-    cols[1].metric(t("opt.source"), source)
+    st.metric(t("opt.measured." + metric, default=metric), claims.fmt(metric, value))
+    st.caption(t("opt.source", source=source))
     if ok is True:
         st.success(t("opt.holds"))
         why = content.localized(technique.get("why_holds"), lang())
@@ -109,7 +108,10 @@ def technique_tab(meta: dict, technique: dict) -> None:
                 layout.prompts(meta, "time")
     pair = _recorded_pair(tech_cfg, base_cfg)
     if pair:
-        with st.expander(t("opt.recorded"), icon=":material/history:"):
+        info, _ = engine.safe_device_info()
+        # Without a GPU the recorded verdict is the one that matters, so it starts open.
+        no_gpu = not info or info.get("type") != "cuda"
+        with st.expander(t("opt.recorded"), icon=":material/history:", expanded=no_gpu and not done):
             name = (pair[0].get("device") or {}).get("name", "GPU")
             verdict(technique, pair[0], pair[1], t("opt.recorded_source", name=name))
 

@@ -49,11 +49,15 @@ def test_claim_is_measured_and_judged(tiny_lessons):
     run_until(at, lambda a: "optimization.tiny_sgd.done" in a.session_state)
     assert not at.exception
     assert not at.error, [e.value for e in at.error]
-    assert any(s.value == "The claim holds here." for s in at.success)
+    # The verdict itself depends on the device (on CUDA the allocator's 512-byte blocks dominate such a tiny
+    # model), so the test checks that one is given, next to the measured metric.
+    verdicts = ("The claim holds here.", "The claim does not hold here.")
+    assert any(s.value in verdicts for s in [*at.success, *at.warning])
     assert any(m.label == "Peak memory saved" for m in at.metric)
+    if (at.session_state["optimization.tiny_sgd.done"]["statuses"][0]["result"]["device"]["type"]) == "cpu":
+        assert any(s.value == "The claim holds here." for s in at.success)
 
 
-@pytest.mark.xfail(strict=False, reason='UI in flux at hand-over: see the issue #3 closing note')
 def test_compare_runs_every_strategy(tiny_lessons):
     at = open_page("compare", lang="zh")
     at.button(key="compare.run").click().run()
