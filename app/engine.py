@@ -25,9 +25,12 @@ def get_client():
 
 @st.cache_data(ttl=10, show_spinner=False)
 def device_info() -> dict:
-    from experiments.device_info import device_info as info
-
-    return info()
+    # Asked of the worker process: calling torch.cuda here would give the web server a CUDA
+    # context of its own, hundreds of MiB of GPU memory the learners' runs cannot use.
+    info = client().device_info()
+    if info is None:
+        raise RuntimeError("the experiment worker did not report its device in time")
+    return info
 
 
 def safe_device_info() -> tuple[dict | None, str | None]:

@@ -94,19 +94,30 @@ def _layers(cfg: ExperimentConfig) -> tuple[list[Layer], Layer, int, int]:
         head = Layer(params=[d, d], out=512, saved=a + 2 * stats, bwd_tmp=3 * _round(mb * s * d * 4))
         return layers, head, x, x
     # cnn
+    # cuDNN's convolution-backward workspace is not a tensor; its size depends on the algorithm
+    # cuDNN picks. Calibrated on an NVIDIA H200 (docs/gpu-results.md): about 4.5x the layer's
+    # output in fp32 (no TF32). In half precision a smaller workspace (~37 MiB at batch 8) appears
+    # early in backward and is not modelled: those estimates run about 10% low.
+    ws_factor = 4.5 if act == 4 else 1.35
     c_in = 3
     for i, (size, pooled) in enumerate(cnn_spatial_sizes(cfg)):
         full = _round(mb * cfg.width * size * size * act)
+        grad_in = _round(mb * c_in * size * size * act) if i else 0
+        ws = int(ws_factor * full)
         if pooled != size:
             out = _round(mb * cfg.width * pooled * pooled * act)
-            saved = full + _round(mb * cfg.width * pooled * pooled * 8)  # ReLU output + int64 pool indices
+            idx = _round(mb * cfg.width * pooled * pooled * 8)  # int64 max-pool indices
+            saved = full + idx  # ReLU output (the pool's input) and the indices
+            # Backward in order: pool (+grad of the ReLU output), then the pooled tensors die;
+            # ReLU (+grad of the conv output), then the ReLU output dies; conv (+grad_in, workspace).
+            peak = max(full, 2 * full - idx - 2 * out, grad_in + ws - idx - 2 * out)
         else:
             out, saved = full, 0
+            peak = max(full, grad_in + ws - full)
         cast_in = _round(mb * 3 * cfg.image_size**2 * 2) if (amp and i == 0) else 0
         layers.append(Layer(
             params=[cfg.width * c_in * 9, cfg.width], out=out, saved=saved + cast_in,
-            fwd_tmp=0 if cfg.inplace else full, bwd_tmp=full * (2 if pooled != size else 1),
-            grad_in=_round(mb * c_in * size * size * act) if i else 0,
+            fwd_tmp=0 if cfg.inplace else full, bwd_tmp=max(0, peak - grad_in), grad_in=grad_in,
         ))
         c_in = cfg.width
     x = _round(mb * 3 * cfg.image_size**2 * data_e)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import gc
 
 import torch
@@ -49,6 +50,7 @@ def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 
             raise ConfigError(name, f"got {value!r}; allowed range is [{lo}, {hi}]")
     dev = resolve_device(device)
     cuda = dev.type == "cuda"
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     tracker = StorageTracker()
 
     def allocated() -> int:
@@ -88,4 +90,4 @@ def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 
     if cuda:
         torch.cuda.empty_cache()
     return {"scenario": scenario, "device": device_info(dev.type), "per_step": per_step,
-            "growth_bytes_per_step": growth, "batch": batch, "width": width, "layers": layers}
+            "growth_bytes_per_step": growth, "started_at": started, "batch": batch, "width": width, "layers": layers}

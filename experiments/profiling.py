@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import gc
 
 import torch
@@ -17,6 +18,7 @@ from .training import TrainState, train_step
 def profile_step(cfg: ExperimentConfig, row_limit: int = 40) -> dict:
     device = resolve_device(cfg.device)
     cuda = device.type == "cuda"
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     torch.manual_seed(cfg.seed)
     model = build_model(cfg, device)
     opt = make_optimizer(cfg, model.parameters())
@@ -47,4 +49,4 @@ def profile_step(cfg: ExperimentConfig, row_limit: int = 40) -> dict:
     if cuda:
         torch.cuda.empty_cache()
     return {"rows": rows[:row_limit], "sort_key": key, "memory_summary": summary, "device": device_info(device.type),
-            "config": cfg.to_dict()}
+            "config": cfg.to_dict(), "started_at": started}

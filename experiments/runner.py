@@ -58,6 +58,9 @@ def capacity_bytes(cfg: ExperimentConfig, device: torch.device) -> int | None:
 
 
 def _requested_bytes(message: str) -> int | None:
+    exact = re.search(r"Tried to allocate [\d.]+ \w+ \((\d+) bytes\)", message)
+    if exact:
+        return int(exact.group(1))
     m = re.search(r"[Tt]ried to allocate ([\d.]+) ([KMGT]?i?B)", message)
     if not m:
         return None

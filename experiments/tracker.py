@@ -67,7 +67,7 @@ class StorageTracker(TorchDispatchMode):
         nbytes = st.nbytes()
         if self.budget_bytes is not None and nbytes and self.current + nbytes > self.budget_bytes:
             raise torch.OutOfMemoryError(
-                f"Simulated out of memory on CPU. Tried to allocate {nbytes / 2**20:.2f} MiB; "
+                f"Simulated out of memory on CPU. Tried to allocate {nbytes / 2**20:.2f} MiB ({nbytes} bytes); "
                 f"{self.current / 2**20:.2f} MiB of the {self.budget_bytes / 2**20:.2f} MiB budget is in use."
             )
         self.live[key] = _Record(nbytes, tag)

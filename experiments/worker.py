@@ -22,9 +22,21 @@ MAX_JOB_SECONDS = float(os.environ.get("GPU_MEMORY_LAB_MAX_JOB_SECONDS", "600"))
 CACHE_SIZE = 256
 
 
+def _report_device(events) -> None:
+    from .device_info import device_info
+
+    try:
+        events.put(("device", None, device_info()))
+    except Exception as e:  # noqa: BLE001 - no device info is a message, not a dead worker
+        events.put(("device", None, {"type": "unknown", "error": f"{type(e).__name__}: {e}"}))
+
+
 def _worker_main(jobs, events, cancel) -> None:
     from .jobs import execute
 
+    # The web server asks the worker for the device view, so that only this process ever
+    # creates a CUDA context (each context costs hundreds of MiB of GPU memory).
+    _report_device(events)
     while True:
         item = jobs.get()
         if item is None:
@@ -41,6 +53,7 @@ def _worker_main(jobs, events, cancel) -> None:
             events.put(("done", job_id, result))
         except Exception as e:  # noqa: BLE001 - every failure is reported to the page, never raised there
             events.put(("error", job_id, f"{type(e).__name__}: {e}"))
+        _report_device(events)
 
 
 def _key(kind: str, params: dict) -> str:
@@ -60,6 +73,9 @@ class WorkerClient:
         self._ids = itertools.count(1)
         self._proc = None
         self._cancel_current = None
+        self._device: dict | None = None
+        self._device_ready = threading.Event()
+        self._proc_lock = threading.Lock()
         threading.Thread(target=self._dispatch_loop, name="gml-dispatch", daemon=True).start()
 
     # -- public API -------------------------------------------------------------------------
@@ -99,6 +115,16 @@ class WorkerClient:
             elif job["state"] == "running" and self._cancel_current is not None:
                 self._cancel_current.set()
 
+    def device_info(self, timeout: float = 60.0) -> dict | None:
+        """The worker's view of its device (name, total and free memory), refreshed after every job."""
+        if self.inline:
+            from .device_info import device_info
+
+            return device_info()
+        self._ensure_process()
+        self._device_ready.wait(timeout)
+        return self._device
+
     def queue_length(self) -> int:
         with self._lock:
             return len(self._pending) + (1 if self._running_id() else 0)
@@ -129,7 +155,9 @@ class WorkerClient:
         while True:
             with self._lock:
                 while not self._pending:
-                    self._lock.wait()
+                    self._lock.wait(timeout=0.5)
+                    if not self.inline and self._proc is not None:
+                        self._drain_events()
                 job_id = self._pending.pop(0)
                 job = self._jobs[job_id]
                 job["state"] = "running"
@@ -158,12 +186,30 @@ class WorkerClient:
             self._finish(job_id, "error", error=f"{type(e).__name__}: {e}")
 
     def _ensure_process(self):
+        with self._proc_lock:
+            self._start_if_needed()
+
+    def _start_if_needed(self):
         if self._proc is None or not self._proc.is_alive():
+            self._device_ready.clear()
             ctx = mp.get_context("spawn")
             self._jobs_q, self._events_q, self._cancel_current = ctx.Queue(), ctx.Queue(), ctx.Event()
             self._proc = ctx.Process(target=_worker_main, args=(self._jobs_q, self._events_q, self._cancel_current),
                                      name="gpu-memory-lab-worker", daemon=True)
             self._proc.start()
+
+    def _drain_events(self) -> None:
+        while True:
+            try:
+                what, _jid, payload = self._events_q.get_nowait()
+            except queue.Empty:
+                return
+            if what == "device":
+                self._set_device(payload)
+
+    def _set_device(self, info: dict) -> None:
+        self._device = info
+        self._device_ready.set()
 
     def _run_in_worker(self, job_id: str, job: dict) -> None:
         self._ensure_process()
@@ -181,6 +227,9 @@ class WorkerClient:
                     self._proc.join()
                     self._finish(job_id, "error", error=f"stopped after {MAX_JOB_SECONDS:.0f} s (GPU_MEMORY_LAB_MAX_JOB_SECONDS)")
                     return
+                continue
+            if what == "device":
+                self._set_device(payload)
                 continue
             if jid != job_id:
                 continue

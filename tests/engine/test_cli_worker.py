@@ -55,6 +55,8 @@ def _wait(client, job, timeout=240):
 
 def test_worker_runs_in_a_spawned_process_dedupes_and_caches():
     c = WorkerClient(inline=False)
+    # The device view comes from the worker, so the web server never needs a CUDA context.
+    assert c.device_info()["type"] == "cpu"
     params = dict(device="cpu", layers=2, width=32, batch=8, steps=2, timing_steps=0)
     a, b = c.submit("run", params), c.submit("run", params)
     assert a == b  # an identical queued job is joined, not run twice

@@ -74,7 +74,7 @@ def test_out_of_memory_is_a_result_and_frees_everything():
     r = run_experiment(cfg)
     assert r["oom"] is not None
     assert "out of memory" in r["oom"]["message"].lower()
-    assert r["oom"]["requested_bytes"] and r["oom"]["requested_bytes"] > 0
+    assert r["oom"]["requested_bytes"] > 0 and f"({r['oom']['requested_bytes']} bytes)" in r["oom"]["message"]
     assert r["oom"]["phase"] in ("model", "optimizer", "data", "forward", "backward", "optimizer_step")
     assert r["allocated_after_bytes"] == r["baseline_bytes"] == 0
 
