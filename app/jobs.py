@@ -34,6 +34,17 @@ def submit(ns: str, specs: list[dict], tag=None) -> str | None:
     return None
 
 
+def start(ns: str, specs: list[dict], tag=None) -> None:
+    """Submit, then rerun so the polling fragment takes over; a refused submission is shown here."""
+    from app import layout
+
+    error = submit(ns, specs, tag=tag)
+    if error:
+        layout.error(error)
+    else:
+        st.rerun()
+
+
 def pending(ns: str) -> bool:
     return _pending_key(ns) in st.session_state
 

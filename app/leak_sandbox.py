@@ -98,11 +98,7 @@ def render(lesson_id: str, meta: dict) -> None:
              "params": {"scenario": s, "steps": steps, "device": device, "batch": batch, "width": width}}
             for s in chosen
         ]
-        error = jobs.submit(ns, specs, tag={"scenarios": chosen, "steps": steps})
-        if error:
-            layout.error(error)
-        else:
-            st.rerun()
+        jobs.start(ns, specs, tag={"scenarios": chosen, "steps": steps})
     jobs.poll(ns)
     done = jobs.finished(ns)
     if done:
@@ -129,12 +125,7 @@ def recorded(lesson_id: str, meta: dict, known: dict) -> None:
 
 
 def show_results(done: dict, meta: dict) -> None:
-    ok = []
-    for spec, status in zip(done["specs"], done["statuses"], strict=True):
-        if status.get("state") == "done" and status.get("result"):
-            ok.append((spec["label"], status["result"]))
-        else:
-            results.job_error(status.get("error") or t("jobs.state." + str(status.get("state"))), spec["label"])
+    ok = results.successful(done)
     if not ok:
         return
     device = ok[0][1].get("device") or {}

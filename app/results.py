@@ -181,3 +181,14 @@ def render_profile(result: dict) -> None:
     if result.get("memory_summary"):
         st.markdown(f"##### {t('result.memory_summary')}")
         st.code(result["memory_summary"], language=None)
+
+
+def successful(done: dict) -> list[tuple[str, dict]]:
+    """(label, result) of every finished job of a group; the failed ones are reported in place."""
+    ok = []
+    for spec, status in zip(done["specs"], done["statuses"], strict=True):
+        if status.get("state") == "done" and status.get("result"):
+            ok.append((spec["label"], status["result"]))
+        else:
+            job_error(status.get("error") or t("jobs.state." + str(status.get("state"))), spec["label"])
+    return ok

@@ -257,12 +257,7 @@ def render(ns: str, meta: dict, *, driver: bool = False) -> ExperimentConfig | N
     running = jobs.pending(ns)
     if st.button(t("sandbox.run"), key=f"{ns}.run", type="primary", disabled=cfg is None or running,
                  width="stretch"):
-        error = jobs.submit(ns, [{"label": t("sandbox.run_label"), "kind": "run", "params": cfg.to_dict()}],
-                            tag=cfg.to_dict())
-        if error:
-            layout.error(error)
-        else:
-            st.rerun()
+        jobs.start(ns, [{"label": t("sandbox.run_label"), "kind": "run", "params": cfg.to_dict()}], tag=cfg.to_dict())
     jobs.poll(ns)
     done = jobs.finished(ns)
     if done:

@@ -17,12 +17,8 @@ with right:
         st.caption(t("profile.explain"))
         if st.button(t("profile.run"), key="analysis.profile_run", disabled=cfg is None or jobs.pending(NS),
                      width="stretch"):
-            error = jobs.submit(NS, [{"label": t("profile.title"), "kind": "profile", "params": cfg.to_dict()}],
-                                tag=cfg.to_dict())
-            if error:
-                layout.error(error)
-            else:
-                st.rerun()
+            jobs.start(NS, [{"label": t("profile.title"), "kind": "profile", "params": cfg.to_dict()}],
+                       tag=cfg.to_dict())
         jobs.poll(NS)
         done = jobs.finished(NS)
         if done:

@@ -60,11 +60,7 @@ with right:
         valid = [(title, cfg) for title, cfg, err in strategies if cfg is not None]
         if st.button(t("compare.run"), key="compare.run", type="primary", disabled=not valid or jobs.pending(NS),
                      width="stretch"):
-            error = jobs.submit(NS, [{"label": title, "kind": "run", "params": cfg.to_dict()} for title, cfg in valid])
-            if error:
-                layout.error(error)
-            else:
-                st.rerun()
+            jobs.start(NS, [{"label": title, "kind": "run", "params": cfg.to_dict()} for title, cfg in valid])
     recorded = [(title, engine.find_recorded(cfg)) for title, cfg in valid]
     recorded = [(title, r) for title, r in recorded if r]
     if recorded:
@@ -73,12 +69,7 @@ with right:
     jobs.poll(NS)
     done = jobs.finished(NS)
     if done:
-        ok = []
-        for spec, status in zip(done["specs"], done["statuses"], strict=True):
-            if status.get("state") == "done" and status.get("result"):
-                ok.append((spec["label"], status["result"]))
-            else:
-                results.job_error(status.get("error") or t("jobs.state." + str(status.get("state"))), spec["label"])
+        ok = results.successful(done)
         if ok:
             show_comparison(ok, meta)
     recorded_view.browser("compare")

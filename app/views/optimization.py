@@ -80,11 +80,7 @@ def technique_tab(meta: dict, technique: dict) -> None:
     if st.button(t("opt.run"), key=f"{ns}.run", type="primary", disabled=jobs.pending(ns), width="stretch"):
         specs = [{"label": t("opt.technique"), "kind": "run", "params": tech_cfg.to_dict()},
                  {"label": t("opt.baseline"), "kind": "run", "params": base_cfg.to_dict()}]
-        error = jobs.submit(ns, specs, tag=tid)
-        if error:
-            layout.error(error)
-        else:
-            st.rerun()
+        jobs.start(ns, specs, tag=tid)
     jobs.poll(ns)
     done = jobs.finished(ns)
     if done:
