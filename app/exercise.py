@@ -9,11 +9,8 @@ from app.i18n import t
 
 
 def render(lesson_id: str, leaks: bool = False) -> None:
-    meta = layout.lesson_meta(lesson_id)
-    layout.header(lesson_id, meta)
-    left, right = layout.columns()
+    meta, left, right = layout.lesson_page(lesson_id)
     with left:
-        layout.markdown_file(lesson_id)
         with st.expander(t("exercise.hints"), icon=":material/lightbulb:"):
             layout.markdown_file(lesson_id, "hints")
         with st.expander(t("exercise.answer"), icon=":material/task_alt:"):

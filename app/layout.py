@@ -24,6 +24,16 @@ def columns():
     return st.columns(2, gap="large")
 
 
+def lesson_page(lesson_id: str):
+    """Title, then the lesson text in the left column. Returns (meta, left, right) for the page to fill."""
+    meta = lesson_meta(lesson_id)
+    header(lesson_id, meta)
+    left, right = columns()
+    with left:
+        markdown_file(lesson_id)
+    return meta, left, right
+
+
 def markdown_file(lesson_id: str, name: str = "lesson") -> bool:
     text, used = content.read_text(lesson_id, name, lang())
     if text is None:

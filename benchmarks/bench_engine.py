@@ -18,10 +18,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from experiments.config import ExperimentConfig  # noqa: E402
-from experiments.models import build_model, loss_fn, make_batch  # noqa: E402
+from experiments.models import loss_fn  # noqa: E402
 from experiments.runner import _time_steps, run_experiment  # noqa: E402
-from experiments.strategies import float32_precision, make_optimizer, make_scaler  # noqa: E402
-from experiments.training import TrainState  # noqa: E402
+from experiments.strategies import float32_precision  # noqa: E402
+from experiments.training import build_state  # noqa: E402
 
 
 def grid() -> list[ExperimentConfig]:
@@ -54,12 +54,8 @@ def grid() -> list[ExperimentConfig]:
 
 def plain_step_times(cfg: ExperimentConfig, n: int) -> list[float]:
     """The same model and data, trained by a bare loop written inline (no engine code in the step)."""
-    dev = torch.device("cuda")
-    torch.manual_seed(cfg.seed)
-    model = build_model(cfg, dev)
-    opt = make_optimizer(cfg, model.parameters())
-    scaler = make_scaler(cfg, dev)
-    x, y = make_batch(cfg, dev, 1)
+    s = build_state(cfg, torch.device("cuda"))
+    model, opt, scaler, x, y = s.model, s.optimizer, s.scaler, s.inputs, s.targets
     amp = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(cfg.precision)
     events = []
     for i in range(n + 2):
@@ -82,12 +78,7 @@ def plain_step_times(cfg: ExperimentConfig, n: int) -> list[float]:
 
 
 def engine_step_times(cfg: ExperimentConfig, n: int) -> list[float]:
-    dev = torch.device("cuda")
-    torch.manual_seed(cfg.seed)
-    model = build_model(cfg, dev)
-    opt = make_optimizer(cfg, model.parameters())
-    x, y = make_batch(cfg, dev, 1)
-    state = TrainState(cfg, dev, model, opt, make_scaler(cfg, dev), x, y)
+    state = build_state(cfg, torch.device("cuda"))
     _time_steps(state, 2)
     return _time_steps(state, n)
 

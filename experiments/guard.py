@@ -6,9 +6,9 @@ import torch
 
 from .config import ExperimentConfig
 from .device_info import resolve_device
-from .models import build_model, make_batch, seed_lambda_forward
-from .strategies import float32_precision, make_optimizer, make_scaler
-from .training import TrainState, train_step
+from .models import seed_lambda_forward
+from .strategies import float32_precision
+from .training import build_state, train_step
 
 # Tolerance per precision on the relative error ||g - g_ref|| / ||g_ref|| over all gradients.
 # Half precision rounds every activation to 8 (bf16) or 11 (fp16) mantissa bits, and the
@@ -19,16 +19,12 @@ TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "amp_fp16": 5e-2, "amp_bf16": 1e-1, "bf
 
 
 def _gradients(cfg: ExperimentConfig, device: torch.device, forward=None) -> list[torch.Tensor]:
-    torch.manual_seed(cfg.seed)
-    model = build_model(cfg, device)
+    state = build_state(cfg, device)
+    model = state.model
     if forward is not None:
         model.forward = forward.__get__(model)
-    x, y = make_batch(cfg, device, cfg.seed + 1)
     # SGD with lr 0 keeps the weights, so only the gradients of the first step are compared.
-    opt = make_optimizer(cfg.replace(optimizer="sgd"), model.parameters())
-    for group in opt.param_groups:
-        group["lr"] = 0.0
-    state = TrainState(cfg, device, model, opt, make_scaler(cfg, device), x, y)
+    state.optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
     with float32_precision(cfg):
         train_step(state)
     # GradScaler.step unscaled the .grad tensors in place: they are true gradients here.

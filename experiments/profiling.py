@@ -10,20 +10,15 @@ from torch.profiler import ProfilerActivity, profile
 
 from .config import ExperimentConfig
 from .device_info import device_info, resolve_device
-from .models import build_model, make_batch
-from .strategies import float32_precision, make_optimizer, make_scaler
-from .training import TrainState, train_step
+from .strategies import float32_precision
+from .training import build_state, train_step
 
 
 def profile_step(cfg: ExperimentConfig, row_limit: int = 40) -> dict:
     device = resolve_device(cfg.device)
     cuda = device.type == "cuda"
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    torch.manual_seed(cfg.seed)
-    model = build_model(cfg, device)
-    opt = make_optimizer(cfg, model.parameters())
-    x, y = make_batch(cfg, device, cfg.seed + 1)
-    state = TrainState(cfg, device, model, opt, make_scaler(cfg, device), x, y)
+    state = build_state(cfg, device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with float32_precision(cfg):
         train_step(state)  # warm-up: lazy optimizer state and library workspaces
@@ -44,7 +39,7 @@ def profile_step(cfg: ExperimentConfig, row_limit: int = 40) -> dict:
     key = "self_device_memory_bytes" if cuda else "self_cpu_memory_bytes"
     rows.sort(key=lambda r: abs(r[key]), reverse=True)
     summary = torch.cuda.memory_summary(device, abbreviated=True) if cuda else None
-    del state, model, opt, x, y, prof
+    del state, prof
     gc.collect()
     if cuda:
         torch.cuda.empty_cache()

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import torch
 
 from .config import ExperimentConfig
-from .models import loss_fn
-from .strategies import autocast
+from .models import build_model, loss_fn, make_batch
+from .strategies import autocast, make_optimizer, make_scaler
 
 
 @dataclass
@@ -21,6 +21,15 @@ class TrainState:
     scaler: torch.amp.GradScaler | None
     inputs: torch.Tensor
     targets: torch.Tensor
+
+
+def build_state(cfg: ExperimentConfig, device: torch.device) -> TrainState:
+    """Model, optimizer, scaler and batch from the config's seed: what the runner builds phase by phase."""
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg, device)
+    optimizer = make_optimizer(cfg, model.parameters())
+    inputs, targets = make_batch(cfg, device, cfg.seed + 1)
+    return TrainState(cfg, device, model, optimizer, make_scaler(cfg, device), inputs, targets)
 
 
 def _no_phase(name: str, step: int, micro: int | None = None):

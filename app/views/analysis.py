@@ -5,11 +5,7 @@ from app.i18n import t
 
 NS = "analysis.profile"
 
-meta = layout.lesson_meta("analysis")
-layout.header("analysis", meta)
-left, right = layout.columns()
-with left:
-    layout.markdown_file("analysis")
+meta, _, right = layout.lesson_page("analysis")
 with right:
     cfg = sandbox.render("analysis", meta)
     with st.container(border=True):

@@ -34,11 +34,7 @@ def show_comparison(items: list[tuple[str, dict]], meta: dict, recorded: bool = 
     st.dataframe(frames.compare_display(df), hide_index=True, width="stretch")
 
 
-meta = layout.lesson_meta("compare")
-layout.header("compare", meta)
-left, right = layout.columns()
-with left:
-    layout.markdown_file("compare")
+meta, _, right = layout.lesson_page("compare")
 with right:
     strategies = strategy_configs(meta)
     with st.container(border=True):

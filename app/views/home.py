@@ -3,12 +3,9 @@ import streamlit as st
 from app import content, engine, layout, recorded_view, results
 from app.i18n import lang, t
 
-meta = layout.lesson_meta("home")
-layout.header("home", meta)
-left, right = layout.columns()
+meta, left, right = layout.lesson_page("home")
 
 with left:
-    layout.markdown_file("home")
     st.subheader(t("home.map"))
     for lesson_id in content.LESSON_IDS[1:]:
         lesson = content.meta(lesson_id)

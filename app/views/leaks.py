@@ -3,11 +3,7 @@ import streamlit as st
 from app import layout, leak_sandbox, recorded_view, sandbox
 from app.i18n import t
 
-meta = layout.lesson_meta("leaks")
-layout.header("leaks", meta)
-left, right = layout.columns()
-with left:
-    layout.markdown_file("leaks")
+meta, _, right = layout.lesson_page("leaks")
 with right:
     leak_sandbox.render("leaks", meta)
     st.subheader(t("leak.baseline"))

@@ -1,10 +1,6 @@
 from app import layout, recorded_view, sandbox
 
-meta = layout.lesson_meta("monitoring")
-layout.header("monitoring", meta)
-left, right = layout.columns()
-with left:
-    layout.markdown_file("monitoring")
+meta, _, right = layout.lesson_page("monitoring")
 with right:
     sandbox.render("monitoring", meta, driver=True)
     recorded_view.browser("monitoring")

@@ -112,11 +112,7 @@ def technique_tab(meta: dict, technique: dict) -> None:
             verdict(technique, pair[0], pair[1], t("opt.recorded_source", name=name))
 
 
-meta = layout.lesson_meta("optimization")
-layout.header("optimization", meta)
-left, right = layout.columns()
-with left:
-    layout.markdown_file("optimization")
+meta, _, right = layout.lesson_page("optimization")
 with right:
     techniques = {x["id"]: x for x in meta.get("techniques") or [] if isinstance(x, dict) and x.get("id")}
     if techniques:
