@@ -165,3 +165,36 @@ def estimate_chart(df: pd.DataFrame) -> alt.Chart:
         )
         .properties(height=alt.Step(22))
     )
+
+
+def fragmentation_chart(df: pd.DataFrame) -> alt.Chart:
+    """df from frames.fragmentation_frame: allocated (solid) and reserved (dashed) per allocator setting."""
+    return (
+        alt.Chart(df)
+        .mark_line(point=alt.OverlayMarkDef(size=18))
+        .encode(
+            x=alt.X("i:Q", title=t("axis.operation")),
+            y=alt.Y("mib:Q", title=t("axis.mib")),
+            color=alt.Color("allocator:N", title=None, legend=alt.Legend(orient="top"),
+                            scale=alt.Scale(range=["#e45756", "#4c78a8"])),
+            strokeDash=alt.StrokeDash("series:N", title=None, legend=alt.Legend(orient="top")),
+            tooltip=[alt.Tooltip("allocator:N", title=t("frag.col.allocator")),
+                     alt.Tooltip("op:N", title=t("axis.operation")),
+                     alt.Tooltip("series:N", title=t("axis.series")),
+                     alt.Tooltip("mib:Q", title=t("axis.mib"), format=MIB_FMT)],
+        )
+        .properties(height=HEIGHT)
+    )
+
+
+def rounds_chart(df: pd.DataFrame) -> alt.Chart:
+    """df from frames.rounds_frame: each round's median as a point, the median over rounds as a tick."""
+    y = alt.Y("label:N", title=None, sort=None, axis=alt.Axis(labelLimit=220))
+    points = alt.Chart(df).mark_circle(size=60, opacity=0.7).encode(
+        x=alt.X("ms:Q", title=t("axis.step_ms"), scale=alt.Scale(zero=False)), y=y,
+        color=alt.Color("round:O", title=t("axis.round"), legend=alt.Legend(orient="top")),
+        tooltip=[alt.Tooltip("label:N", title=t("col.strategy")), alt.Tooltip("round:O", title=t("axis.round")),
+                 alt.Tooltip("ms:Q", title=t("axis.step_ms"), format=",.3f")],
+    )
+    ticks = alt.Chart(df).mark_tick(thickness=3, size=22, color="black").encode(x="median:Q", y=y)
+    return (points + ticks).properties(height=max(120, 34 * df["label"].nunique()))

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-from app.frames import net_peak
+from experiments import metrics
 
 
 def measure(metric: str, technique: dict, baseline: dict) -> float | None:
     """peak_saving_pct: % less peak memory than the baseline; step_time_ratio: technique step time / baseline."""
     if technique.get("oom") or baseline.get("oom"):
         return None
-    if metric == "peak_saving_pct":
-        tech, base = net_peak(technique), net_peak(baseline)
-        if not base or tech is None:
-            return None
-        return (base - tech) / base * 100.0
-    if metric == "step_time_ratio":
-        tech = (technique.get("step_ms") or {}).get("median")
-        base = (baseline.get("step_ms") or {}).get("median")
-        if not base or tech is None:
-            return None
-        return tech / base
-    return None
+    return metrics.scalar(metric, technique, baseline)
 
 
 def holds(value: float | None, claimed_range) -> bool | None:

@@ -75,3 +75,143 @@ def localized(value, lang: str, default: str = "") -> str:
             if isinstance(value.get(key), str) and value[key]:
                 return value[key]
     return default
+
+
+# --- Lesson data as experiments: configurations, leak scenarios and the recorded ids that back them ---
+
+SANDBOX_KINDS = ("memory", "breakdown", "time")
+
+
+def over_preset(meta: dict, diff: dict | None) -> dict:
+    """A configuration the lesson states as "the preset, with these differences"."""
+    return {**(meta.get("preset") or {}), **(diff or {})}
+
+
+def technique_configs(meta: dict, technique: dict) -> tuple[dict, dict]:
+    return over_preset(meta, technique.get("config")), over_preset(meta, technique.get("baseline"))
+
+
+def leak_scenarios(lesson_id: str) -> list[dict]:
+    """The scenarios a lesson lists; ids are resolved against lessons/leaks, where each is defined once."""
+    listed = meta(lesson_id).get("leak_scenarios") or []
+    defined = {s["id"]: s for s in meta("leaks").get("leak_scenarios") or [] if isinstance(s, dict) and s.get("id")}
+    out = []
+    for entry in listed:
+        if isinstance(entry, str) and entry in defined:
+            out.append(defined[entry])
+        elif isinstance(entry, dict) and entry.get("id"):
+            out.append(entry)
+    return out
+
+
+def leak_recorded_id(scenario: str) -> str:
+    return f"leaks-leak-{scenario}"
+
+
+def try_recorded_id(lesson_id: str, kind: str) -> str:
+    return f"{lesson_id}-try-{kind}"
+
+
+def rounds_params(meta: dict, strategies: list[tuple[str, dict]], device: str | None = None) -> dict:
+    cfg = meta.get("rounds") or {}
+    items = [{"id": sid, "config": dict(c, device=device) if device else c} for sid, c in strategies]
+    return {"strategies": items, "rounds": int(cfg.get("rounds", 3)), "steps": int(cfg.get("steps", 10)),
+            "warmup": int(cfg.get("warmup", 2))}
+
+
+def record_jobs(lesson_id: str) -> list[dict]:
+    """Every run that backs what this lesson says, with the id it is recorded under (docs/expectations.md)."""
+    m = meta(lesson_id)
+    title = m.get("title") or {"en": lesson_id, "zh": lesson_id}
+
+    def label(en: str, zh: str) -> dict:
+        return {"en": f"{localized(title, 'en')}: {en}", "zh": f"{localized(title, 'zh')}：{zh}"}
+
+    jobs = []
+    if "preset" in m:
+        jobs.append({"id": f"{lesson_id}-preset", "kind": "run", "params": over_preset(m, None),
+                     "label": label("preset", "预设")})
+        if m.get("profile"):
+            jobs.append({"id": f"{lesson_id}-profile", "kind": "profile", "params": over_preset(m, None),
+                         "label": label("profiler table of one step", "单步 profiler 表")})
+    for kind, prompt in (m.get("prompts") or {}).items():
+        if isinstance(prompt, dict) and prompt.get("try_change"):
+            jobs.append({"id": try_recorded_id(lesson_id, kind), "kind": "run",
+                         "params": over_preset(m, prompt["try_change"]),
+                         "label": label(_describe(prompt["try_change"]), _describe(prompt["try_change"]))})
+    for extra in m.get("extra_runs") or []:
+        lab = extra.get("label") or {}
+        jobs.append({"id": f"{lesson_id}-{extra['id']}", "kind": "run", "params": over_preset(m, extra.get("config")),
+                     "label": label(localized(lab, "en", extra["id"]), localized(lab, "zh", extra["id"]))})
+    for tech in m.get("techniques") or []:
+        config, baseline = technique_configs(m, tech)
+        for which, params in (("config", config), ("baseline", baseline)):
+            jobs.append({"id": f"{lesson_id}-{tech['id']}-{which}", "kind": "run", "params": params,
+                         "label": {lang: f"{localized(tech.get('title'), lang, tech['id'])} "
+                                         f"({'technique' if which == 'config' else 'baseline'})"
+                                   for lang in ("en", "zh")}})
+    strategies = []
+    for s in m.get("strategies") or []:
+        strategies.append((s["id"], over_preset(m, s.get("config"))))
+        jobs.append({"id": f"{lesson_id}-{s['id']}", "kind": "run", "params": strategies[-1][1],
+                     "label": s.get("title") or {"en": s["id"], "zh": s["id"]}})
+    if strategies and m.get("rounds"):
+        jobs.append({"id": f"{lesson_id}-rounds", "kind": "timing_rounds", "params": rounds_params(m, strategies),
+                     "label": label("step time in interleaved rounds", "交替多轮计时")})
+    for s in m.get("leak_scenarios") or []:
+        if isinstance(s, dict) and s.get("id"):  # defined here, not a reference
+            jobs.append({"id": leak_recorded_id(s["id"]), "kind": "leak",
+                         "params": {"scenario": s["id"], "steps": 10}, "label": s.get("title") or s["id"]})
+    for f in m.get("fragmentation") or []:
+        jobs.append({"id": f"{lesson_id}-frag-{f['id']}", "kind": "fragmentation", "params": dict(f["params"]),
+                     "label": f.get("label") or f["id"]})
+    for job in jobs:
+        job["lesson"] = lesson_id
+    return jobs
+
+
+def _describe(change: dict) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in change.items())
+
+
+RECORDED_TIMING_STEPS = 20
+
+
+def all_jobs() -> list[dict]:
+    """Every lesson's jobs, each id once (a scenario that two lessons show is recorded once)."""
+    jobs = {}
+    for lesson in LESSON_IDS:
+        for job in record_jobs(lesson):
+            jobs.setdefault(job["id"], job)
+    return list(jobs.values())
+
+
+def device_params(job: dict, device: str) -> dict:
+    """A job's parameters as run on `device`; training runs are timed over RECORDED_TIMING_STEPS steps."""
+    from experiments.config import ExperimentConfig
+
+    params = dict(job["params"])
+    if job["kind"] in ("run", "profile"):
+        params = ExperimentConfig.from_dict(
+            dict(params, device=device, timing_steps=params.get("timing_steps", RECORDED_TIMING_STEPS))).to_dict()
+    elif job["kind"] == "timing_rounds":
+        params["strategies"] = [dict(s, config=dict(s["config"], device=device)) for s in params["strategies"]]
+    else:
+        params["device"] = device
+    return params
+
+
+def prompt_recorded_ids(lesson_id: str, kind: str) -> dict[str, str]:
+    """Run key -> recorded id of the results a prompt of this kind is shown with (docs/expectations.md)."""
+    m = meta(lesson_id)
+    prompt = (m.get("prompts") or {}).get(kind) or {}
+    if kind == "leak":
+        return {s["id"]: leak_recorded_id(s["id"]) for s in leak_scenarios(lesson_id)}
+    if kind == "rounds":
+        return {"rounds": f"{lesson_id}-rounds"}
+    if m.get("strategies") and kind in ("memory", "time"):
+        return {s["id"]: f"{lesson_id}-{s['id']}" for s in m["strategies"]}
+    ids = {"run": f"{lesson_id}-preset"}
+    if prompt.get("try_change"):
+        ids["changed"] = try_recorded_id(lesson_id, kind)
+    return ids

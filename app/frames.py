@@ -7,9 +7,20 @@ import math
 import pandas as pd
 
 from app.i18n import t
+from experiments.metrics import net_peak
 
 MIB = 2**20
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "autocast_copies", "data")
+
+
+def fmt_bytes(value) -> str:
+    if value is None:
+        return "—"
+    value = float(value)
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= size:
+            return f"{value / size:,.2f} {unit}"
+    return f"{value:,.0f} B"
 
 
 def mib(value) -> float | None:
@@ -99,27 +110,22 @@ def leak_frame(results: list[tuple[str, dict]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["scenario", "step", "mib"])
 
 
-def leak_table(results: list[tuple[str, dict]]) -> pd.DataFrame:
+def leak_table(results: list[tuple[str, dict]], verdicts: dict | None = None) -> pd.DataFrame:
+    """One row per scenario; bytes formatted in the page's units (a raw integer column hides a factor of 10)."""
     rows = []
     for label, result in results:
         per_step = result.get("per_step") or []
-        rows.append(
-            {
-                t("col.scenario"): label,
-                t("col.growth_bytes_per_step"): result.get("growth_bytes_per_step"),
-                t("col.first_mib"): mib(per_step[0]["allocated_bytes"]) if per_step else None,
-                t("col.last_mib"): mib(per_step[-1]["allocated_bytes"]) if per_step else None,
-            }
-        )
+        row = {
+            t("col.scenario"): label,
+            t("col.growth_bytes_per_step"): fmt_bytes(result.get("growth_bytes_per_step")),
+            t("col.first_mib"): mib(per_step[0]["allocated_bytes"]) if per_step else None,
+            t("col.last_mib"): mib(per_step[-1]["allocated_bytes"]) if per_step else None,
+        }
+        if verdicts is not None:
+            verdict = verdicts.get(label)
+            row[t("col.as_expected")] = "—" if verdict is None else ("✓" if verdict else "✗")
+        rows.append(row)
     return pd.DataFrame(rows)
-
-
-def net_peak(result: dict) -> int | None:
-    """Peak allocated by the experiment itself (the engine's baseline, e.g. the CUDA workspace, removed)."""
-    peak = result.get("peak_bytes")
-    if peak is None:
-        return None
-    return peak - (result.get("baseline_bytes") or 0)
 
 
 def compare_frame(items: list[tuple[str, dict]]) -> pd.DataFrame:
@@ -188,3 +194,35 @@ def profile_frame(rows: list[dict], device_type: str) -> tuple[pd.DataFrame, str
     keep = [c for c in df.columns if not df[c].isna().all() and (device_type == "cuda" or "device" not in c)]
     df = df[keep]
     return df.rename(columns={c: t("prof." + c, default=c) for c in df.columns}), t("prof." + sort_key, default=sort_key)
+
+
+def fragmentation_frame(result: dict) -> pd.DataFrame:
+    """Allocated and reserved after every allocation and free, per allocator setting (long form)."""
+    rows = []
+    for allocator, run in (result.get("runs") or {}).items():
+        for p in run.get("points") or []:
+            for series in ("allocated", "reserved"):
+                rows.append({"allocator": t("frag.allocator." + allocator), "i": p["i"], "op": p["op"],
+                             "series": t("series." + series), "mib": p[f"{series}_bytes"] / MIB})
+    return pd.DataFrame(rows, columns=["allocator", "i", "op", "series", "mib"])
+
+
+def segments_frame(result: dict) -> pd.DataFrame:
+    rows = []
+    for allocator, run in (result.get("runs") or {}).items():
+        for n, seg in enumerate((run.get("end") or {}).get("segments") or []):
+            rows.append({t("frag.col.allocator"): t("frag.allocator." + allocator), t("frag.col.segment"): n + 1,
+                         t("frag.col.size"): fmt_bytes(seg["total_bytes"]),
+                         t("frag.col.in_use"): fmt_bytes(seg["allocated_bytes"]),
+                         t("frag.col.free"): fmt_bytes(seg["total_bytes"] - seg["allocated_bytes"]),
+                         t("frag.col.blocks"): seg.get("live_blocks")})
+    return pd.DataFrame(rows)
+
+
+def rounds_frame(result: dict, titles: dict[str, str]) -> pd.DataFrame:
+    """One row per strategy and round: the median step time of that round."""
+    rows = []
+    for s in result.get("strategies") or []:
+        for r, ms in enumerate(s.get("round_ms") or []):
+            rows.append({"label": titles.get(s["id"], s["id"]), "round": r + 1, "ms": ms, "median": s["median_ms"]})
+    return pd.DataFrame(rows, columns=["label", "round", "ms", "median"])

@@ -21,6 +21,15 @@ def _done_key(ns: str) -> str:
     return f"{ns}.done"
 
 
+def _previous_key(ns: str) -> str:
+    return f"{ns}.previous"
+
+
+def previous(ns: str) -> dict | None:
+    """The group that finished before the last one, or None."""
+    return st.session_state.get(_previous_key(ns))
+
+
 def submit(ns: str, specs: list[dict], tag=None) -> str | None:
     """specs: [{"label", "kind", "params"}]; returns an error message or None. tag travels to the result."""
     client, err = get_client()
@@ -94,6 +103,9 @@ def _poll_fragment(ns: str) -> None:
     else:
         statuses = [_status(client, job_id) for job_id in group["ids"]]
     if all(s.get("state") in TERMINAL for s in statuses):
+        if _done_key(ns) in st.session_state:
+            # The run before is what a "try this" prompt's prediction is checked against.
+            st.session_state[_previous_key(ns)] = st.session_state[_done_key(ns)]
         st.session_state[_done_key(ns)] = {"specs": group["specs"], "statuses": statuses, "tag": group["tag"]}
         del st.session_state[_pending_key(ns)]
         st.rerun()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import content
+from app import content, expect_view
 from app.i18n import lang, t
+from experiments import facts
 
 
 def lesson_meta(lesson_id: str) -> dict:
@@ -14,7 +15,7 @@ def lesson_meta(lesson_id: str) -> dict:
 
 def header(lesson_id: str, meta: dict) -> None:
     st.title(content.localized(meta.get("title"), lang(), t("page." + lesson_id)))
-    summary = content.localized(meta.get("summary"), lang())
+    summary = expect_view.text(meta, meta.get("summary"))
     if summary:
         st.caption(summary)
 
@@ -41,21 +42,18 @@ def markdown_file(lesson_id: str, name: str = "lesson") -> bool:
         return False
     if used != lang():
         st.caption(t("lesson.fallback"))
-    st.markdown(text)
+    st.markdown(facts.render(text, expect_view.page_facts(lesson_meta(lesson_id))))
     return True
 
 
-def prompts(meta: dict, kind: str) -> None:
-    """'What to notice' and 'Try this' under a chart, from the lesson's meta.json (generic text otherwise)."""
-    entry = (meta.get("prompts") or {}).get(kind) or {}
-    notice = content.localized(entry.get("notice"), lang()) or t(f"prompt.{kind}.notice")
-    try_this = content.localized(entry.get("try"), lang()) or t(f"prompt.{kind}.try")
-    st.markdown(f"**{t('prompt.notice')}** {notice}  \n**{t('prompt.try')}** {try_this}")
+def prompts(meta: dict, kind: str, runs: dict | None = None, **where) -> None:
+    """'What to notice' (checked against `runs`) and 'Try this' under a chart; see app/expect_view.py."""
+    expect_view.render(meta, kind, runs, **where)
 
 
-def chart(figure, meta: dict, kind: str) -> None:
+def chart(figure, meta: dict, kind: str, runs: dict | None = None, **where) -> None:
     st.altair_chart(figure, width="stretch")
-    prompts(meta, kind)
+    prompts(meta, kind, runs, **where)
 
 
 def error(message: str) -> None:

@@ -4,23 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import charts, content, engine, frames, jobs, layout, results, urlstate
+from app import charts, content, engine, expect_view, frames, jobs, layout, results, urlstate
 from app.i18n import lang, t
-
-ENGINE_SCENARIOS = (
-    "append_loss_after_backward",
-    "append_loss_no_backward",
-    "cache_outputs",
-    "cache_outputs_detached",
-    "no_zero_grad",
-    "fixed",
-)
+from experiments import expectations
 
 
-def scenarios(meta: dict) -> dict[str, dict]:
-    """id -> the lesson's description (title, code, expect); every engine scenario if the lesson lists none."""
-    listed = {s["id"]: s for s in meta.get("leak_scenarios") or [] if isinstance(s, dict) and s.get("id")}
-    return listed or {s: {"id": s} for s in ENGINE_SCENARIOS}
+def scenarios(lesson_id: str) -> dict[str, dict]:
+    """id -> the scenario as lessons/leaks defines it (title, code, expect, expect_check)."""
+    return {s["id"]: s for s in content.leak_scenarios(lesson_id)}
 
 
 BATCHES = [8, 16, 32, 64, 128, 256, 512]
@@ -54,7 +45,7 @@ def _title(entry: dict) -> str:
 def render(lesson_id: str, meta: dict) -> None:
     # Its own namespace: the lesson's training sandbox sits on the same page with keys like <lesson>_batch.
     ns = f"{lesson_id}_leak"
-    known = scenarios(meta)
+    known = scenarios(lesson_id)
     titles = {s: _title(entry) for s, entry in known.items()}
     devices = {d: t(f"opt.device.{d}") for d in ("auto", "cpu", "cuda")}
     with st.container(border=True):
@@ -87,14 +78,14 @@ def render(lesson_id: str, meta: dict) -> None:
             with st.expander(_title(entry)):
                 if entry.get("code"):
                     st.code(entry["code"], language="python")
-                expect = content.localized(entry.get("expect"), lang())
+                expect = expect_view.text(meta, entry.get("expect"))
                 if expect:
                     st.markdown(f"**{t('leak.expect')}** {expect}")
         run = st.button(t("leak.run"), key=f"{ns}.run", type="primary", disabled=not chosen or jobs.pending(ns),
                         width="stretch")
     if run:
         specs = [
-            {"label": _title(known[s]), "kind": "leak",
+            {"label": _title(known[s]), "kind": "leak", "scenario": s,
              "params": {"scenario": s, "steps": steps, "device": device, "batch": batch, "width": width}}
             for s in chosen
         ]
@@ -102,29 +93,26 @@ def render(lesson_id: str, meta: dict) -> None:
     jobs.poll(ns)
     done = jobs.finished(ns)
     if done:
-        show_results(done, meta)
+        show_results(done, meta, known, ns=ns)
     recorded(lesson_id, meta, known)
 
 
 def recorded(lesson_id: str, meta: dict, known: dict) -> None:
     """Every leak scenario of this lesson recorded on a real GPU, in one chart."""
-    entries, _ = engine.safe_list_recorded()
-    entries = [e for e in entries if e.get("lesson") == lesson_id and e.get("kind") == "leak"]
     loaded = []
-    for entry in entries:
-        result, _ = engine.safe_load_recorded(entry["id"])
+    for scenario, entry in known.items():
+        result, _ = engine.safe_load_recorded(content.leak_recorded_id(scenario))
         if result:
-            scenario = result.get("scenario")
-            label = _title(known[scenario]) if scenario in known else content.localized(entry.get("label"), lang())
-            loaded.append(({"label": label}, {"state": "done", "result": result}))
+            loaded.append(({"label": _title(entry), "scenario": scenario}, {"state": "done", "result": result}))
     if not loaded:
         return
     name = (loaded[0][1]["result"].get("device") or {}).get("name", "GPU")
     with st.expander(t("leak.recorded", name=name), icon=":material/history:"):
-        show_results({"specs": [s for s, _ in loaded], "statuses": [r for _, r in loaded]}, meta)
+        show_results({"specs": [s for s, _ in loaded], "statuses": [r for _, r in loaded]}, meta, known,
+                     ns=f"{lesson_id}_leak.recorded")
 
 
-def show_results(done: dict, meta: dict) -> None:
+def show_results(done: dict, meta: dict, known: dict | None = None, ns: str = "leak") -> None:
     ok = results.successful(done)
     if not ok:
         return
@@ -133,6 +121,12 @@ def show_results(done: dict, meta: dict) -> None:
         st.caption(t("result.gpu", name=device.get("name", "GPU"), torch=device.get("torch_version", "?")))
     else:
         st.info(t("result.cpu", name=device.get("name", "CPU"), torch=device.get("torch_version", "?")))
+    scenario_of = {spec["label"]: spec.get("scenario") for spec in done["specs"]}
+    runs = {scenario_of[label]: r for label, r in ok if scenario_of.get(label)}
     st.markdown(f"##### {t('chart.leak')}")
-    layout.chart(charts.leak_chart(frames.leak_frame(ok)), meta, "leak")
-    st.dataframe(frames.leak_table(ok), hide_index=True, width="stretch")
+    layout.chart(charts.leak_chart(frames.leak_frame(ok)), meta, "leak", runs, key=ns)
+    verdicts = {}
+    for label, result in ok:
+        entry = (known or {}).get(scenario_of.get(label)) or {}
+        verdicts[label] = expectations.verdict(expect_view.leak_checks(entry, result))
+    st.dataframe(frames.leak_table(ok, verdicts), hide_index=True, width="stretch")

@@ -48,7 +48,17 @@ def browser(lesson: str | None, expanded: bool = False) -> None:
             from app import leak_sandbox
 
             status = {"state": "done", "result": result}
-            leak_sandbox.show_results({"specs": [{"label": _label(entry)}], "statuses": [status]}, meta)
+            spec = {"label": _label(entry), "scenario": result.get("scenario")}
+            leak_sandbox.show_results({"specs": [spec], "statuses": [status]}, meta,
+                                      leak_sandbox.scenarios(entry.get("lesson") or "leaks"), ns=ns)
+        elif kind == "fragmentation":
+            from app import fragmentation_view
+
+            fragmentation_view.show(result, meta, key=ns)
+        elif kind == "timing_rounds":
+            from app import rounds_view
+
+            rounds_view.show(result, meta, key=ns)
         elif kind == "profile":
             results.device_label(result, entry.get("recorded_at"))
             results.render_profile(result)

@@ -7,17 +7,8 @@ import json
 import streamlit as st
 
 from app import charts, engine, frames, layout
+from app.frames import fmt_bytes  # noqa: F401 - pages import it from here
 from app.i18n import t
-
-
-def fmt_bytes(value) -> str:
-    if value is None:
-        return "—"
-    value = float(value)
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(value) >= size:
-            return f"{value / size:,.2f} {unit}"
-    return f"{value:,.0f} B"
 
 
 def device_label(result: dict, recorded_at: str | None = None) -> None:
@@ -41,7 +32,7 @@ def job_error(message: str | None, label: str | None = None) -> None:
 
 
 def render_status(status: dict, meta: dict, *, current, ran: dict | None, driver: bool = False,
-                  key: str = "run") -> None:
+                  key: str = "run", previous: dict | None = None) -> None:
     """A finished job's status: result, cancellation or error."""
     state = status.get("state")
     if state == "error":
@@ -62,7 +53,7 @@ def render_status(status: dict, meta: dict, *, current, ran: dict | None, driver
         st.warning(t("result.cancelled"))
     if status.get("cached"):
         st.caption(t("result.cached"))
-    render_run(result, meta, driver=driver, key=key)
+    render_run(result, meta, driver=driver, key=key, ns=key, previous=previous)
 
 
 def _metrics(result: dict) -> None:
@@ -116,8 +107,10 @@ def render_oom(result: dict) -> None:
 
 
 def render_run(result: dict, meta: dict, *, driver: bool = False, recorded_at: str | None = None,
-               key: str = "run") -> None:
+               key: str = "run", ns: str | None = None, previous: dict | None = None) -> None:
+    """`ns`: the sandbox the prompts' Apply buttons set; `previous`: the run before, for their predictions."""
     device_label(result, recorded_at)
+    where = {"runs": {"run": result}, "ns": ns, "previous": previous, "key": key}
     if result.get("oom"):
         render_oom(result)
     _metrics(result)
@@ -128,7 +121,7 @@ def render_run(result: dict, meta: dict, *, driver: bool = False, recorded_at: s
         st.markdown(f"##### {t('chart.memory')}")
         if not with_reserved:
             st.caption(t("chart.no_reserved"))
-        layout.chart(charts.memory_chart(frames.memory_long(df, with_reserved)), meta, "memory")
+        layout.chart(charts.memory_chart(frames.memory_long(df, with_reserved)), meta, "memory", **where)
 
     if driver:
         render_driver(result)
@@ -138,12 +131,12 @@ def render_run(result: dict, meta: dict, *, driver: bool = False, recorded_at: s
     bdf = frames.breakdown_frame(measured, estimated)
     if not bdf.empty:
         st.markdown(f"##### {t('chart.breakdown')}")
-        layout.chart(charts.breakdown_chart(bdf), meta, "breakdown")
+        layout.chart(charts.breakdown_chart(bdf), meta, "breakdown", **where)
 
     sdf = frames.step_time_frame([(t("chart.this_run"), result.get("step_ms"))])
     if not sdf.empty:
         st.markdown(f"##### {t('chart.time')}")
-        layout.chart(charts.step_time_chart(sdf), meta, "time")
+        layout.chart(charts.step_time_chart(sdf), meta, "time", **where)
 
     if not df.empty:
         with st.expander(t("result.phases_table")):

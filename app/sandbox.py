@@ -253,7 +253,7 @@ def render(ns: str, meta: dict, *, driver: bool = False) -> ExperimentConfig | N
             name = (recorded.get("device") or {}).get("name", "GPU")
             with st.expander(t("sandbox.recorded", name=name), icon=":material/history:"):
                 results.render_run(recorded, meta, driver=driver, recorded_at=recorded.get("started_at"),
-                                   key=f"{ns}.recorded")
+                                   key=f"{ns}.recorded", ns=ns)
     running = jobs.pending(ns)
     if st.button(t("sandbox.run"), key=f"{ns}.run", type="primary", disabled=cfg is None or running,
                  width="stretch"):
@@ -262,5 +262,8 @@ def render(ns: str, meta: dict, *, driver: bool = False) -> ExperimentConfig | N
     done = jobs.finished(ns)
     if done:
         with st.container(key=f"{ns}-results"):
-            results.render_status(done["statuses"][0], meta, current=cfg, ran=done["tag"], driver=driver, key=ns)
+            before = jobs.previous(ns)
+            previous = before["statuses"][0].get("result") if before else None
+            results.render_status(done["statuses"][0], meta, current=cfg, ran=done["tag"], driver=driver, key=ns,
+                                  previous=previous)
     return cfg

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .config import ConfigError, ExperimentConfig
 
-KINDS = ("run", "leak", "profile", "guard")
+KINDS = ("run", "leak", "profile", "guard", "fragmentation", "timing_rounds")
 
 
 def execute(kind: str, params: dict, progress=None, should_cancel=None) -> dict:
@@ -24,4 +24,12 @@ def execute(kind: str, params: dict, progress=None, should_cancel=None) -> dict:
         from .guard import check_gradients
 
         return check_gradients(ExperimentConfig.from_dict(params))
+    if kind == "fragmentation":
+        from .fragmentation import run_fragmentation
+
+        return run_fragmentation(**params)
+    if kind == "timing_rounds":
+        from .timing import time_rounds
+
+        return time_rounds(**params, progress=progress, should_cancel=should_cancel)
     raise ConfigError("kind", f"got {kind!r}; allowed: {', '.join(KINDS)}")

@@ -13,7 +13,8 @@ from .device_info import device_info, resolve_device
 from .tracker import StorageTracker
 
 SCENARIOS = (
-    "append_loss_after_backward",  # losses.append(loss) then loss.backward(): one scalar per step
+    "append_loss_after_backward",  # losses.append(loss) after backward, loss = F.mse_loss: a (batch, width) storage per step
+    "append_scalar_loss_after_backward",  # the same with loss = ((out - y) ** 2).mean(): one 0-dim tensor per step
     "append_loss_no_backward",  # an eval loop without no_grad keeping its losses: whole graphs
     "cache_outputs",  # a module keeps every output it returns
     "cache_outputs_detached",  # ... with .detach(): the storage is shared, so nothing changes
@@ -73,13 +74,18 @@ def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 
         for step in range(1, steps + 1):
             if scenario != "no_zero_grad":
                 opt.zero_grad(set_to_none=True)
-            loss = F.mse_loss(model(x), y)
+            out = model(x)
+            # mse_loss allocates its result at the (batch, width) broadcast shape and resize_s it to
+            # 0-dim; a resize never shrinks a storage, so a kept loss pins batch x width x 4 bytes.
+            # The hand-written mean is a reduction with a real 0-dim output.
+            loss = ((out - y) ** 2).mean() if scenario == "append_scalar_loss_after_backward" else F.mse_loss(out, y)
+            del out
             if scenario == "append_loss_no_backward":
                 kept.append(loss)  # no backward, no no_grad: the graph stays reachable
             else:
                 loss.backward()
                 opt.step()
-                kept.append(loss if scenario == "append_loss_after_backward" else loss.item())
+                kept.append(loss if scenario.startswith("append_") else loss.item())
             del loss
             per_step.append({"step": step, "allocated_bytes": allocated()})
     # Growth per step over the second half, after the first step's gradients appeared.

@@ -59,8 +59,9 @@ def train_step(s: TrainState, step: int = 0, phase=_no_phase) -> torch.Tensor:
             # No Python name holds the output: autograd frees it as soon as backward is past it.
         with phase("backward", step, micro_tag):
             (s.scaler.scale(loss) if s.scaler else loss).backward()
-            # mse_loss's 0-dim result is a view of its (batch, width) per-element buffer;
-            # a clone keeps 4 bytes instead of pinning that buffer through the optimizer step.
+            # mse_loss's 0-dim result keeps the (batch, width) storage it was allocated with (a resize_
+            # to 0-dim never shrinks a storage); a clone keeps one element instead of pinning that
+            # buffer through the optimizer step.
             loss = loss.detach().clone()
         total = loss if total is None else total + loss
     with phase("optimizer_step", step):

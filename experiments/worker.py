@@ -49,7 +49,7 @@ def _worker_main(jobs, events, cancel) -> None:
             events.put(("progress", job_id, {"done": done, "total": total, "label": label}))
 
         try:
-            result = execute(kind, params, progress=progress if kind == "run" else None, should_cancel=cancel.is_set)
+            result = execute(kind, params, progress=progress if kind in ("run", "timing_rounds") else None, should_cancel=cancel.is_set)
             events.put(("done", job_id, result))
         except Exception as e:  # noqa: BLE001 - every failure is reported to the page, never raised there
             events.put(("error", job_id, f"{type(e).__name__}: {e}"))
@@ -179,7 +179,7 @@ class WorkerClient:
             job["progress"] = {"done": done, "total": total, "label": label}
 
         try:
-            result = execute(job["kind"], job["params"], progress=progress if job["kind"] == "run" else None,
+            result = execute(job["kind"], job["params"], progress=progress if job["kind"] in ("run", "timing_rounds") else None,
                              should_cancel=cancel.is_set)
             self._finish(job_id, "done", result=result)
         except Exception as e:  # noqa: BLE001

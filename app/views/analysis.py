@@ -1,6 +1,6 @@
 import streamlit as st
 
-from app import jobs, layout, recorded_view, results, sandbox
+from app import fragmentation_view, jobs, layout, recorded_view, results, sandbox
 from app.i18n import t
 
 NS = "analysis.profile"
@@ -26,4 +26,5 @@ with right:
                 if cfg is not None and cfg.to_dict() != done["tag"]:
                     st.warning(t("result.stale"))
                 results.render_profile(result)
+    fragmentation_view.render("analysis", meta)
     recorded_view.browser("analysis")

@@ -1,36 +1,40 @@
 import pandas as pd
 import streamlit as st
 
-from app import charts, content, engine, frames, jobs, layout, recorded_view, results
+from app import charts, content, engine, frames, jobs, layout, recorded_view, results, rounds_view
 from app.i18n import lang, t
 from experiments.config import ConfigError, ExperimentConfig
 
 NS = "compare"
+ROUNDS_NS = "compare.rounds"
 
 
-def strategy_configs(meta: dict) -> list[tuple[str, ExperimentConfig | None, str | None]]:
-    """(title, config over the lesson preset, error) per strategy."""
-    preset = meta.get("preset") or {}
+def strategy_configs(meta: dict) -> list[tuple[str, str, ExperimentConfig | None, str | None]]:
+    """(id, title, config over the lesson preset, error) per strategy."""
     out = []
     for strategy in meta.get("strategies") or []:
-        title = content.localized(strategy.get("title"), lang(), strategy.get("id", "?"))
+        sid = strategy.get("id", "?")
+        title = content.localized(strategy.get("title"), lang(), sid)
         try:
-            out.append((title, ExperimentConfig.from_dict({**preset, **(strategy.get("config") or {})}), None))
+            out.append((sid, title, ExperimentConfig.from_dict(content.over_preset(meta, strategy.get("config"))), None))
         except (ConfigError, TypeError) as exc:
-            out.append((title, None, str(exc)))
+            out.append((sid, title, None, str(exc)))
     return out
 
 
-def show_comparison(items: list[tuple[str, dict]], meta: dict, recorded: bool = False) -> None:
-    first = items[0][1]
+def show_comparison(items: list[tuple[str, str, dict]], meta: dict, key: str, recorded: bool = False) -> None:
+    """items: (strategy id, title, result)."""
+    first = items[0][2]
     results.device_label(first, recorded_at=first.get("started_at") if recorded else None)
-    df = frames.compare_frame(items)
+    runs = {sid: r for sid, _, r in items}
+    pairs = [(title, r) for _, title, r in items]
+    df = frames.compare_frame(pairs)
     st.markdown(f"##### {t('chart.compare_peak')}")
-    layout.chart(charts.peak_chart(df), meta, "memory")
-    sdf = frames.step_time_frame([(label, r.get("step_ms")) for label, r in items])
+    layout.chart(charts.peak_chart(df), meta, "memory", runs, key=f"{key}.memory")
+    sdf = frames.step_time_frame([(title, r.get("step_ms")) for title, r in pairs])
     if not sdf.empty:
         st.markdown(f"##### {t('chart.time')}")
-        layout.chart(charts.step_time_chart(sdf), meta, "time")
+        layout.chart(charts.step_time_chart(sdf), meta, "time", runs, key=f"{key}.time")
     st.dataframe(frames.compare_display(df), hide_index=True, width="stretch")
 
 
@@ -42,7 +46,7 @@ with right:
         if not strategies:
             st.info(t("compare.none"))
         rows = []
-        for title, cfg, err in strategies:
+        for _sid, title, cfg, err in strategies:
             if err:
                 layout.error(f"{title}: {err}")
                 continue
@@ -53,19 +57,43 @@ with right:
                          t("compare.settings"): ", ".join(f"{t('field.' + k)} = {v}" for k, v in changed.items())})
         if rows:
             st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-        valid = [(title, cfg) for title, cfg, err in strategies if cfg is not None]
+        valid = [(sid, title, cfg) for sid, title, cfg, err in strategies if cfg is not None]
         if st.button(t("compare.run"), key="compare.run", type="primary", disabled=not valid or jobs.pending(NS),
                      width="stretch"):
-            jobs.start(NS, [{"label": title, "kind": "run", "params": cfg.to_dict()} for title, cfg in valid])
-    recorded = [(title, engine.find_recorded(cfg)) for title, cfg in valid]
-    recorded = [(title, r) for title, r in recorded if r]
+            jobs.start(NS, [{"label": title, "kind": "run", "params": cfg.to_dict(), "sid": sid}
+                            for sid, title, cfg in valid])
+    recorded = [(sid, title, engine.find_recorded(cfg)) for sid, title, cfg in valid]
+    recorded = [item for item in recorded if item[2]]
     if recorded:
         with st.expander(t("recorded.compare"), icon=":material/history:", expanded=not jobs.finished(NS)):
-            show_comparison(recorded, meta, recorded=True)
+            show_comparison(recorded, meta, key="compare.recorded", recorded=True)
     jobs.poll(NS)
     done = jobs.finished(NS)
     if done:
         ok = results.successful(done)
+        sids = {spec["label"]: spec.get("sid") for spec in done["specs"]}
         if ok:
-            show_comparison(ok, meta)
+            show_comparison([(sids.get(title) or title, title, r) for title, r in ok], meta, key="compare.live")
+
+    if valid and meta.get("rounds"):
+        with st.container(border=True):
+            st.subheader(t("rounds.title"))
+            params = content.rounds_params(meta, [(sid, cfg.to_dict()) for sid, _, cfg in valid])
+            st.caption(t("rounds.explain", steps=params["steps"], rounds=params["rounds"]))
+            if st.button(t("rounds.run"), key="compare.rounds_run", disabled=jobs.pending(ROUNDS_NS),
+                         width="stretch"):
+                jobs.start(ROUNDS_NS, [{"label": t("rounds.title"), "kind": "timing_rounds", "params": params}])
+            jobs.poll(ROUNDS_NS)
+            done = jobs.finished(ROUNDS_NS)
+            if done:
+                status = done["statuses"][0]
+                if status.get("state") == "done" and status.get("result"):
+                    rounds_view.show(status["result"], meta, key="compare.rounds.live")
+                else:
+                    results.job_error(status.get("error") or t("jobs.state." + str(status.get("state"))))
+            rec, _ = engine.safe_load_recorded("compare-rounds")
+            if rec:
+                name = (rec.get("device") or {}).get("name", "GPU")
+                with st.expander(t("rounds.recorded", name=name), icon=":material/history:", expanded=not done):
+                    rounds_view.show(rec, meta, key="compare.rounds.recorded")
     recorded_view.browser("compare")

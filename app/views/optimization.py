@@ -5,6 +5,7 @@ from app import (
     claims,
     content,
     engine,
+    expect_view,
     frames,
     jobs,
     layout,
@@ -16,12 +17,14 @@ from app import (
 from app.i18n import lang, t
 from experiments.config import ConfigError, ExperimentConfig
 
+# Achieved fp32 TFLOP/s above which a step on an H100/H200-class GPU is limited by arithmetic, not launches.
+COMPUTE_BOUND_TFLOPS = 20
+
 
 def configs(meta: dict, technique: dict) -> tuple[ExperimentConfig, ExperimentConfig]:
     """Technique and baseline configs: each one's overrides on top of the lesson preset."""
-    preset = meta.get("preset") or {}
-    return (ExperimentConfig.from_dict({**preset, **(technique.get("config") or {})}),
-            ExperimentConfig.from_dict({**preset, **(technique.get("baseline") or {})}))
+    config, baseline = content.technique_configs(meta, technique)
+    return ExperimentConfig.from_dict(config), ExperimentConfig.from_dict(baseline)
 
 
 def _recorded_pair(tech_cfg: ExperimentConfig, base_cfg: ExperimentConfig) -> tuple[dict, dict] | None:
@@ -30,7 +33,16 @@ def _recorded_pair(tech_cfg: ExperimentConfig, base_cfg: ExperimentConfig) -> tu
     return (tech, base) if tech and base else None
 
 
-def verdict(technique: dict, tech: dict, base: dict, source: str) -> None:
+def regime(base: dict) -> None:
+    """Where a speed claim is judged: how busy the baseline kept the GPU (a few TFLOP/s is launch-bound)."""
+    if (base.get("device") or {}).get("type") != "cuda" or not base.get("tflops"):
+        return
+    ms, tflops = (base.get("step_ms") or {}).get("median"), base["tflops"]
+    key = "opt.regime.compute" if tflops >= COMPUTE_BOUND_TFLOPS else "opt.regime.launch"
+    st.caption(t(key, ms=f"{ms:.2f}", tflops=f"{tflops:.1f}", threshold=COMPUTE_BOUND_TFLOPS))
+
+
+def verdict(meta: dict, technique: dict, tech: dict, base: dict, source: str) -> None:
     metric = technique.get("metric", "peak_saving_pct")
     value = claims.measure(metric, tech, base)
     ok = claims.holds(value, technique.get("claimed_range"))
@@ -38,15 +50,17 @@ def verdict(technique: dict, tech: dict, base: dict, source: str) -> None:
     st.caption(t("opt.source", source=source))
     if ok is True:
         st.success(t("opt.holds"))
-        why = content.localized(technique.get("why_holds"), lang())
+        why = expect_view.text(meta, technique.get("why_holds"))
     elif ok is False:
         st.warning(t("opt.not_holds"))
-        why = content.localized(technique.get("why_not"), lang())
+        why = expect_view.text(meta, technique.get("why_not"))
     else:
         st.info(t("opt.no_verdict"))
         why = ""
     if why:
         st.markdown(why)
+    if metric == "step_time_ratio":
+        regime(base)
     for label, result in ((t("opt.technique"), tech), (t("opt.baseline"), base)):
         if result.get("oom"):
             st.error(t("opt.oom", which=label))
@@ -56,7 +70,7 @@ def technique_tab(meta: dict, technique: dict) -> None:
     tid = technique["id"]
     ns = f"optimization.{tid}"
     metric = technique.get("metric", "peak_saving_pct")
-    claim = content.localized(technique.get("claim"), lang())
+    claim = expect_view.text(meta, technique.get("claim"))
     rng = technique.get("claimed_range") or []
     claimed = claims.fmt_range(metric, rng)
     st.markdown(f"**{t('opt.claim')}** {claim}")
@@ -93,15 +107,13 @@ def technique_tab(meta: dict, technique: dict) -> None:
             tech, base = statuses[0]["result"], statuses[1]["result"]
             device = tech.get("device") or {}
             source = device.get("name", "?") if device.get("type") == "cuda" else t("opt.cpu_source")
-            verdict(technique, tech, base, source)
+            verdict(meta, technique, tech, base, source)
             pairs = [(t("opt.technique"), tech), (t("opt.baseline"), base)]
             df = frames.compare_frame(pairs)
             st.altair_chart(charts.peak_chart(df), width="stretch")
-            layout.prompts(meta, "memory")
             sdf = frames.step_time_frame([(label, r.get("step_ms")) for label, r in pairs])
             if not sdf.empty:
                 st.altair_chart(charts.step_time_chart(sdf), width="stretch")
-                layout.prompts(meta, "time")
     pair = _recorded_pair(tech_cfg, base_cfg)
     if pair:
         info, _ = engine.safe_device_info()
@@ -109,7 +121,7 @@ def technique_tab(meta: dict, technique: dict) -> None:
         no_gpu = not info or info.get("type") != "cuda"
         with st.expander(t("opt.recorded"), icon=":material/history:", expanded=no_gpu and not done):
             name = (pair[0].get("device") or {}).get("name", "GPU")
-            verdict(technique, pair[0], pair[1], t("opt.recorded_source", name=name))
+            verdict(meta, technique, pair[0], pair[1], t("opt.recorded_source", name=name))
 
 
 meta, _, right = layout.lesson_page("optimization")

@@ -94,8 +94,8 @@ def test_out_of_memory_under_a_budget_frees_everything():
 
 
 def test_kept_mse_loss_after_backward_keeps_its_per_element_buffer_on_cuda():
-    # Backward freed the graph, but mse_loss's 0-dim result is a view of the (batch, width)
-    # per-element loss, so each kept loss keeps batch*width floats, not 4 bytes.
+    # Backward freed the graph, but mse_loss allocates its result at the (batch, width) broadcast shape
+    # and resize_s it to 0-dim; a resize never shrinks a storage, so each kept loss keeps batch*width floats.
     r = run_leak("append_loss_after_backward", steps=8, device="cuda", batch=64, width=512)
     assert r["growth_bytes_per_step"] == 64 * 512 * 4
 
@@ -107,3 +107,50 @@ def test_every_family_and_precision_runs_on_cuda(model, precision):
                            batch=8, seq_len=256, image_size=64, precision=precision, steps=2, timing_steps=3)
     r = run_experiment(cfg)
     assert r["oom"] is None and r["step_ms"]["median"] > 0 and r["tflops"] > 0
+
+
+def test_kept_scalar_loss_after_backward_keeps_one_block():
+    """((out - y) ** 2).mean() is a real 0-dim reduction: a kept loss costs one 512-byte block, not a buffer."""
+    r = run_leak("append_scalar_loss_after_backward", steps=6, device="cuda", batch=64, width=512)
+    assert r["growth_bytes_per_step"] == 512
+
+
+def test_growing_allocations_fragment_the_default_allocator_not_expandable_segments():
+    from experiments.fragmentation import run_fragmentation
+
+    r = run_fragmentation("growing", device="cuda", steps=8, size_mb=16)
+    std, exp = r["runs"]["standard"], r["runs"]["expandable"]
+    sizes = [p["bytes"] for p in std["points"] if p["op"] == "alloc"]
+    # Each larger request misses every cached block: a new segment per step (rounded to 2 MiB).
+    assert std["end"]["reserved_bytes"] >= sum(sizes)
+    assert std["end"]["allocated_bytes"] == 0 and exp["end"]["allocated_bytes"] == 0
+    # One expandable segment grows in place (mapped in 20 MiB steps): reserved stays near the largest request.
+    assert exp["peak_reserved_bytes"] <= max(sizes) + 20 * 2**20
+    print(f"growing: standard reserved {std['end']['reserved_bytes'] / 2**20:.0f} MiB, "
+          f"expandable peak reserved {exp['peak_reserved_bytes'] / 2**20:.0f} MiB")
+
+
+def test_holes_leave_reserved_but_unallocated_memory_and_the_oom_message_names_it():
+    from experiments.fragmentation import run_fragmentation
+
+    r = run_fragmentation("holes", device="cuda", steps=24, size_mb=6)
+    std = r["runs"]["standard"]["end"]
+    assert std["reserved_bytes"] - std["allocated_bytes"] >= 12 * 6 * 2**20 * 0.5
+    assert std["segments"] and all(s["total_bytes"] >= s["allocated_bytes"] for s in std["segments"])
+    b = run_fragmentation("holes", device="cuda", steps=24, size_mb=6, budget_mb=256)
+    oom = b["runs"]["standard"]["oom"]
+    print("holes:", {k: (v["end"]["reserved_bytes"] - v["end"]["allocated_bytes"]) / 2**20 for k, v in r["runs"].items()},
+          "budget oom:", {k: bool(v["oom"]) for k, v in b["runs"].items()}, oom and oom["message"][:300])
+    assert oom and "reserved by PyTorch but unallocated" in oom["message"]
+    assert b["runs"]["standard"]["end"]["reserved_bytes"] <= 256 * 2**20
+    assert torch.cuda.memory_allocated() < 64 * 2**20  # everything given back after the OOM
+
+
+def test_timing_rounds_on_cuda_interleaves_strategies():
+    from experiments.timing import time_rounds
+
+    small = {"model": "mlp", "layers": 4, "width": 512, "batch": 256, "device": "cuda"}
+    r = time_rounds([{"id": "adam", "config": small}, {"id": "sgd", "config": dict(small, optimizer="sgd")}],
+                    rounds=3, steps=5)
+    assert [len(s["round_ms"]) for s in r["strategies"]] == [3, 3]
+    assert all(s["min_ms"] <= s["median_ms"] <= s["max_ms"] for s in r["strategies"])

@@ -1,0 +1,83 @@
+"""The allocator sandbox: one allocation pattern, run with the default caching allocator and with expandable
+segments, charted as allocated vs reserved; segments and the out-of-memory message shown as the allocator has them."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import charts, engine, expect_view, frames, jobs, results
+from app.frames import fmt_bytes
+from app.i18n import t
+
+
+def entries(meta: dict) -> dict[str, dict]:
+    return {f["id"]: f for f in meta.get("fragmentation") or [] if isinstance(f, dict) and f.get("id")}
+
+
+def entry_for(result: dict, meta: dict) -> dict | None:
+    """The lesson's pattern entry whose parameters produced this result."""
+    for entry in entries(meta).values():
+        if all(result.get(k) == v for k, v in entry.get("params", {}).items()) and \
+                (entry.get("params", {}).get("budget_mb") == result.get("budget_mb")):
+            return entry
+    return None
+
+
+def show(result: dict, meta: dict, key: str) -> None:
+    results.device_label(result, result.get("started_at"))
+    runs = result.get("runs") or {}
+    cols = st.columns(len(runs) or 1)
+    for col, (allocator, run) in zip(cols, runs.items(), strict=False):
+        end = run.get("end") or {}
+        col.metric(f"{t('frag.unallocated')} · {t('frag.allocator.' + allocator)}",
+                   fmt_bytes(end.get("reserved_bytes", 0) - end.get("allocated_bytes", 0)))
+        col.caption(f"{t('frag.reserved_end')}: {fmt_bytes(end.get('reserved_bytes'))}")
+    st.markdown(f"##### {t('frag.chart')}")
+    st.altair_chart(charts.fragmentation_chart(frames.fragmentation_frame(result)), width="stretch")
+    entry = entry_for(result, meta)
+    if entry:
+        outcomes_meta = {"prompts": {"fragmentation": {"notice": entry.get("notice"), "expect": entry.get("expect")}},
+                         "preset": {}, "facts": meta.get("facts")}
+        expect_view.notice(outcomes_meta, "fragmentation", runs)
+    for allocator, run in runs.items():
+        if run.get("oom"):
+            st.error(t("frag.oom", allocator=t("frag.allocator." + allocator)))
+            st.code(run["oom"]["message"], language=None, wrap_lines=True)
+    seg = frames.segments_frame(result)
+    if not seg.empty:
+        with st.expander(t("frag.segments")):
+            st.dataframe(seg, hide_index=True, width="stretch")
+
+
+def render(lesson_id: str, meta: dict) -> None:
+    known = entries(meta)
+    if not known:
+        return
+    ns = f"{lesson_id}.frag"
+    labels = {i: expect_view.text(meta, e.get("label"), i) for i, e in known.items()}
+    info, _ = engine.safe_device_info()
+    gpu = bool(info) and info.get("type") == "cuda"
+    with st.container(border=True):
+        st.subheader(t("frag.title"))
+        st.caption(t("frag.explain"))
+        chosen = st.selectbox(t("frag.pattern"), list(known), format_func=labels.__getitem__, key=f"{ns}_pattern",
+                              persist_state="session")
+        if not gpu:
+            st.info(t("frag.needs_gpu"))
+        if st.button(t("frag.run"), key=f"{ns}.run", type="primary", disabled=not gpu or jobs.pending(ns),
+                     width="stretch"):
+            params = dict(known[chosen]["params"], device="cuda")
+            jobs.start(ns, [{"label": labels[chosen], "kind": "fragmentation", "params": params}], tag=chosen)
+        jobs.poll(ns)
+        done = jobs.finished(ns)
+        if done:
+            status = done["statuses"][0]
+            if status.get("state") == "done" and status.get("result"):
+                show(status["result"], meta, key=ns)
+            else:
+                results.job_error(status.get("error") or t("jobs.state." + str(status.get("state"))))
+        recorded, _ = engine.safe_load_recorded(f"{lesson_id}-frag-{chosen}")
+        if recorded:
+            name = (recorded.get("device") or {}).get("name", "GPU")
+            with st.expander(t("frag.recorded", name=name), icon=":material/history:", expanded=not gpu):
+                show(recorded, meta, key=f"{ns}.recorded")

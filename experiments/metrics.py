@@ -1,0 +1,198 @@
+"""Figures read off a result dict (a live run, a leak run or a recorded one). Torch-free.
+
+The lessons' expectations and the numbers their prose quotes are all computed here, so the page,
+the tests and the recorded files agree on what "the peak" or "the saving" means.
+"""
+
+from __future__ import annotations
+
+MIB = 2**20
+
+
+def net_peak(result: dict) -> int | None:
+    """Peak allocated by the experiment itself: the pre-run baseline (CUDA context's cuBLAS workspaces) removed."""
+    peak = result.get("peak_bytes")
+    if peak is None:
+        return None
+    return peak - (result.get("baseline_bytes") or 0)
+
+
+def peak_phase(result: dict) -> str | None:
+    return (result.get("peak_phase") or {}).get("phase")
+
+
+def device_type(result: dict) -> str:
+    return (result.get("device") or {}).get("type", "cpu")
+
+
+def breakdown_total(result: dict) -> int:
+    return sum((result.get("breakdown") or {}).values())
+
+
+def category_bytes(result: dict, category: str) -> int | None:
+    cats = result.get("breakdown")
+    return None if cats is None else int(cats.get(category, 0))
+
+
+def category_share(result: dict, category: str) -> float | None:
+    total = breakdown_total(result)
+    value = category_bytes(result, category)
+    return None if not total or value is None else value / total
+
+
+def largest_category(result: dict) -> tuple[str, int] | None:
+    cats = result.get("breakdown") or {}
+    if not cats:
+        return None
+    name = max(cats, key=cats.get)
+    return name, int(cats[name])
+
+
+def phases(result: dict, step: int | None = None, phase: str | None = None) -> list[dict]:
+    return [p for p in result.get("phases") or []
+            if (step is None or p.get("step") == step) and (phase is None or p.get("phase") == phase)]
+
+
+def parameter_bytes(result: dict) -> int | None:
+    """What the model phase allocated: the parameters, as the runner builds them on the device."""
+    model = phases(result, 0, "model")
+    if not model:
+        return None
+    return model[0]["allocated_bytes"] - (result.get("baseline_bytes") or 0)
+
+
+def phase_growth(result: dict, step: int, phase: str) -> int | None:
+    """allocated at the end of (step, phase) minus at the end of the phase before it (last micro-batch)."""
+    rows = result.get("phases") or []
+    for i, p in enumerate(rows):
+        if p.get("step") == step and p.get("phase") == phase and i > 0:
+            last = max(j for j, q in enumerate(rows) if q.get("step") == step and q.get("phase") == phase)
+            first = min(j for j, q in enumerate(rows) if q.get("step") == step and q.get("phase") == phase)
+            return rows[last]["allocated_bytes"] - rows[first - 1]["allocated_bytes"]
+    return None
+
+
+def step_peak(result: dict, step: int) -> int | None:
+    rows = phases(result, step)
+    return max(p["peak_bytes"] for p in rows) if rows else None
+
+
+def phase_peak(result: dict, step: int, phase: str) -> int | None:
+    rows = phases(result, step, phase)
+    return max(p["peak_bytes"] for p in rows) if rows else None
+
+
+def steady_steps_repeat(result: dict) -> bool | None:
+    """Do all steps from 2 on end every phase with exactly the same allocated bytes?"""
+    steps = sorted({p["step"] for p in result.get("phases") or [] if p.get("step", 0) >= 2})
+    if len(steps) < 2:
+        return None
+    pattern = [[(p["phase"], p.get("micro"), p["allocated_bytes"]) for p in phases(result, s)] for s in steps]
+    return all(row == pattern[0] for row in pattern[1:])
+
+
+def step_ms(result: dict) -> float | None:
+    return (result.get("step_ms") or {}).get("median")
+
+
+def output_bytes(result: dict) -> int | None:
+    """Bytes of one (batch, width) fp32 tensor of a leak run: the size of one kept model output."""
+    if "batch" not in result or "width" not in result:
+        return None
+    return int(result["batch"]) * int(result["width"]) * 4
+
+
+def leak_growth(result: dict) -> float | None:
+    return result.get("growth_bytes_per_step")
+
+
+def frag_unallocated(result: dict) -> int | None:
+    """Reserved but unallocated bytes at the end of a fragmentation run (what an OOM message reports)."""
+    end = result.get("end") or {}
+    if end.get("reserved_bytes") is None:
+        return None
+    return end["reserved_bytes"] - end["allocated_bytes"]
+
+
+def rounds_distinguishable(a: dict, b: dict) -> bool:
+    """Two strategies of a timing_rounds result differ only when their ranges over whole rounds do not overlap."""
+    return a["max_ms"] < b["min_ms"] or b["max_ms"] < a["min_ms"]
+
+
+def scalar(metric: str, result: dict, baseline: dict | None = None, **args) -> float | None:
+    """One named figure of a result (or of a result against a baseline), as lessons and checks name them."""
+    if metric == "net_peak_mib":
+        value = net_peak(result)
+        return None if value is None else value / MIB
+    if metric == "peak_mib":
+        value = result.get("peak_bytes")
+        return None if value is None else value / MIB
+    if metric == "baseline_mib":
+        return (result.get("baseline_bytes") or 0) / MIB
+    if metric == "parameters_mib":
+        value = parameter_bytes(result)
+        return None if value is None else value / MIB
+    if metric == "category_mib":
+        value = category_bytes(result, args["category"])
+        return None if value is None else value / MIB
+    if metric == "category_share_pct":
+        value = category_share(result, args["category"])
+        return None if value is None else value * 100
+    if metric == "phase_peak_mib":
+        value = phase_peak(result, args["step"], args["phase"])
+        if value is None:
+            return None
+        return (value - (result.get("baseline_bytes") or 0)) / MIB
+    if metric == "phase_growth_mib":
+        value = phase_growth(result, args["step"], args["phase"])
+        return None if value is None else value / MIB
+    if metric == "step_ms":
+        return step_ms(result)
+    if metric == "step_spread_pct":
+        s = result.get("step_ms") or {}
+        return None if not s.get("median") else (s["p90"] - s["p10"]) / s["median"] * 100
+    if metric == "tflops":
+        return result.get("tflops")
+    if metric == "leak_growth_bytes":
+        return leak_growth(result)
+    if metric == "leak_growth_kib":
+        value = leak_growth(result)
+        return None if value is None else value / 2**10
+    if metric == "frag_unallocated_mib":
+        value = frag_unallocated(result)
+        return None if value is None else value / MIB
+    if metric == "frag_reserved_mib":
+        value = (result.get("end") or {}).get("reserved_bytes")
+        return None if value is None else value / MIB
+    if metric == "frag_allocated_mib":
+        value = (result.get("end") or {}).get("allocated_bytes")
+        return None if value is None else value / MIB
+    if metric == "round_median_ms":
+        rows = [r for r in result.get("strategies") or [] if r.get("id") == args["strategy"]]
+        return rows[0]["median_ms"] if rows else None
+    if metric == "round_spread_pct":
+        rows = [r for r in result.get("strategies") or [] if r.get("id") == args["strategy"]]
+        if not rows or not rows[0].get("median_ms"):
+            return None
+        rounds = rows[0]["round_ms"]
+        return (max(rounds) - min(rounds)) / rows[0]["median_ms"] * 100
+    if baseline is None:
+        raise KeyError(f"unknown metric {metric!r}")
+    if metric == "peak_saving_pct":
+        tech, base = net_peak(result), net_peak(baseline)
+        if not base or tech is None or result.get("oom") or baseline.get("oom"):
+            return None
+        return (base - tech) / base * 100
+    if metric == "peak_ratio":
+        tech, base = net_peak(result), net_peak(baseline)
+        return None if not base or tech is None else tech / base
+    if metric == "saved_mib":
+        tech, base = net_peak(result), net_peak(baseline)
+        return None if base is None or tech is None else (base - tech) / MIB
+    if metric == "step_time_ratio":
+        tech, base = step_ms(result), step_ms(baseline)
+        return None if not base or tech is None else tech / base
+    if metric == "category_ratio":
+        tech, base = category_bytes(result, args["category"]), category_bytes(baseline, args["category"])
+        return None if not base or tech is None else tech / base
+    raise KeyError(f"unknown metric {metric!r}")

@@ -1,0 +1,219 @@
+"""Prose and data cannot drift apart: every prompt's expectation, every quoted number and every recorded
+run the lessons rely on is checked here, against the NVIDIA H200 recordings and against real CPU runs."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+
+import pytest
+
+from app import content
+from experiments import expectations, facts
+from experiments.config import ExperimentConfig
+from experiments.jobs import execute
+from experiments.recorded import ROOT as RECORDED_ROOT
+from experiments.recorded import load_recorded
+
+LESSONS = content.LESSON_IDS
+JOBS = content.all_jobs()
+PROMPTS = [(lesson, kind) for lesson in LESSONS for kind in sorted(content.meta(lesson).get("prompts") or {})]
+MARKDOWN = sorted(content.lessons_dir().glob("*/*.md"))
+
+
+def _cpu_only_if_applicable(checks: list[dict]) -> bool:
+    return any(not c.get("devices") or "cpu" in c["devices"] for c in checks)
+
+
+@cache
+def _cpu(kind: str, params_json: str) -> dict:
+    params = json.loads(params_json)
+    job = {"kind": kind, "params": params}
+    return execute(kind, content.device_params(job, "cpu") if kind != "run" else
+                   ExperimentConfig.from_dict(dict(params, device="cpu")).to_dict())
+
+
+def cpu_run(kind: str, params: dict) -> dict:
+    return _cpu(kind, json.dumps(params, sort_keys=True))
+
+
+def _texts(value) -> list[str]:
+    if isinstance(value, dict):
+        return [v for k, v in value.items() if k in ("en", "zh") and isinstance(v, str)]
+    return [value] if isinstance(value, str) else []
+
+
+def prose_of(meta: dict) -> list[str]:
+    """Every lesson string the page can show from meta.json."""
+    out = _texts(meta.get("summary"))
+    for prompt in (meta.get("prompts") or {}).values():
+        out += _texts(prompt.get("notice")) + _texts(prompt.get("try"))
+    for tech in meta.get("techniques") or []:
+        for k in ("claim", "why_holds", "why_not"):
+            out += _texts(tech.get(k))
+    for s in meta.get("leak_scenarios") or []:
+        if isinstance(s, dict):
+            out += _texts(s.get("expect"))
+    for f in meta.get("fragmentation") or []:
+        out += _texts(f.get("notice"))
+    return out
+
+
+# --- the lesson data is well formed ---
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_lesson_data_is_valid(lesson):
+    meta = content.meta(lesson)
+    assert meta.get("title"), f"{lesson}: meta.json missing or without a title"
+    for job in content.record_jobs(lesson):
+        if job["kind"] in ("run", "profile"):
+            ExperimentConfig.from_dict(job["params"])
+        elif job["kind"] == "timing_rounds":
+            for s in job["params"]["strategies"]:
+                ExperimentConfig.from_dict(s["config"])
+    for kind, prompt in (meta.get("prompts") or {}).items():
+        for check in (prompt.get("expect") or []) + (prompt.get("try_expect") or []):
+            expectations.validate(check)
+        assert prompt.get("expect"), f"{lesson}.{kind}: the notice states nothing checkable"
+        assert prompt.get("try_expect"), f"{lesson}.{kind}: the try prompt predicts nothing checkable"
+    for s in content.leak_scenarios(lesson):
+        assert s.get("expect_check"), f"leak scenario {s['id']} has no expect_check"
+    for f in meta.get("fragmentation") or []:
+        assert f.get("expect"), f"fragmentation {f['id']} has no expect"
+    names = set(meta.get("facts") or {})
+    for text in prose_of(meta) + [p.read_text(encoding="utf-8") for p in (content.lessons_dir() / lesson).glob("*.md")]:
+        missing = facts.placeholders(text) - names
+        assert not missing, f"{lesson}: placeholders without a fact: {sorted(missing)}"
+
+
+def test_technique_and_strategy_configs_state_only_differences():
+    for lesson in LESSONS:
+        meta = content.meta(lesson)
+        preset = meta.get("preset") or {}
+        for item in (meta.get("techniques") or []) + (meta.get("strategies") or []):
+            for which in ("config", "baseline"):
+                same = {k for k, v in (item.get(which) or {}).items() if preset.get(k) == v}
+                assert not same, f"{lesson}.{item['id']}.{which} restates the preset: {sorted(same)}"
+
+
+# --- the recordings are of exactly what the lessons say now ---
+
+@pytest.mark.parametrize("job", JOBS, ids=[j["id"] for j in JOBS])
+def test_recorded_result_matches_lesson_data(job):
+    path = RECORDED_ROOT / "h200" / f"{job['id']}.json"
+    assert path.exists(), f"{job['id']} is not recorded: run benchmarks/record_results.py on the GPU"
+    entry = json.loads(path.read_text(encoding="utf-8"))
+    assert entry["kind"] == job["kind"]
+    assert entry["params"] == content.device_params(job, "cuda"), f"{job['id']} was recorded from other settings"
+
+
+def test_no_stale_recordings():
+    ids = {j["id"] for j in JOBS}
+    stale = sorted(p.stem for p in (RECORDED_ROOT / "h200").glob("*.json") if p.stem not in ids)
+    assert not stale, f"recorded results no lesson uses: {stale}"
+
+
+# --- every prompt holds on the data it is shown with ---
+
+def _recorded_runs(lesson: str, kind: str) -> dict:
+    return {key: load_recorded(rid) for key, rid in content.prompt_recorded_ids(lesson, kind).items()
+            if load_recorded(rid) is not None}
+
+
+@pytest.mark.parametrize(("lesson", "kind"), PROMPTS)
+def test_prompt_holds_on_the_h200_recording(lesson, kind):
+    prompt = content.meta(lesson)["prompts"][kind]
+    runs = _recorded_runs(lesson, kind)
+    for field in ("expect", "try_expect"):
+        outcomes = expectations.evaluate(prompt.get(field) or [], runs)
+        failed = [o for o in outcomes if o["holds"] is False]
+        assert not failed, f"{lesson}.{kind}.{field} does not hold on the H200 recording: {failed}"
+        assert expectations.verdict(outcomes) is not None, f"{lesson}.{kind}.{field}: no check applied"
+
+
+def _cpu_runs(lesson: str, kind: str) -> dict:
+    meta = content.meta(lesson)
+    prompt = meta["prompts"][kind]
+    if kind == "leak":
+        return {s["id"]: cpu_run("leak", {"scenario": s["id"], "steps": 10}) for s in content.leak_scenarios(lesson)}
+    if kind == "rounds":
+        strategies = [(s["id"], content.over_preset(meta, s.get("config"))) for s in meta["strategies"]]
+        return {"rounds": cpu_run("timing_rounds", content.rounds_params(meta, strategies))}
+    if meta.get("strategies") and kind in ("memory", "time"):
+        return {s["id"]: cpu_run("run", content.over_preset(meta, s.get("config"))) for s in meta["strategies"]}
+    runs = {"run": cpu_run("run", content.over_preset(meta, None))}
+    if prompt.get("try_change"):
+        runs["changed"] = cpu_run("run", content.over_preset(meta, prompt["try_change"]))
+    return runs
+
+
+@pytest.mark.parametrize(("lesson", "kind"), PROMPTS)
+def test_prompt_holds_on_a_cpu_run(lesson, kind):
+    prompt = content.meta(lesson)["prompts"][kind]
+    checks = (prompt.get("expect") or []) + (prompt.get("try_expect") or [])
+    if not _cpu_only_if_applicable(checks):
+        pytest.skip("every check of this prompt is GPU-only (and its text says so)")
+    runs = _cpu_runs(lesson, kind)
+    for field in ("expect", "try_expect"):
+        failed = [o for o in expectations.evaluate(prompt.get(field) or [], runs) if o["holds"] is False]
+        assert not failed, f"{lesson}.{kind}.{field} does not hold on CPU: {failed}"
+
+
+@pytest.mark.parametrize("scenario", [s["id"] for s in content.leak_scenarios("leaks")])
+def test_leak_scenario_expectation_holds_on_h200_and_cpu(scenario):
+    entry = {s["id"]: s for s in content.leak_scenarios("leaks")}[scenario]
+    recorded = load_recorded(content.leak_recorded_id(scenario))
+    for source, result in (("H200", recorded), ("CPU", cpu_run("leak", {"scenario": scenario, "steps": 10}))):
+        outcomes = expectations.evaluate(entry["expect_check"], {"run": result})
+        assert expectations.verdict(outcomes) is True, f"{scenario} on {source}: {outcomes}"
+
+
+def test_fragmentation_expectations_hold_on_the_h200_recording():
+    for f in content.meta("analysis").get("fragmentation") or []:
+        result = load_recorded(f"analysis-frag-{f['id']}")
+        outcomes = expectations.evaluate(f["expect"], result["runs"])
+        assert expectations.verdict(outcomes) is True, f"{f['id']}: {outcomes}"
+
+
+# --- every number the prose quotes is a recorded one, in the direction the prose states ---
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_facts_are_recorded_and_in_range(lesson):
+    for name, spec in (content.meta(lesson).get("facts") or {}).items():
+        number = facts.value(spec, load_recorded)
+        assert number is not None, f"{lesson}.{name}: no recorded value ({spec.get('run')}, {spec.get('baseline')})"
+        assert facts.holds(spec, number), f"{lesson}.{name} = {number:.4g} is outside {spec.get('min')}..{spec.get('max')}"
+
+
+# Allocator constants and exact byte counts are definitions, not measurements.
+DEFINITIONS = {"512 B", "1 MiB", "2 MiB", "10 MiB", "20 MiB", "1-10 MiB", "1–10 MiB"}
+MEASURED = re.compile(r"\d[\d,]*(?:\.\d+)?\s*(?:MiB|GiB|KiB|MB|GB|%|％|ms|TFLOP/s)|\d+\.\d+\s*(?:×|x\b|倍)")
+
+
+def bare_numbers(text: str) -> list[str]:
+    text = re.sub(r"```.*?```", " ", text, flags=re.S)
+    text = re.sub(r"`[^`]*`", " ", text)
+    text = re.sub(r"“[^”]*”|\"[^\"]*\"|「[^」]*」|‘[^’]*’", " ", text)
+    text = re.sub(r"\{\{[^}]*\}\}", " ", text)
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    for d in DEFINITIONS:
+        text = text.replace(d, " ")
+    return MEASURED.findall(text)
+
+
+@pytest.mark.parametrize("path", MARKDOWN, ids=[f"{p.parent.name}/{p.name}" for p in MARKDOWN])
+def test_markdown_quotes_no_unrecorded_numbers(path):
+    found = bare_numbers(path.read_text(encoding="utf-8"))
+    assert not found, f"{path}: measured-looking numbers not taken from a recorded fact: {found}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_prompts_quote_no_unrecorded_numbers(lesson):
+    found = [n for text in prose_of(content.meta(lesson)) for n in bare_numbers(text)]
+    assert not found, f"{lesson}: measured-looking numbers not taken from a recorded fact: {found}"
+
+
+def test_the_lint_catches_what_it_should():
+    assert bare_numbers("AMP was 1.4× slower and saved 19 % (about 960 MiB)") == ["1.4×", "19 %", "960 MiB"]
+    assert bare_numbers("“memory saving: about 40-50%” and `x = 3.5 ms` and {{saving}} % and 20 MiB segments") == []
