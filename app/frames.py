@@ -39,6 +39,8 @@ def phase_label(row: dict, accum: int = 1) -> str:
     label = f"{row['step']}·{phase_name(row['phase'])}"
     if accum > 1 and row.get("micro") is not None and row["phase"] in ("forward", "backward"):
         label += f"·μ{row['micro']}"
+    if row.get("failed"):
+        label += " ✗"  # the phase that ran out of memory; its peak is what was in use then
     return label
 
 

@@ -83,9 +83,10 @@ def render_oom(result: dict) -> None:
     phase = t("phase." + str(oom.get("phase")), default=str(oom.get("phase")))
     st.error(t("oom.title", phase=phase, step=oom.get("step", "?")))
     st.code(str(oom.get("message", ""))[:2000], language=None, wrap_lines=True)
-    cols = st.columns(2)
+    cols = st.columns(3)
     cols[0].metric(t("oom.requested"), fmt_bytes(oom.get("requested_bytes")))
-    cols[1].metric(t("oom.budget"), fmt_bytes(oom.get("budget_bytes")))
+    cols[1].metric(t("oom.in_use"), fmt_bytes(oom.get("in_use_bytes")))
+    cols[2].metric(t("oom.budget"), fmt_bytes(oom.get("budget_bytes")))
     try:
         cfg = ExperimentConfig.from_dict(result.get("config") or {})
     except Exception:  # noqa: BLE001 - advice is optional; the OOM itself is already shown

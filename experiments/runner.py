@@ -99,22 +99,31 @@ class _Recorder:
             torch.cuda.reset_peak_memory_stats(self.device)
         tr.begin_phase({"model": "parameters", "optimizer": "optimizer_state", "data": "data"}.get(name, f"_{name}"))
         t0 = time.perf_counter()
-        yield
+        try:
+            yield
+        except torch.OutOfMemoryError:
+            # The phase that failed is part of the story: its peak is the memory in use when it failed.
+            self._append(name, step, micro, t0, failed=True)
+            raise
         if self.cuda:
             torch.cuda.synchronize(self.device)
-        ms = (time.perf_counter() - t0) * 1e3
         self._promote(name)
+        self._append(name, step, micro, t0)
+        self.tick(f"{name} (step {step})" if step else name)
+
+    def _append(self, name: str, step: int, micro: int | None, t0: float, failed: bool = False) -> None:
+        ms = (time.perf_counter() - t0) * 1e3
         if self.cuda:
             allocated = torch.cuda.memory_allocated(self.device)
             reserved = torch.cuda.memory_reserved(self.device)
             peak = torch.cuda.max_memory_allocated(self.device)
         else:
-            allocated, reserved, peak = tr.current, None, tr.phase_peak
-        self.phases.append(
-            {"step": step, "micro": micro, "phase": name, "allocated_bytes": allocated,
-             "reserved_bytes": reserved, "peak_bytes": peak, "ms": round(ms, 4)}
-        )
-        self.tick(f"{name} (step {step})" if step else name)
+            allocated, reserved, peak = self.tracker.current, None, self.tracker.phase_peak
+        row = {"step": step, "micro": micro, "phase": name, "allocated_bytes": allocated,
+               "reserved_bytes": reserved, "peak_bytes": peak, "ms": round(ms, 4)}
+        if failed:
+            row["failed"] = True
+        self.phases.append(row)
 
     def _promote(self, name: str) -> None:
         """Give what a phase left alive its real category."""
@@ -177,6 +186,8 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None) -> 
             "message": message.split("\n")[0][:600],
             "requested_bytes": _requested_bytes(message),
             "budget_bytes": budget,
+            # What was in use when the allocation failed (the failed phase's row holds the same figure).
+            "in_use_bytes": rec.phases[-1]["peak_bytes"] if rec.phases and rec.phases[-1].get("failed") else None,
         }
         del e
     except Cancelled:

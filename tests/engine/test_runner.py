@@ -113,3 +113,14 @@ def test_losses_match_a_plain_pytorch_loop():
         opt.step()
         losses.append(loss.item())
     assert r["losses"] == losses
+
+
+def test_the_phase_that_runs_out_of_memory_is_recorded_with_the_memory_in_use():
+    cfg = ExperimentConfig(device="cpu", layers=4, width=512, batch=4096, budget_mb=12, force=True, timing_steps=0)
+    r = run_experiment(cfg)
+    failed = [p for p in r["phases"] if p.get("failed")]
+    assert len(failed) == 1 and failed[0]["phase"] == r["oom"]["phase"] == "data"
+    # Parameters (4 x 512 x 513 fp32) were in use when the 4096 x 512 input could not be allocated.
+    assert r["oom"]["in_use_bytes"] == failed[0]["peak_bytes"] == 4 * 512 * 513 * 4
+    assert r["oom"]["requested_bytes"] == 4096 * 512 * 4
+    assert r["peak_bytes"] >= failed[0]["peak_bytes"]
