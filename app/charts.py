@@ -18,6 +18,7 @@ CATEGORY_COLORS = {
     "temporaries": "#54a24b",
     "autocast_copies": "#eeca3b",
     "data": "#b279a2",
+    "other": "#9d755d",
 }
 
 

@@ -10,7 +10,8 @@ from app.i18n import t
 from experiments.metrics import net_peak
 
 MIB = 2**20
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "autocast_copies", "data")
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "autocast_copies", "data",
+              "other")
 
 
 def fmt_bytes(value) -> str:

@@ -282,6 +282,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "cat.temporaries": ("Temporaries", "临时张量"),
     "cat.autocast_copies": ("Autocast weight copies", "autocast 权重副本"),
     "cat.data": ("Input data", "输入数据"),
+    "cat.other": ("Not a tensor (workspaces, rounding)", "非张量（工作区、取整）"),
     "phase.model": ("model", "建模型"),
     "phase.optimizer": ("optimizer", "建优化器"),
     "phase.data": ("data", "数据"),

@@ -16,7 +16,8 @@ from __future__ import annotations
 from . import metrics
 
 PHASES = ("model", "optimizer", "data", "zero_grad", "forward", "backward", "optimizer_step")
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "autocast_copies", "data")
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "autocast_copies", "data",
+              "other")
 ONE_RUN_METRICS = {
     "net_peak_mib", "peak_mib", "baseline_mib", "parameters_mib", "category_mib", "category_share_pct",
     "phase_peak_mib", "phase_growth_mib", "step_ms", "step_spread_pct", "tflops", "leak_growth_bytes",
