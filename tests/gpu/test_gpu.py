@@ -133,6 +133,7 @@ def test_growing_allocations_fragment_the_default_allocator_not_expandable_segme
 def test_holes_leave_reserved_but_unallocated_memory_and_the_oom_message_names_it():
     from experiments.fragmentation import run_fragmentation
 
+    before = torch.cuda.memory_allocated()
     r = run_fragmentation("holes", device="cuda", steps=24, size_mb=6)
     std = r["runs"]["standard"]["end"]
     assert std["reserved_bytes"] - std["allocated_bytes"] >= 12 * 6 * 2**20 * 0.5
@@ -143,7 +144,7 @@ def test_holes_leave_reserved_but_unallocated_memory_and_the_oom_message_names_i
           "budget oom:", {k: bool(v["oom"]) for k, v in b["runs"].items()}, oom and oom["message"][:300])
     assert oom and "reserved by PyTorch but unallocated" in oom["message"]
     assert b["runs"]["standard"]["end"]["reserved_bytes"] <= 256 * 2**20
-    assert torch.cuda.memory_allocated() < 64 * 2**20  # everything given back after the OOM
+    assert torch.cuda.memory_allocated() == before  # everything given back after the OOM
 
 
 def test_timing_rounds_on_cuda_interleaves_strategies():
