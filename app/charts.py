@@ -109,7 +109,8 @@ def leak_chart(df: pd.DataFrame) -> alt.Chart:
                 alt.Tooltip("mib:Q", title=t("axis.allocated_mib"), format=",.3f"),
             ],
         )
-        .properties(height=HEIGHT)
+        # Streamlit fits the whole chart, legend included, into the height: one legend row per scenario.
+        .properties(height=HEIGHT + 30 * (df["scenario"].nunique() + 1))
     )
 
 

@@ -118,15 +118,12 @@ def leak_table(results: list[tuple[str, dict]], verdicts: dict | None = None) ->
     rows = []
     for label, result in results:
         per_step = result.get("per_step") or []
-        row = {
-            t("col.scenario"): label,
-            t("col.growth_bytes_per_step"): fmt_bytes(result.get("growth_bytes_per_step")),
-            t("col.first_mib"): mib(per_step[0]["allocated_bytes"]) if per_step else None,
-            t("col.last_mib"): mib(per_step[-1]["allocated_bytes"]) if per_step else None,
-        }
+        row = {t("col.scenario"): label, t("col.growth_bytes_per_step"): fmt_bytes(result.get("growth_bytes_per_step"))}
         if verdicts is not None:
             verdict = verdicts.get(label)
             row[t("col.as_expected")] = "—" if verdict is None else ("✓" if verdict else "✗")
+        row[t("col.first_mib")] = mib(per_step[0]["allocated_bytes"]) if per_step else None
+        row[t("col.last_mib")] = mib(per_step[-1]["allocated_bytes"]) if per_step else None
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -129,4 +129,6 @@ def show_results(done: dict, meta: dict, known: dict | None = None, ns: str = "l
     for label, result in ok:
         entry = (known or {}).get(scenario_of.get(label)) or {}
         verdicts[label] = expectations.verdict(expect_view.leak_checks(entry, result))
-    st.dataframe(frames.leak_table(ok, verdicts), hide_index=True, width="stretch")
+    # The scenario's title is long: a medium column keeps the growth and the verdict on a projector's screen.
+    st.dataframe(frames.leak_table(ok, verdicts), hide_index=True, width="stretch",
+                 column_config={t("col.scenario"): st.column_config.TextColumn(width="medium")})

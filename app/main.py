@@ -28,6 +28,17 @@ PAGES = (
 )
 
 
+# Half-width lesson columns on a projector (1024-1280 px): lesson code wraps instead of hiding its
+# expected-output comments off the right edge, and a metric shows its whole value.
+STYLE = """<style>
+[data-testid="stMarkdownContainer"] pre, [data-testid="stMarkdownContainer"] pre code {
+  white-space: pre-wrap !important; overflow-wrap: anywhere; }
+[data-testid="stMetricValue"], [data-testid="stMetricValue"] * { white-space: normal !important;
+  overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; }
+[data-testid="stMetricValue"] { font-size: clamp(1.15rem, 2vw, 1.75rem); line-height: 1.25; }
+</style>"""
+
+
 def browser_language() -> str:
     locale = (st.context.locale or "").lower()
     return "zh" if locale.startswith("zh") else "en"
@@ -36,6 +47,7 @@ def browser_language() -> str:
 def main() -> None:
     st.set_page_config(page_title="GPU Memory Lab · 显存实验室", page_icon=":material/memory:", layout="wide")
 
+    st.html(STYLE)
     if "lang" not in st.session_state:
         # A shared link's ?lang= wins over the browser's language; later the radio decides.
         wanted = st.query_params.get("lang")
