@@ -199,4 +199,5 @@ def rounds_chart(df: pd.DataFrame) -> alt.Chart:
                  alt.Tooltip("ms:Q", title=t("axis.step_ms"), format=",.3f")],
     )
     ticks = alt.Chart(df).mark_tick(thickness=3, size=22, color="black").encode(x="median:Q", y=y)
-    return (points + ticks).properties(height=max(120, 34 * df["label"].nunique()))
+    # The legend on top shares the chart's height with the rows.
+    return (points + ticks).properties(height=80 + 36 * df["label"].nunique())

@@ -452,9 +452,8 @@ STRINGS: dict[str, tuple[str, str]] = {
                         "{a} 与 {b}：各轮的范围不重叠——这是真实的差别。"),
     "rounds.same": ("{a} and {b}: the ranges over rounds overlap — no difference this measurement can show.",
                     "{a} 与 {b}：各轮的范围重叠——这次测量显示不出差别。"),
-    "rounds.col.median": ("Median over rounds (ms)", "各轮中位数（毫秒）"),
-    "rounds.col.range": ("Range over rounds (ms)", "各轮范围（毫秒）"),
-    "rounds.col.ratio": ("vs first strategy", "相对第一个策略"),
+    "rounds.line": ("**{name}**: {median} ms over rounds (range {lo}–{hi}), {ratio}× the first strategy",
+                    "**{name}**：各轮中位数 {median} 毫秒（范围 {lo}–{hi}），是第一个策略的 {ratio} 倍"),
     # compare
     "compare.title": ("Strategies", "策略"),
     "compare.none": ("This lesson lists no strategies yet.", "本课暂未列出策略。"),

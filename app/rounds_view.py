@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from app import charts, content, frames, layout, results
@@ -24,11 +23,11 @@ def show(result: dict, meta: dict, key: str) -> None:
     layout.chart(charts.rounds_chart(df), meta, "rounds", {"rounds": result}, key=key)
     rows = result.get("strategies") or []
     first = rows[0]
-    table = [{t("col.strategy"): names.get(r["id"], r["id"]),
-              t("rounds.col.median"): round(r["median_ms"], 3),
-              t("rounds.col.range"): f"{r['min_ms']:.3f} – {r['max_ms']:.3f}",
-              t("rounds.col.ratio"): f"{r['median_ms'] / first['median_ms']:.2f}×"} for r in rows]
-    st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
+    # Lines, not a table: they wrap in a half-width column on a projector, where a table hides its numbers.
+    for r in rows:
+        name = names.get(r["id"], r["id"])
+        st.markdown("- " + t("rounds.line", name=name, median=f"{r['median_ms']:.3f}", lo=f"{r['min_ms']:.3f}",
+                             hi=f"{r['max_ms']:.3f}", ratio=f"{r['median_ms'] / first['median_ms']:.2f}"))
     for r in rows[1:]:
         a, b = names.get(first["id"], first["id"]), names.get(r["id"], r["id"])
         st.markdown("- " + t("rounds.distinct" if distinguishable(first, r) else "rounds.same", a=a, b=b))

@@ -35,7 +35,9 @@ def show_comparison(items: list[tuple[str, str, dict]], meta: dict, key: str, re
     if not sdf.empty:
         st.markdown(f"##### {t('chart.time')}")
         layout.chart(charts.step_time_chart(sdf), meta, "time", runs, key=f"{key}.time")
-    st.dataframe(frames.compare_display(df), hide_index=True, width="stretch")
+    # A medium name column keeps the numbers on screen at projector widths.
+    st.dataframe(frames.compare_display(df), hide_index=True, width="stretch",
+                 column_config={t("col.strategy"): st.column_config.TextColumn(width="medium")})
 
 
 meta, _, right = layout.lesson_page("compare")
@@ -79,7 +81,6 @@ with right:
         with st.container(border=True):
             st.subheader(t("rounds.title"))
             params = content.rounds_params(meta, [(sid, cfg.to_dict()) for sid, _, cfg in valid])
-            st.caption(t("rounds.explain", steps=params["steps"], rounds=params["rounds"]))
             if st.button(t("rounds.run"), key="compare.rounds_run", disabled=jobs.pending(ROUNDS_NS),
                          width="stretch"):
                 jobs.start(ROUNDS_NS, [{"label": t("rounds.title"), "kind": "timing_rounds", "params": params}])
