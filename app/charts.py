@@ -62,6 +62,8 @@ def breakdown_chart(df: pd.DataFrame) -> alt.Chart:
                 "category:N",
                 title=t("axis.category"),
                 scale=alt.Scale(domain=names, range=list(CATEGORY_COLORS.values())),
+                # Below the bars: beside them it takes the whole width of a half-screen column.
+                legend=alt.Legend(orient="bottom", columns=1, labelLimit=320),
             ),
             order=alt.Order("category:N"),
             tooltip=[
@@ -70,7 +72,7 @@ def breakdown_chart(df: pd.DataFrame) -> alt.Chart:
                 alt.Tooltip("mib:Q", title=t("axis.mib"), format=MIB_FMT),
             ],
         )
-        .properties(height=HEIGHT)
+        .properties(height=HEIGHT + 200)  # the legend, one row per category, shares the chart's height
     )
 
 
