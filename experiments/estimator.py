@@ -139,7 +139,39 @@ def _optimizer_bytes(cfg: ExperimentConfig, params: list[int], pe: int) -> tuple
     return 2 * total, tmp, steps_on_device
 
 
-def estimate(cfg: ExperimentConfig, capacity_bytes: int | None = None) -> dict:
+def estimate(cfg: ExperimentConfig, capacity_bytes: int | None = None, device_type: str = "cuda",
+             method: str = "auto") -> dict:
+    """The peak a run of cfg reaches on `device_type`, with the categories at that moment.
+
+    method "replay" traces the real training step on fake tensors (experiments/replay.py): exact on CPU,
+    and on CUDA with the allocator's 512-byte blocks and CUDA's default optimizer path. "analytic" is the
+    layer-by-layer model below, which also gives the lessons their per-category explanation. "auto":
+    replay on CPU, analytic on CUDA (the one the recorded H200 grid supports best; docs/gpu-results.md).
+    """
+    analytic = _analytic(cfg, capacity_bytes)
+    if method == "auto":
+        method = "replay" if device_type == "cpu" else "analytic"
+    if method == "analytic":
+        return analytic | {"method": "analytic", "device_type": device_type}
+    if method not in ("replay", "replay_device"):
+        raise ValueError(f"method: got {method!r}; allowed: auto, analytic, replay, replay_device")
+    from .replay import replay
+
+    cuda = device_type == "cuda"
+    if cuda and cfg.optimizer_impl == "default" and cfg.optimizer != "sgd":
+        cfg = cfg.replace(optimizer_impl="foreach")  # torch's default for parameters that are all on CUDA
+    r = replay(cfg, block=512 if cuda else 1, fake_device="cuda" if cuda and method == "replay_device" else "cpu")
+    categories = {c: int(r["categories"].get(c, 0)) for c in CATS}
+    return analytic | {
+        "categories": categories, "steady": {c: int(r["steady"].get(c, 0)) for c in CATS},
+        "peak_bytes": int(r["peak_bytes"]), "peak_phase": r["peak_phase"],
+        "fits": None if capacity_bytes is None else r["peak_bytes"] <= capacity_bytes,
+        "method": method, "device_type": device_type,
+        "analytic_peak_bytes": analytic["peak_bytes"],
+    }
+
+
+def _analytic(cfg: ExperimentConfig, capacity_bytes: int | None = None) -> dict:
     layers, head, x_bytes, y_bytes = _layers(cfg)
     amp = cfg.precision in ("amp_fp16", "amp_bf16")
     pe = 2 if cfg.precision == "bf16" else 4

@@ -95,9 +95,16 @@ class Net(nn.Module):
 def build_model(cfg: ExperimentConfig, device: torch.device) -> Net:
     # Built directly on the device, as `nn.Linear(..., device="cuda")` would be, so the
     # model phase shows only the parameters and not a CPU-to-GPU copy.
-    with torch.device(device):
-        model = _build(cfg)
-    return model.to(torch.bfloat16) if cfg.precision == "bf16" else model
+    # Pure bf16 weights are created in bf16, as `nn.Linear(..., dtype=torch.bfloat16)` would make them:
+    # no fp32 copy exists first, and the fake-tensor replay of the estimator sees the same allocations.
+    old_dtype = torch.get_default_dtype()
+    if cfg.precision == "bf16":
+        torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device(device):
+            return _build(cfg)
+    finally:
+        torch.set_default_dtype(old_dtype)
 
 
 def _build(cfg: ExperimentConfig) -> Net:

@@ -219,7 +219,12 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None) -> 
     return result
 
 
-def _measure(cfg, device, rec: _Recorder, tracker: StorageTracker, holder: dict, result: dict) -> None:
+def train_phases(cfg, device, rec: _Recorder, tracker: StorageTracker, holder: dict, losses: list | None,
+                 wrap_scaler=None) -> TrainState:
+    """Setup phases, then cfg.steps training steps, each phase wrapped by `rec` (shared by the run and the replay).
+
+    `wrap_scaler` lets the replay replace GradScaler's data-dependent skip decision (fake tensors have no values).
+    """
     torch.manual_seed(cfg.seed)
     with tracker:
         with rec("model", 0):
@@ -228,6 +233,8 @@ def _measure(cfg, device, rec: _Recorder, tracker: StorageTracker, holder: dict,
         with rec("optimizer", 0):
             holder["optimizer"] = make_optimizer(cfg, holder["model"].parameters())
             holder["scaler"] = make_scaler(cfg, device)
+            if wrap_scaler and holder["scaler"] is not None:
+                holder["scaler"] = wrap_scaler(holder["scaler"])
         with rec("data", 0):
             holder["inputs"], holder["targets"] = make_batch(cfg, device, cfg.seed + 1)
         state = TrainState(cfg, device, holder["model"], holder["optimizer"], holder["scaler"],
@@ -235,8 +242,14 @@ def _measure(cfg, device, rec: _Recorder, tracker: StorageTracker, holder: dict,
         holder["state"] = rec.state = state
         for step in range(1, cfg.steps + 1):
             loss = train_step(state, step, rec)
-            result["losses"].append(float(loss))
+            if losses is not None:
+                losses.append(float(loss))
             del loss
+    return state
+
+
+def _measure(cfg, device, rec: _Recorder, tracker: StorageTracker, holder: dict, result: dict) -> None:
+    state = train_phases(cfg, device, rec, tracker, holder, result["losses"])
     result["breakdown"] = tracker.peak_by_category()
     result["breakdown_steady"] = tracker.by_category()
     if device.type == "cuda":

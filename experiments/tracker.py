@@ -36,8 +36,9 @@ class StorageTracker(TorchDispatchMode):
     it, so an out-of-memory lesson can be run on a machine without a GPU.
     """
 
-    def __init__(self, budget_bytes: int | None = None):
+    def __init__(self, budget_bytes: int | None = None, block: int = 1):
         super().__init__()
+        self.block = block  # count each storage rounded up to this (the CUDA allocator's 512-byte blocks)
         self.live: dict[int, _Record] = {}
         self._refs: dict[int, weakref.ref] = {}
         self.current = 0
@@ -56,15 +57,21 @@ class StorageTracker(TorchDispatchMode):
             tag = "autocast_copies"
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
-                self.track(t, tag)
+                self.track(t, tag, self.storage_nbytes(func, args, t))
         return out
 
-    def track(self, t: torch.Tensor, tag: str) -> None:
+    def storage_nbytes(self, func, args, t: torch.Tensor) -> int:
+        """Bytes of the storage behind an op's output (the fake-tensor replay corrects what meta kernels get wrong)."""
+        return t.untyped_storage().nbytes()
+
+    def track(self, t: torch.Tensor, tag: str, nbytes: int | None = None) -> None:
         st = t.untyped_storage()
         key = st._cdata
         if key in self.live:
             return
-        nbytes = st.nbytes()
+        nbytes = st.nbytes() if nbytes is None else nbytes
+        if self.block > 1:
+            nbytes = -(-nbytes // self.block) * self.block
         if self.budget_bytes is not None and nbytes and self.current + nbytes > self.budget_bytes:
             raise torch.OutOfMemoryError(
                 f"Simulated out of memory on CPU. Tried to allocate {nbytes / 2**20:.2f} MiB ({nbytes} bytes); "

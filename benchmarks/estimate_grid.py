@@ -1,0 +1,132 @@
+"""Estimator accuracy on a seeded random grid of configurations the repo has never seen.
+
+    python benchmarks/estimate_grid.py --device cuda --n 60 --seed 7 --out docs/benchmarks/estimate-grid-h200.json
+    python benchmarks/estimate_grid.py --device cpu --n 60 --seed 7 --out docs/benchmarks/estimate-grid-cpu.json
+
+Every configuration is run for real through the engine (two training steps, no timing) and compared
+with the estimate the app shows for that device. Sizes are drawn log-uniformly, so the grid spans small
+launch-bound runs to multi-GiB ones (on CPU kept to what two cores finish in seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from experiments.config import (  # noqa: E402
+    CHECKPOINTS,
+    OPTIMIZER_IMPLS,
+    OPTIMIZERS,
+    PRECISIONS,
+    ConfigError,
+    ExperimentConfig,
+)
+from experiments.estimator import estimate  # noqa: E402
+from experiments.runner import run_experiment  # noqa: E402
+
+MIB = 2**20
+METHODS = ("analytic", "replay")
+
+
+def _log_int(rng: random.Random, lo: int, hi: int, multiple: int = 1) -> int:
+    value = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+    return max(multiple, int(round(value / multiple)) * multiple)
+
+
+def draw(rng: random.Random, device: str) -> ExperimentConfig:
+    """One random configuration over every option; CPU draws are smaller so two cores finish quickly."""
+    big = device == "cuda"
+    model = rng.choice(("mlp", "cnn", "transformer"))
+    kw = {"model": model, "precision": rng.choice(PRECISIONS), "checkpoint": rng.choice(CHECKPOINTS),
+          "accum": rng.choice((1, 1, 2, 4)), "optimizer": rng.choice(OPTIMIZERS),
+          "optimizer_impl": rng.choice(OPTIMIZER_IMPLS), "zero_grad_to_none": rng.random() < 0.8,
+          "inplace": rng.random() < 0.2, "seed": rng.randrange(1000), "device": device, "steps": 2,
+          "timing_steps": 0, "force": True}
+    if kw["checkpoint"] == "segments":
+        kw["segments"] = rng.choice((0, 2, 3))
+    if model == "mlp":
+        kw.update(layers=_log_int(rng, 2, 32 if big else 12), width=_log_int(rng, 64, 4096 if big else 1024, 64),
+                  batch=_log_int(rng, 8, 16384 if big else 1024, 8))
+    elif model == "cnn":
+        kw.update(layers=rng.randint(2, 8 if big else 5), width=_log_int(rng, 16, 256 if big else 48, 8),
+                  image_size=rng.choice((32, 64, 128, 224) if big else (16, 32, 64)),
+                  batch=_log_int(rng, 8, 128 if big else 16, 8))
+    else:
+        heads = rng.choice((4, 8, 16))
+        kw.update(layers=rng.randint(1, 8 if big else 3), heads=heads,
+                  width=heads * _log_int(rng, 32, 128 if big else 32, 8),
+                  seq_len=_log_int(rng, 64, 2048 if big else 256, 64), batch=_log_int(rng, 4, 16 if big else 8, 4))
+    if kw["checkpoint"] == "segments" and kw["segments"] > kw["layers"]:
+        kw["segments"] = 0
+    kw["batch"] = max(kw["accum"], kw["batch"] // kw["accum"] * kw["accum"])
+    return ExperimentConfig(**kw)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--n", type=int, default=60)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--limit-gib", type=float, default=40.0, help="skip draws estimated above this")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    rows, t_start = [], time.time()
+    while len(rows) < args.n:
+        try:
+            cfg = draw(rng, args.device)
+        except ConfigError:
+            continue
+        methods = METHODS + (("replay_device",) if args.device == "cuda" else ())
+        ests = {}
+        for m in methods:
+            try:
+                ests[m] = estimate(cfg, device_type=args.device, method=m)
+            except Exception as e:  # noqa: BLE001 - a method that cannot trace a config is reported, not fatal
+                print(f"  {m} failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
+        if max(e["peak_bytes"] for e in ests.values()) > args.limit_gib * 2**30:
+            continue
+        result = run_experiment(cfg)
+        if result.get("oom") or result.get("peak_bytes") is None:
+            continue
+        measured = result["peak_bytes"] - result["baseline_bytes"]
+        changed = {k: v for k, v in cfg.to_dict().items() if v != ExperimentConfig().to_dict()[k]
+                   and k not in ("device", "steps", "timing_steps", "force", "seed")}
+        row = {"config": changed, "measured_mib": measured / MIB, "measured_phase": result["peak_phase"]["phase"],
+               "other_mib": (result.get("breakdown") or {}).get("other", 0) / MIB}
+        for m, est in ests.items():
+            row[m] = {"estimate_mib": est["peak_bytes"] / MIB, "phase": est["peak_phase"],
+                      "error_pct": (est["peak_bytes"] - measured) / measured * 100}
+        rows.append(row)
+        if args.out:  # after every row, so a run stopped at its time limit still leaves its rows
+            Path(args.out).write_text(json.dumps({"rows": rows}, indent=1))
+        print(f"{len(rows):3d} " + " ".join(f"{m} {row[m]['error_pct']:+7.2f}%" for m in ests)
+              + f"  measured {measured / MIB:10.2f} MiB  {changed}", flush=True)
+    summary = {"device": args.device, "n": len(rows), "seed": args.seed, "seconds": round(time.time() - t_start, 1)}
+    for m in sorted({m for r in rows for m in r if m in METHODS + ("replay_device",)}):
+        errors = sorted(abs(r[m]["error_pct"]) for r in rows if m in r)
+        by_model = {}
+        for r in rows:
+            if m in r:
+                by_model.setdefault(r["config"].get("model", "mlp"), []).append(abs(r[m]["error_pct"]))
+        summary[m] = {"median_abs_pct": statistics.median(errors),
+                      "p90_abs_pct": statistics.quantiles(errors, n=10, method="inclusive")[-1],
+                      "worst_abs_pct": errors[-1], "within_2pct": sum(e <= 2 for e in errors),
+                      "within_10pct": sum(e <= 10 for e in errors),
+                      "median_abs_pct_by_model": {k: statistics.median(v) for k, v in by_model.items()}}
+    print(json.dumps(summary, indent=1))
+    if args.out:
+        Path(args.out).write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
