@@ -54,16 +54,25 @@ def capacity_bytes(cfg) -> int | None:
 
 
 @st.cache_data(max_entries=2048, show_spinner=False)
-def _estimate(cfg_items: tuple, capacity: int | None) -> dict:
+def _estimate(cfg_items: tuple, capacity: int | None, device_type: str) -> dict:
     from experiments.config import ExperimentConfig
     from experiments.estimator import estimate
 
-    return estimate(ExperimentConfig.from_dict(dict(cfg_items)), capacity_bytes=capacity)
+    return estimate(ExperimentConfig.from_dict(dict(cfg_items)), capacity_bytes=capacity, device_type=device_type)
+
+
+def device_type(cfg) -> str:
+    """Where a run of cfg would execute: the worker's device, unless the config asks for the CPU."""
+    if cfg.device == "cpu":
+        return "cpu"
+    info, _ = safe_device_info()
+    return "cuda" if info and info.get("type") == "cuda" else "cpu"
 
 
 def estimate(cfg, capacity: int | None = None) -> tuple[dict | None, str | None]:
+    """The estimate for the device the run would use (a fake-tensor replay: exact tensor bytes; cached)."""
     try:
-        return _estimate(tuple(sorted(cfg.to_dict().items())), capacity), None
+        return _estimate(tuple(sorted(cfg.to_dict().items())), capacity, device_type(cfg)), None
     except Exception as exc:  # noqa: BLE001
         return None, f"{type(exc).__name__}: {exc}"
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from experiments.config import RANGES, ConfigError
 
 
-def largest_fitting_batch(cfg, capacity: int, estimate) -> int | None:
+def largest_fitting_batch(cfg, capacity: int, estimate, upper: int | None = None) -> int | None:
     """Largest multiple of cfg.accum whose estimated peak is <= capacity (the estimate grows with batch).
 
-    `estimate(cfg) -> dict | None` is injected so the search can reuse the app's cached estimator.
+    `estimate(cfg) -> dict | None` is injected so the search can reuse the app's cached estimator;
+    `upper`: a batch known not to fit, if any.
     None if even batch = accum does not fit.
     """
 
@@ -20,7 +21,8 @@ def largest_fitting_batch(cfg, capacity: int, estimate) -> int | None:
         return bool(est) and est["peak_bytes"] <= capacity
 
     step = cfg.accum
-    lo, hi = 1, RANGES["batch"][1] // step  # in units of accum
+    # A known upper bound (the batch that did not fit) keeps the search to a few replays of the estimator.
+    lo, hi = 1, (upper or RANGES["batch"][1]) // step  # in units of accum
     if not fits(lo * step):
         return None
     while lo < hi:

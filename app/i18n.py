@@ -187,6 +187,19 @@ STRINGS: dict[str, tuple[str, str]] = {
     "opt.device.cuda": ("GPU (CUDA)", "GPU（CUDA）"),
     "opt.device.cpu": ("CPU", "CPU"),
     # estimate
+    "estimate.method.replay": ("Traced, not guessed: this configuration's training step was replayed on fake "
+                               "tensors (shapes only, no arithmetic), so every tensor it allocates is counted.",
+                               "是追踪出来的，不是猜的：这个配置的训练步在假张量（只有形状，没有计算）上重放了一遍，"
+                               "它分配的每个张量都被计入。"),
+    "estimate.not_predicted.cnn": ("On a GPU, cuDNN's convolution workspaces and cuBLAS's come on top of this: they "
+                                   "are not tensors, and for convolutions they can be large (the measured result "
+                                   "shows them as “Not a tensor”).",
+                                   "在 GPU 上，cuDNN 卷积工作区和 cuBLAS 工作区还要另算：它们不是张量，卷积的工作区可能很大"
+                                   "（实测结果中显示为“非张量”）。"),
+    "estimate.not_predicted.other": ("On a GPU, cuBLAS and attention kernels may add workspaces on top of this; they "
+                                     "are not tensors (the measured result shows them as “Not a tensor”).",
+                                     "在 GPU 上，cuBLAS 和注意力内核可能还会另外占用工作区；它们不是张量"
+                                     "（实测结果中显示为“非张量”）。"),
     "estimate.title": ("Estimate before running", "运行前估算"),
     "estimate.peak": ("Predicted peak", "预计峰值"),
     "estimate.peak_phase_is": ("The peak is predicted in the “{phase}” phase.", "预计峰值出现在“{phase}”阶段。"),

@@ -100,7 +100,7 @@ def render_oom(result: dict) -> None:
         est, _ = engine.estimate(c, capacity)
         return est
 
-    batch = largest_fitting_batch(cfg, capacity, estimate)
+    batch = largest_fitting_batch(cfg, capacity, estimate, upper=cfg.batch)
     if batch is None:
         st.info(t("oom.nothing_fits", capacity=fmt_bytes(capacity)))
     else:

@@ -97,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "estimate":
                 from .estimator import estimate
 
-                result = estimate(cfg)
+                from .device_info import resolve_device
+
+                result = estimate(cfg, device_type=resolve_device(cfg.device).type)
             elif args.command == "guard":
                 from .guard import check_gradients
 

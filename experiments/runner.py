@@ -148,7 +148,7 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None) -> 
         torch.cuda.empty_cache()
         warm_up_cuda(device)
     capacity = capacity_bytes(cfg, device)
-    est = estimate(cfg, capacity_bytes=capacity)
+    est = estimate(cfg, capacity_bytes=capacity, device_type=device.type)
     if not cfg.force and capacity is not None and est["peak_bytes"] > REFUSE_FACTOR * capacity:
         raise WouldNotFit(
             f"estimated peak {est['peak_bytes'] / 2**30:.2f} GiB does not fit the "

@@ -61,3 +61,30 @@ def test_estimate_explains_every_category():
     assert {t["category"] for t in e["terms"]} == set(e["categories"])
     assert all(t["en"] and t["zh"] for t in e["terms"])
     assert e["categories"]["autocast_copies"] > 0
+
+
+def test_replayed_estimate_equals_the_cpu_measurement_on_a_random_grid():
+    """The estimate traces the real step on fake tensors: on CPU it must equal the measurement, for any option mix."""
+    import random
+
+    from benchmarks.estimate_grid import draw
+
+    rng = random.Random(20261130)
+    checked = 0
+    while checked < 10:
+        cfg = draw(rng, "cpu")
+        if estimate(cfg, device_type="cpu", method="analytic")["peak_bytes"] > 64 * 2**20:
+            continue  # keep CI quick
+        measured = run_experiment(cfg)
+        est = estimate(cfg, device_type="cpu")
+        assert est["method"] == "replay"
+        assert est["peak_bytes"] == measured["peak_bytes"], cfg
+        assert est["peak_phase"] == measured["peak_phase"]["phase"], cfg
+        checked += 1
+
+
+def test_cuda_estimate_rounds_to_allocator_blocks_and_names_what_it_cannot_see():
+    cfg = ExperimentConfig(model="cnn", layers=2, width=8, batch=2, image_size=16)
+    cuda, cpu = estimate(cfg, device_type="cuda"), estimate(cfg, device_type="cpu")
+    assert cuda["peak_bytes"] % 512 == 0 and cuda["peak_bytes"] > cpu["peak_bytes"]
+    assert "cudnn_workspace" in cuda["not_predicted"] and not cpu["not_predicted"]
