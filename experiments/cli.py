@@ -95,9 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             cfg = _config(args)
             if args.command == "estimate":
-                from .estimator import estimate
-
                 from .device_info import resolve_device
+                from .estimator import estimate
 
                 result = estimate(cfg, device_type=resolve_device(cfg.device).type)
             elif args.command == "guard":
