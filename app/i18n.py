@@ -209,6 +209,23 @@ STRINGS: dict[str, tuple[str, str]] = {
                         "预计装不下：可能出现显存不足（这是一课，不会让应用崩溃）。"),
     "estimate.no_capacity": ("No memory limit known to compare with (set a memory budget to get one).",
                              "没有已知的内存上限可比较（可设置显存预算）。"),
+    "term.parameters": ("weights and biases: {mib} MiB ({dtype})", "权重与偏置：{mib} MiB（{dtype}）"),
+    "term.gradients": ("one gradient per parameter, same dtype; alive from the first backward until "
+                       "zero_grad(set_to_none=True)",
+                       "每个参数一份同精度梯度；从第一次反向传播一直存活到 zero_grad(set_to_none=True)"),
+    "term.optimizer_state": ("{optimizer}: {mib} MiB of state, allocated lazily in the first optimizer step",
+                             "{optimizer}：{mib} MiB 状态，在第一次 optimizer.step() 时才分配"),
+    "term.activations": ("tensors saved for backward at micro-batch {micro_batch}; grows linearly with the "
+                         "micro-batch",
+                         "为反向传播保存的张量（微批次 = {micro_batch}），与微批次大小成正比"),
+    "term.activations.checkpointed": ("; checkpointing keeps only segment inputs and recomputes one segment at a time",
+                                      "；检查点只保存每段的输入，反向时逐段重算"),
+    "term.temporaries": ("short-lived buffers at the peak: gradients flowing backward, optimizer scratch "
+                         "({mib} MiB for {impl})",
+                         "峰值时刻的短命缓冲区：反向传播中的梯度、优化器临时张量（{impl}：{mib} MiB）"),
+    "term.autocast_copies": ("low-precision copies of fp32 weights made by autocast and saved for backward",
+                             "autocast 生成的低精度权重副本，会被保存到反向传播"),
+    "term.data": ("the input batch and targets on the device", "放在设备上的输入批次与目标"),
     "estimate.terms": ("How the estimate is computed", "估算是怎么算的"),
     # jobs
     "jobs.running": ("Running…", "运行中…"),
@@ -486,6 +503,11 @@ STRINGS: dict[str, tuple[str, str]] = {
                             "估算远超可用内存，引擎拒绝运行。请减小批大小、宽度或层数；或在“高级设置”中打开"
                             "“即使估算装不下也运行”，亲眼看看显存不足的错误。"),
     "error.worker": ("The experiment failed: {message}", "实验失败：{message}"),
+    "error.refused": ("Not run: the estimated peak, {peak}, is well above the {capacity} available.",
+                      "未运行：估算峰值 {peak} 远超可用的 {capacity}。"),
+    "error.force_hint": ("To see the out-of-memory error itself, turn on “Run even if the estimate says it won't "
+                         "fit” under Advanced settings.",
+                         "想亲眼看看显存不足的错误，可以在“高级设置”中打开“即使估算装不下也运行”。"),
 }
 
 

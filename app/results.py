@@ -23,12 +23,37 @@ def device_label(result: dict, recorded_at: str | None = None) -> None:
         st.info(t("result.cpu", name=device.get("name", "CPU"), torch=torch_version))
 
 
-def job_error(message: str | None, label: str | None = None) -> None:
-    """A failed job: the engine's message, plus what to do when it refused a run that would not fit."""
+def job_error(message: str | None, label: str | None = None, config: dict | None = None) -> None:
+    """A failed job: the engine's message; a run refused as too large is explained in the page's units."""
     message = message or "?"
+    if message.startswith("WouldNotFit") and config and refused(config, label):
+        return
     st.error(t("error.worker", message=f"{label}: {message}" if label else message))
     if message.startswith("WouldNotFit"):
         st.info(t("error.would_not_fit"))
+
+
+def refused(config: dict, label: str | None = None) -> bool:
+    """The refusal of a run whose estimate is far above the memory available: sizes, and what would fit."""
+    from experiments.config import ConfigError, ExperimentConfig
+
+    try:
+        cfg = ExperimentConfig.from_dict(config)
+    except (ConfigError, TypeError):
+        return False
+    capacity = engine.capacity_bytes(cfg)
+    est, _ = engine.estimate(cfg, capacity)
+    if not est or not capacity:
+        return False
+    prefix = f"{label}: " if label else ""
+    st.warning(prefix + t("error.refused", peak=fmt_bytes(est["peak_bytes"]), capacity=fmt_bytes(capacity)))
+    from app.fit import largest_fitting_batch
+
+    batch = largest_fitting_batch(cfg, capacity, lambda c: engine.estimate(c, capacity)[0], upper=cfg.batch)
+    st.info(t("oom.would_fit", batch=batch, capacity=fmt_bytes(capacity)) if batch
+            else t("oom.nothing_fits", capacity=fmt_bytes(capacity)))
+    st.caption(t("error.force_hint"))
+    return True
 
 
 def render_status(status: dict, meta: dict, *, current, ran: dict | None, driver: bool = False,
@@ -36,7 +61,7 @@ def render_status(status: dict, meta: dict, *, current, ran: dict | None, driver
     """A finished job's status: result, cancellation or error."""
     state = status.get("state")
     if state == "error":
-        job_error(status.get("error"))
+        job_error(status.get("error"), config=ran)
         return
     result = status.get("result")
     if state == "cancelled" and not result:

@@ -196,6 +196,17 @@ def _show_error(ns: str, err: ConfigError, values: dict, slots: dict) -> None:
                        args=(ns,), kwargs={"accum": a})
 
 
+def term_text(term: dict) -> str:
+    """The estimator's explanation of one category (data from the engine), worded in the learner's language."""
+    args = dict(term.get("args") or {})
+    if "mib" in args:
+        args["mib"] = f"{args['mib']:.1f}"
+    if term["category"] == "activations":
+        extra = t("term.activations.checkpointed") if args.pop("checkpointed", False) else ""
+        return t("term.activations", **args) + extra
+    return t("term." + term["category"], **args)
+
+
 def show_estimate(cfg: ExperimentConfig) -> dict | None:
     capacity = engine.capacity_bytes(cfg)
     est, err = engine.estimate(cfg, capacity)
@@ -225,12 +236,9 @@ def show_estimate(cfg: ExperimentConfig) -> dict | None:
     terms = est.get("terms") or []
     if terms:
         with st.expander(t("estimate.terms")):
-            from app.i18n import lang
-
             for term in terms:
-                text = term.get(lang()) or term.get("en") or ""
                 st.markdown(f"- **{t('cat.' + term['category'], default=term['category'])}** "
-                            f"({results.fmt_bytes(term['bytes'])}): {text}")
+                            f"({results.fmt_bytes(term['bytes'])}): {term_text(term)}")
     return est
 
 

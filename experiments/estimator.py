@@ -166,6 +166,7 @@ def estimate(cfg: ExperimentConfig, capacity_bytes: int | None = None, device_ty
     categories = {c: int(r["categories"].get(c, 0)) for c in CATS}
     return analytic | {
         "categories": categories, "steady": {c: int(r["steady"].get(c, 0)) for c in CATS},
+        "terms": [dict(term, bytes=categories.get(term["category"], 0)) for term in analytic["terms"]],
         "peak_bytes": int(r["peak_bytes"]), "peak_phase": r["peak_phase"],
         "fits": None if capacity_bytes is None else r["peak_bytes"] <= capacity_bytes,
         "method": method, "device_type": device_type,
@@ -207,7 +208,7 @@ def _analytic(cfg: ExperimentConfig, capacity_bytes: int | None = None) -> dict:
             sim.add("optimizer_state", state + opt_steps)
         sim.add("temporaries", 0, transient=opt_tmp)
 
-    terms = _explain(cfg, sim, P, state, opt_tmp)
+    terms = [dict(term, bytes=int(sim.peak_cats.get(term["category"], 0))) for term in _explain(cfg, sim, P, state, opt_tmp)]
     fits = None if capacity_bytes is None else sim.peak <= capacity_bytes
     return {
         "categories": {c: int(sim.peak_cats.get(c, 0)) for c in CATS},
@@ -269,30 +270,13 @@ def _param_grad(sim, nbytes: int, grads_live: bool) -> None:
 
 
 def _explain(cfg, sim, P, state, opt_tmp) -> list[dict]:
-    mb = cfg.micro_batch
-    c = sim.peak_cats
+    """The per-category explanation as data (the app words it in the learner's language): "args" per category."""
     return [
-        {"category": "parameters", "bytes": c.get("parameters", 0),
-         "en": f"weights and biases: {P / 2**20:.1f} MiB ({'bf16' if cfg.precision == 'bf16' else 'fp32'})",
-         "zh": f"权重与偏置：{P / 2**20:.1f} MiB（{'bf16' if cfg.precision == 'bf16' else 'fp32'}）"},
-        {"category": "gradients", "bytes": c.get("gradients", 0),
-         "en": "one gradient per parameter, same dtype; alive from the first backward until zero_grad(set_to_none=True)",
-         "zh": "每个参数一份同精度梯度；从第一次反向传播一直存活到 zero_grad(set_to_none=True)"},
-        {"category": "optimizer_state", "bytes": c.get("optimizer_state", 0),
-         "en": f"{cfg.optimizer}: {state / 2**20:.1f} MiB of state, allocated lazily in the first optimizer step",
-         "zh": f"{cfg.optimizer}：{state / 2**20:.1f} MiB 状态，在第一次 optimizer.step() 时才分配"},
-        {"category": "activations", "bytes": c.get("activations", 0),
-         "en": f"tensors saved for backward at micro-batch {mb}; grows linearly with the micro-batch"
-               + ("; checkpointing keeps only segment inputs and recomputes one segment at a time" if cfg.checkpoint != "none" else ""),
-         "zh": f"为反向传播保存的张量（micro-batch = {mb}），与 micro-batch 成正比"
-               + ("；检查点只保存每段的输入，反向时逐段重算" if cfg.checkpoint != "none" else "")},
-        {"category": "temporaries", "bytes": c.get("temporaries", 0),
-         "en": f"short-lived buffers at the peak: gradients flowing backward, optimizer scratch ({opt_tmp / 2**20:.1f} MiB for {cfg.optimizer_impl})",
-         "zh": f"峰值时刻的短命缓冲区：反向传播中的梯度、优化器临时张量（{cfg.optimizer_impl}：{opt_tmp / 2**20:.1f} MiB）"},
-        {"category": "autocast_copies", "bytes": c.get("autocast_copies", 0),
-         "en": "low-precision copies of fp32 weights made by autocast and saved for backward",
-         "zh": "autocast 生成的低精度权重副本，会被保存到反向传播"},
-        {"category": "data", "bytes": c.get("data", 0),
-         "en": "the input batch and targets on the device",
-         "zh": "放在设备上的输入批次与目标"},
+        {"category": "parameters", "args": {"mib": P / 2**20, "dtype": "bf16" if cfg.precision == "bf16" else "fp32"}},
+        {"category": "gradients", "args": {}},
+        {"category": "optimizer_state", "args": {"optimizer": cfg.optimizer, "mib": state / 2**20}},
+        {"category": "activations", "args": {"micro_batch": cfg.micro_batch, "checkpointed": cfg.checkpoint != "none"}},
+        {"category": "temporaries", "args": {"impl": cfg.optimizer_impl, "mib": opt_tmp / 2**20}},
+        {"category": "autocast_copies", "args": {}},
+        {"category": "data", "args": {}},
     ]

@@ -13,7 +13,8 @@ def test_page_opens(page, lang):
     assert not at.exception, [e.value for e in at.exception]
     assert at.title, "every page has a title"
     texts = [m.value for m in at.markdown] + [b.label for b in at.button] + [t.value for t in at.title]
-    leaked = [text for text in texts if text.startswith(("page.", "field.", "opt.", "sandbox.", "jobs."))]
+    leaked = [text for text in texts if text.startswith(("page.", "field.", "opt.", "sandbox.", "jobs.", "term.", "expect.",
+                                                          "frag.", "rounds.", "estimate.", "metric_name."))]
     assert not leaked, f"untranslated keys on {page}: {leaked}"
 
 

@@ -73,9 +73,13 @@ def test_refused_run_explains_force():
                                           "monitoring_budget_mb": 1.0}
     at = open_page("monitoring", state=state)
     at.button(key="monitoring.run").click().run()
-    run_until(at, lambda a: bool(a.error))
-    assert not at.exception
-    assert any("Run even if the estimate" in i.value for i in at.info), [e.value for e in at.error]
+    run_until(at, lambda a: "monitoring.done" in a.session_state)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    # In the page's units and language, with what would fit, not the engine's raw WouldNotFit text.
+    warning = " ".join(w.value for w in at.warning)
+    assert "Not run: the estimated peak" in warning and ("KiB" in warning or "MiB" in warning), warning
+    assert any("fits into" in i.value or "smallest batch" in i.value for i in at.info), [i.value for i in at.info]
+    assert any("Run even if the estimate" in c.value for c in at.caption)
 
 
 def test_cancel_stops_a_running_job():

@@ -59,7 +59,7 @@ def test_estimate_is_within_ten_percent_of_a_cpu_run(changes):
 def test_estimate_explains_every_category():
     e = estimate(ExperimentConfig(precision="amp_bf16", batch=4096))  # peak in backward
     assert {t["category"] for t in e["terms"]} == set(e["categories"])
-    assert all(t["en"] and t["zh"] for t in e["terms"])
+    assert all(isinstance(t["args"], dict) and "en" not in t for t in e["terms"])  # data, worded by the app
     assert e["categories"]["autocast_copies"] > 0
 
 
