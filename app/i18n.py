@@ -226,6 +226,15 @@ STRINGS: dict[str, tuple[str, str]] = {
     "term.autocast_copies": ("low-precision copies of fp32 weights made by autocast and saved for backward",
                              "autocast 生成的低精度权重副本，会被保存到反向传播"),
     "term.data": ("the input batch and targets on the device", "放在设备上的输入批次与目标"),
+    "estimate.step_ms": ("Predicted step time (ms)", "预计单步时间（毫秒）"),
+    "estimate.run_s": ("Predicted run (s)", "预计整次运行（秒）"),
+    "estimate.bound.dispatch": ("Launch-bound: the host issues this step's kernels more slowly than the device runs "
+                                "them (a larger batch costs almost no extra time).",
+                                "受内核启动限制：主机发出这一步内核的速度比设备执行得还慢（加大 batch 几乎不增加时间）。"),
+    "estimate.bound.compute": ("Compute-bound: the step's FLOPs at this device's measured matmul rate dominate.",
+                               "受计算限制：这一步的浮点运算量（按本设备实测的矩阵乘速率）占主导。"),
+    "estimate.bound.memory": ("Memory-bound: the bytes the kernels read and write dominate.",
+                              "受内存带宽限制：内核读写的字节数占主导。"),
     "estimate.terms": ("How the estimate is computed", "估算是怎么算的"),
     # jobs
     "jobs.running": ("Running…", "运行中…"),

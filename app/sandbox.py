@@ -207,6 +207,22 @@ def term_text(term: dict) -> str:
     return t("term." + term["category"], **args)
 
 
+def show_time(cfg: ExperimentConfig, est: dict) -> None:
+    """Step time and run duration before running: the replay's work over the worker's measured device rates."""
+    info, _ = engine.safe_device_info()
+    rates = (info or {}).get("rates")
+    if not est.get("step") or not rates or engine.device_type(cfg) != info.get("type"):
+        return
+    from experiments.steptime import predict_run_s, predict_step_ms
+
+    step = predict_step_ms(est["step"], rates, cfg.precision, info["type"])
+    low_s, high_s = predict_run_s(step, cfg.steps, cfg.timing_steps)
+    cols = st.columns(2)
+    cols[0].metric(t("estimate.step_ms"), f"{step['low_ms']:,.3g}–{step['high_ms']:,.3g}")
+    cols[1].metric(t("estimate.run_s"), f"{low_s:,.2g}–{high_s:,.2g}")
+    st.caption(t("estimate.bound." + step["bound"]))
+
+
 def show_estimate(cfg: ExperimentConfig) -> dict | None:
     capacity = engine.capacity_bytes(cfg)
     est, err = engine.estimate(cfg, capacity)
@@ -220,6 +236,7 @@ def show_estimate(cfg: ExperimentConfig) -> dict | None:
         cols[1].metric(t("estimate.capacity"), results.fmt_bytes(est["capacity_bytes"]))
     phase = str(est.get("peak_phase"))
     st.caption(t("estimate.peak_phase_is", phase=t("phase." + phase, default=phase)))
+    show_time(cfg, est)
     if est.get("fits") is True:
         st.success(t("estimate.fits"))
     elif est.get("fits") is False:

@@ -52,6 +52,13 @@ def device_info(choice: str = "auto") -> dict:
             free_bytes=cpu_available_bytes(),
             threads=torch.get_num_threads(),
         )
+    try:
+        from .throughput import measure
+
+        # Measured once per process: what the step-time prediction divides a step's work by.
+        info["rates"] = measure(device.type)
+    except Exception as e:  # noqa: BLE001 - no rates means no time prediction, not a failed device report
+        info["rates_error"] = f"{type(e).__name__}: {e}"
     return info
 
 

@@ -169,7 +169,7 @@ def estimate(cfg: ExperimentConfig, capacity_bytes: int | None = None, device_ty
         "terms": [dict(term, bytes=categories.get(term["category"], 0)) for term in analytic["terms"]],
         "peak_bytes": int(r["peak_bytes"]), "peak_phase": r["peak_phase"],
         "fits": None if capacity_bytes is None else r["peak_bytes"] <= capacity_bytes,
-        "method": method, "device_type": device_type,
+        "method": method, "device_type": device_type, "step": r["step"],
         "analytic_peak_bytes": analytic["peak_bytes"],
         "not_predicted": (["cudnn_workspace"] if cfg.model == "cnn" else []) + ["cublas_workspace"] if cuda else [],
     }

@@ -9,8 +9,12 @@ same storages); for CUDA the allocator's 512-byte blocks are applied (see estima
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
 
 from .config import ExperimentConfig
 from .runner import _Recorder, train_phases
@@ -20,8 +24,35 @@ from .tracker import StorageTracker
 _FULL_SIZE_REDUCTIONS = {torch.ops.aten.mse_loss.default}
 
 
+# Ops that launch no kernel: views, metadata and the profiler's markers.
+_NO_KERNEL = ("view", "_unsafe_view", "t", "detach", "slice", "select", "expand", "permute", "transpose",
+              "unsqueeze", "squeeze", "as_strided", "alias", "reshape", "split", "unbind", "chunk", "device",
+              "_record_function_enter_new", "_record_function_exit", "lift_fresh", "split_with_sizes")
+
+
+def _tensor_bytes(tree) -> int:
+    return sum(t.numel() * t.element_size() for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor))
+
+
 class _ReplayTracker(StorageTracker):
-    """The storage tracker, corrected where a meta kernel allocates less than the real kernel does."""
+    """The storage tracker, corrected where a meta kernel allocates less than the real kernel does, and counting
+    the kernels and bytes a step moves while `counting` is on (for the step-time prediction)."""
+
+    counting = False
+    kernels = 0
+    bytes_moved = 0
+    flops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        if self.counting and func.__name__.split(".")[0] not in _NO_KERNEL:
+            self.kernels += 1
+            self.bytes_moved += _tensor_bytes((args, kwargs)) + _tensor_bytes(out)
+            # FlopCounterMode's own formulas, without its module hooks (they would change what autograd keeps).
+            count = flop_registry.get(func._overloadpacket)
+            if count is not None:
+                self.flops += count(*args, **(kwargs or {}), out_val=out)
+        return out
 
     def storage_nbytes(self, func, args, t: torch.Tensor) -> int:
         if func in _FULL_SIZE_REDUCTIONS and t.dim() == 0 and len(args) >= 2:
@@ -50,6 +81,17 @@ class _NeverSkippingScaler:
         pass
 
 
+class _StepRecorder(_Recorder):
+    """The phase recorder that switches counting on for step 2, the steady-state step."""
+
+    @contextlib.contextmanager
+    def __call__(self, name: str, step: int, micro: int | None = None):
+        self.tracker.counting = step == 2
+        with super().__call__(name, step, micro):
+            yield
+        self.tracker.counting = False
+
+
 def replay(cfg: ExperimentConfig, block: int = 1, fake_device: str = "cpu") -> dict:
     """Two steps of cfg on fake tensors. `block`: round every storage up to a multiple of it (512 for CUDA).
 
@@ -60,7 +102,7 @@ def replay(cfg: ExperimentConfig, block: int = 1, fake_device: str = "cpu") -> d
     device = torch.device(fake_device)
     tracker = _ReplayTracker(block=block)
     # The recorder reads the tracker, never the CUDA allocator: nothing real is allocated.
-    rec = _Recorder(torch.device("cpu"), tracker, None, None, 0)
+    rec = _StepRecorder(torch.device("cpu"), tracker, None, None, 0)
     holder: dict = {}
     with FakeTensorMode(allow_non_fake_inputs=True), float32_precision(cfg):
         train_phases(cfg, device, rec, tracker, holder, None, wrap_scaler=_NeverSkippingScaler)
@@ -68,5 +110,7 @@ def replay(cfg: ExperimentConfig, block: int = 1, fake_device: str = "cpu") -> d
         rec.state = None
         holder.clear()
     top = max(rec.phases, key=lambda p: p["peak_bytes"])
+    step = {"flops": int(tracker.flops), "kernels": tracker.kernels,
+            "bytes": int(tracker.bytes_moved)}
     return {"peak_bytes": top["peak_bytes"], "peak_phase": top["phase"], "categories": categories,
-            "steady": steady, "phases": rec.phases}
+            "steady": steady, "phases": rec.phases, "step": step}

@@ -88,3 +88,28 @@ def test_cuda_estimate_rounds_to_allocator_blocks_and_names_what_it_cannot_see()
     cuda, cpu = estimate(cfg, device_type="cuda"), estimate(cfg, device_type="cpu")
     assert cuda["peak_bytes"] % 512 == 0 and cuda["peak_bytes"] > cpu["peak_bytes"]
     assert "cudnn_workspace" in cuda["not_predicted"] and not cpu["not_predicted"]
+
+
+def test_predicted_step_time_range_covers_the_recorded_h200_runs():
+    """Work from the replay over the H200's measured rates (docs/benchmarks/throughput-h200.json) vs recorded steps."""
+    import json
+    from pathlib import Path
+
+    from experiments.recorded import ROOT
+    from experiments.steptime import predict_step_ms
+
+    rates = json.loads((Path(ROOT).parent / "docs/benchmarks/throughput-h200.json").read_text())["rates"]
+    inside = total = 0
+    for path in sorted((Path(ROOT) / "h200").glob("*-preset.json")) + sorted((Path(ROOT) / "h200").glob("*-config.json")):
+        result = json.loads(path.read_text())["result"]
+        cfg = ExperimentConfig.from_dict(result["config"])
+        step = predict_step_ms(estimate(cfg, device_type="cuda")["step"], rates, cfg.precision, "cuda")
+        total += 1
+        inside += step["low_ms"] <= result["step_ms"]["median"] <= step["high_ms"]
+    assert total >= 20 and inside >= 0.9 * total, (inside, total)
+
+
+def test_replay_counts_the_flops_the_runner_counts():
+    cfg = ExperimentConfig(device="cpu", model="transformer", layers=2, width=64, heads=4, seq_len=32, batch=2,
+                           checkpoint="per_layer", timing_steps=0)
+    assert estimate(cfg, device_type="cpu")["step"]["flops"] == run_experiment(cfg)["flops_per_step"]
