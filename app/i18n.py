@@ -226,6 +226,10 @@ STRINGS: dict[str, tuple[str, str]] = {
     "term.autocast_copies": ("low-precision copies of fp32 weights made by autocast and saved for backward",
                              "autocast 生成的低精度权重副本，会被保存到反向传播"),
     "term.data": ("the input batch and targets on the device", "放在设备上的输入批次与目标"),
+    "estimate.reserved": ("The caching allocator would reserve about {reserved} for these tensors (what an "
+                          "out-of-memory error and nvidia-smi see, plus the CUDA context and workspaces).",
+                          "缓存分配器大约会为这些张量保留 {reserved}（这是显存不足报错和 nvidia-smi 看到的量，"
+                          "另加 CUDA 上下文和工作区）。"),
     "estimate.step_ms": ("Predicted step time (ms)", "预计单步时间（毫秒）"),
     "estimate.run_s": ("Predicted run (s)", "预计整次运行（秒）"),
     "estimate.bound.dispatch": ("Launch-bound: the host issues this step's kernels more slowly than the device runs "

@@ -236,6 +236,8 @@ def show_estimate(cfg: ExperimentConfig) -> dict | None:
         cols[1].metric(t("estimate.capacity"), results.fmt_bytes(est["capacity_bytes"]))
     phase = str(est.get("peak_phase"))
     st.caption(t("estimate.peak_phase_is", phase=t("phase." + phase, default=phase)))
+    if est.get("reserved_bytes"):
+        st.caption(t("estimate.reserved", reserved=results.fmt_bytes(est["reserved_bytes"])))
     show_time(cfg, est)
     if est.get("fits") is True:
         st.success(t("estimate.fits"))

@@ -170,6 +170,8 @@ def estimate(cfg: ExperimentConfig, capacity_bytes: int | None = None, device_ty
         "peak_bytes": int(r["peak_bytes"]), "peak_phase": r["peak_phase"],
         "fits": None if capacity_bytes is None else r["peak_bytes"] <= capacity_bytes,
         "method": method, "device_type": device_type, "step": r["step"],
+        # What the caching allocator would reserve for these tensors (experiments/allocator_model.py).
+        "reserved_bytes": r["allocator"]["peak_reserved_bytes"] if cuda else None,
         "analytic_peak_bytes": analytic["peak_bytes"],
         "not_predicted": (["cudnn_workspace"] if cfg.model == "cnn" else []) + ["cublas_workspace"] if cuda else [],
     }

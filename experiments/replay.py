@@ -43,6 +43,21 @@ class _ReplayTracker(StorageTracker):
     bytes_moved = 0
     flops = 0
 
+    def __init__(self, block: int = 1):
+        super().__init__(block=block)
+        self.events: list[tuple[str, int, int]] = []  # the allocation trace, for the allocator model
+
+    def track(self, t: torch.Tensor, tag: str, nbytes: int | None = None) -> None:
+        key = t.untyped_storage()._cdata
+        if key not in self.live:
+            self.events.append(("alloc", key, t.untyped_storage().nbytes() if nbytes is None else nbytes))
+        super().track(t, tag, nbytes)
+
+    def _free(self, key: int) -> None:
+        if key in self.live:
+            self.events.append(("free", key, 0))
+        super()._free(key)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = super().__torch_dispatch__(func, types, args, kwargs)
         if self.counting and func.__name__.split(".")[0] not in _NO_KERNEL:
@@ -90,6 +105,7 @@ class _StepRecorder(_Recorder):
         with super().__call__(name, step, micro):
             yield
         self.tracker.counting = False
+        self.tracker.events.append(("mark", len(self.phases), 0))
 
 
 def replay(cfg: ExperimentConfig, block: int = 1, fake_device: str = "cpu") -> dict:
@@ -110,7 +126,11 @@ def replay(cfg: ExperimentConfig, block: int = 1, fake_device: str = "cpu") -> d
         rec.state = None
         holder.clear()
     top = max(rec.phases, key=lambda p: p["peak_bytes"])
+    from .allocator_model import replay_trace
+
+    # The tracker rounded sizes to blocks already; the model rounds the requests itself.
+    allocator = replay_trace(tracker.events)
     step = {"flops": int(tracker.flops), "kernels": tracker.kernels,
             "bytes": int(tracker.bytes_moved)}
     return {"peak_bytes": top["peak_bytes"], "peak_phase": top["phase"], "categories": categories,
-            "steady": steady, "phases": rec.phases, "step": step}
+            "steady": steady, "phases": rec.phases, "step": step, "allocator": allocator}

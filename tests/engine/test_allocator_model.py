@@ -1,0 +1,63 @@
+"""The caching-allocator model (experiments/allocator_model.py) against hand counts and H200 recordings."""
+
+import json
+from pathlib import Path
+
+from experiments.allocator_model import replay_trace, round_size, segment_size
+from experiments.config import ExperimentConfig
+from experiments.estimator import estimate
+from experiments.recorded import ROOT, load_recorded
+
+MIB = 2**20
+
+
+def test_block_and_segment_sizes():
+    assert round_size(1) == 512 and round_size(513) == 1024
+    assert segment_size(4 * 1024) == 2 * MIB  # small pool
+    assert segment_size(6 * MIB) == 20 * MIB  # 1-10 MiB share 20 MiB segments
+    assert segment_size(11 * MIB + 1) == 12 * MIB  # larger: rounded to 2 MiB
+
+
+def _pattern(kind: str) -> list:
+    events = []
+    if kind == "growing":
+        for i in range(12):
+            events += [("alloc", i, 16 * MIB + i * 2 * MIB), ("free", i, 0)]
+    else:
+        events += [("alloc", i, 6 * MIB) for i in range(24)]
+        events += [("free", i, 0) for i in range(0, 24, 2)]
+        events += [("alloc", 100 + i, 12 * MIB) for i in range(12)]
+    return events
+
+
+def test_the_model_reproduces_the_recorded_fragmentation_on_the_h200():
+    for kind in ("growing", "holes"):
+        recorded = load_recorded(f"analysis-frag-{kind}")["runs"]["standard"]["end"]
+        assert replay_trace(_pattern(kind))["reserved_bytes"] == recorded["reserved_bytes"], kind
+
+
+def test_predicted_reserved_matches_the_recorded_presets():
+    """Reserved at the end of step 2, net of what was reserved before the model, for every lesson preset."""
+    close = total = 0
+    for path in sorted((Path(ROOT) / "h200").glob("*-preset.json")):
+        result = json.loads(path.read_text())["result"]
+        cfg = ExperimentConfig.from_dict(result["config"])
+        phases = result["phases"]
+        model_reserved = phases[0]["reserved_bytes"]
+        step2 = max(i for i, p in enumerate(phases) if p["step"] == 2)
+        from experiments.replay import replay
+
+        if cfg.optimizer_impl == "default" and cfg.optimizer != "sgd":
+            cfg = cfg.replace(optimizer_impl="foreach")
+        marks = replay(cfg, block=512)["allocator"]["marks"]
+        predicted = marks[step2]["reserved_bytes"] - marks[0]["reserved_bytes"]
+        measured = phases[step2]["reserved_bytes"] - model_reserved
+        total += 1
+        close += abs(predicted - measured) <= 0.05 * max(measured, 1) + 2 * MIB
+    assert total >= 8 and close >= total - 1, (close, total)
+
+
+def test_the_cuda_estimate_reports_reserved_memory():
+    est = estimate(ExperimentConfig(layers=4, width=512, batch=256), device_type="cuda")
+    assert est["reserved_bytes"] >= est["peak_bytes"]
+    assert estimate(ExperimentConfig(layers=4, width=512, batch=256), device_type="cpu")["reserved_bytes"] is None
