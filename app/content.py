@@ -79,9 +79,6 @@ def localized(value, lang: str, default: str = "") -> str:
 
 # --- Lesson data as experiments: configurations, leak scenarios and the recorded ids that back them ---
 
-SANDBOX_KINDS = ("memory", "breakdown", "time")
-
-
 def over_preset(meta: dict, diff: dict | None) -> dict:
     """A configuration the lesson states as "the preset, with these differences"."""
     return {**(meta.get("preset") or {}), **(diff or {})}

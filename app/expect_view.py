@@ -8,7 +8,7 @@ import streamlit as st
 from app import content
 from app.frames import fmt_bytes
 from app.i18n import lang, t
-from experiments import expectations, facts, metrics
+from experiments import expectations, facts
 from experiments.config import ConfigError, ExperimentConfig
 from experiments.recorded import load_recorded
 
@@ -147,7 +147,3 @@ def render(meta: dict, kind: str, runs: dict | None = None, ns: str | None = Non
 def leak_checks(scenario: dict, result: dict) -> list[dict]:
     return expectations.evaluate(scenario.get("expect_check") or [], {"run": result})
 
-
-def fmt_growth(result: dict) -> str:
-    growth = metrics.leak_growth(result)
-    return "—" if growth is None else fmt_bytes(growth)

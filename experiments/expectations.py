@@ -53,15 +53,6 @@ def validate(check: dict) -> None:
         raise ExpectationError(f"{kind} needs min and/or max: {check!r}")
 
 
-def runs_needed(checks: list[dict]) -> set[str]:
-    keys = set()
-    for c in checks:
-        keys.add(c.get("run", "run"))
-        if c.get("baseline"):
-            keys.add(c["baseline"])
-    return keys
-
-
 def _within(value, check: dict) -> bool:
     lo, hi = check.get("min"), check.get("max")
     return (lo is None or value >= lo) and (hi is None or value <= hi)
