@@ -41,16 +41,14 @@ def safe_device_info() -> tuple[dict | None, str | None]:
 
 
 def capacity_bytes(cfg) -> int | None:
-    """What the estimate is compared with, as the runner does: the budget if set, else free device memory
-    (free RAM in CPU mode)."""
-    if cfg.budget_mb:
-        return int(cfg.budget_mb * MIB)
+    """What the estimate is compared with: the runner's rule (experiments/capacity.py) on the worker's device view."""
+    from experiments.capacity import capacity
+
     info, _ = safe_device_info()
-    if not info:
-        return None
-    if info.get("type") == "cuda" and cfg.device == "cpu":
-        return None  # the app process does not know the CPU budget of a forced-CPU run; no verdict
-    return info.get("free_bytes")
+    if info and info.get("type") == "cuda" and cfg.device == "cpu":
+        # The worker reports its GPU; free RAM for a forced-CPU run is not known here: the budget alone.
+        return capacity(cfg.budget_mb, None)
+    return capacity(cfg.budget_mb, (info or {}).get("free_bytes"), (info or {}).get("cached_free_bytes", 0))
 
 
 @st.cache_data(max_entries=2048, show_spinner=False)

@@ -285,6 +285,11 @@ STRINGS: dict[str, tuple[str, str]] = {
     "oom.in_use": ("In use when it failed", "失败时已占用"),
     "oom.requested": ("Tried to allocate", "尝试分配"),
     "oom.budget": ("Budget", "预算"),
+    "oom.budget_caveat": ("On a GPU the budget caps what the process reserves (set_per_process_memory_fraction): "
+                          "the workspaces present before the run and any fragmentation count against it, while "
+                          "the estimate counts tensor bytes. A run can fail under a budget its estimate fits.",
+                          "在 GPU 上，预算限制的是进程保留的显存（set_per_process_memory_fraction）：运行前已有的工作区"
+                          "和碎片都算在内，而估算只统计张量字节。所以估算能装下的运行，仍可能在预算内失败。"),
     "oom.would_fit": ("What would fit: by the estimate, batch {batch} fits into {capacity}.",
                       "能装下的配置：按估算，批大小 {batch} 可以装进 {capacity}。"),
     "oom.nothing_fits": (("Even the smallest batch is estimated not to fit into {capacity}: reduce layers or width, "

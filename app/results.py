@@ -112,6 +112,8 @@ def render_oom(result: dict) -> None:
     cols[0].metric(t("oom.requested"), fmt_bytes(oom.get("requested_bytes")))
     cols[1].metric(t("oom.in_use"), fmt_bytes(oom.get("in_use_bytes")))
     cols[2].metric(t("oom.budget"), fmt_bytes(oom.get("budget_bytes")))
+    if oom.get("budget_bytes") and (result.get("device") or {}).get("type") == "cuda":
+        st.caption(t("oom.budget_caveat"))
     try:
         cfg = ExperimentConfig.from_dict(result.get("config") or {})
     except Exception:  # noqa: BLE001 - advice is optional; the OOM itself is already shown

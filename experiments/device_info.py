@@ -40,6 +40,8 @@ def device_info(choice: str = "auto") -> dict:
             name=props.name,
             total_bytes=total,
             free_bytes=free,
+            # Held by this process's caching allocator but unused: a run can have it without the driver.
+            cached_free_bytes=torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device),
             capability=f"{props.major}.{props.minor}",
             multiprocessors=props.multi_processor_count,
         )

@@ -13,6 +13,7 @@ import traceback
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from .capacity import capacity
 from .config import ExperimentConfig
 from .device_info import cpu_available_bytes, device_info, resolve_device
 from .estimator import estimate
@@ -49,12 +50,11 @@ def warm_up_cuda(device: torch.device) -> None:
 
 
 def capacity_bytes(cfg: ExperimentConfig, device: torch.device) -> int | None:
-    budget = int(cfg.budget_mb * 2**20) if cfg.budget_mb is not None else None
     if device.type == "cuda":
         free, _total = torch.cuda.mem_get_info(device)
-        available = free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-        return min(budget, available) if budget else available
-    return budget if budget is not None else cpu_available_bytes()
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return capacity(cfg.budget_mb, free, cached)
+    return capacity(cfg.budget_mb, cpu_available_bytes())
 
 
 def _requested_bytes(message: str) -> int | None:

@@ -41,3 +41,13 @@ def test_unknown_field_is_refused():
 def test_segment_size_defaults_to_sqrt_layers():
     assert ExperimentConfig(layers=16, checkpoint="segments").segment_size == 4
     assert ExperimentConfig(layers=16, checkpoint="segments", segments=2).segment_size == 2
+
+
+def test_one_capacity_rule_budget_capped_by_the_device():
+    from experiments.capacity import capacity
+
+    assert capacity(None, 1000) == 1000
+    assert capacity(None, 1000, cached_free_bytes=24) == 1024
+    assert capacity(1, 10 * 2**20) == 2**20  # the budget, when the device has more
+    assert capacity(64, 2**20) == 2**20  # the device, when the budget asks for more than there is
+    assert capacity(2, None) == 2 * 2**20 and capacity(None, None) is None
