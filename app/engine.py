@@ -7,12 +7,12 @@ import streamlit as st
 MIB = 2**20
 
 
-@st.cache_resource(show_spinner=False)
 def client():
-    """One worker process per server: jobs from all browsers run one at a time, so CUDA peaks stay per-job."""
-    from experiments.worker import WorkerClient
+    """One worker process per server: jobs from all browsers run one at a time, so CUDA peaks stay per-job.
+    Held by experiments.worker, not st.cache_resource, so no visitor's "Clear cache" can reset it."""
+    from experiments.worker import shared_client
 
-    return WorkerClient()
+    return shared_client()
 
 
 def get_client():

@@ -14,12 +14,27 @@ import json
 import multiprocessing as mp
 import os
 import queue
+import secrets
 import threading
 import time
 from collections import OrderedDict
 
 MAX_JOB_SECONDS = float(os.environ.get("GPU_MEMORY_LAB_MAX_JOB_SECONDS", "600"))
 CACHE_SIZE = 256
+JOB_TTL_S = 600.0  # how long a finished job's status waits for its page; results stay in the bounded cache
+
+_shared: WorkerClient | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_client() -> WorkerClient:
+    """The server's one worker client. A module global, not st.cache_resource: a visitor's "Clear cache"
+    must not drop it (that failed every running job and started a second worker on the same GPU)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = WorkerClient()
+        return _shared
 
 
 def _report_device(events) -> None:
@@ -31,8 +46,19 @@ def _report_device(events) -> None:
         events.put(("device", None, {"type": "unknown", "error": f"{type(e).__name__}: {e}"}))
 
 
-def _worker_main(jobs, events, cancel) -> None:
+def _exit_with_parent(parent_pid: int) -> None:
+    """A worker whose server died (even by SIGKILL) exits too, giving back its memory and its GPU."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent_pid:
+            os._exit(0)
+
+
+def _worker_main(jobs, events, cancel, parent_pid: int | None = None) -> None:
     from .jobs import execute
+
+    if parent_pid is not None:
+        threading.Thread(target=_exit_with_parent, args=(parent_pid,), name="gml-parent-watch", daemon=True).start()
 
     # The web server asks the worker for the device view, so that only this process ever
     # creates a CUDA context (each context costs hundreds of MiB of GPU memory).
@@ -70,7 +96,10 @@ class WorkerClient:
         self._pending: list[str] = []
         self._by_key: dict[str, str] = {}
         self._cache: OrderedDict[str, dict] = OrderedDict()
-        self._ids = itertools.count(1)
+        # A random prefix: ids never repeat, not even across a restarted server.
+        self._ids = (f"j{secrets.token_hex(3)}-{n}" for n in itertools.count(1))
+        self._running: str | None = None
+        self._finished_at: OrderedDict[str, float] = OrderedDict()
         self._proc = None
         self._cancel_current = None
         self._device: dict | None = None
@@ -82,10 +111,12 @@ class WorkerClient:
     def submit(self, kind: str, params: dict) -> str:
         key = _key(kind, params)
         with self._lock:
-            job_id = f"j{next(self._ids)}"
+            self._expire()
+            job_id = next(self._ids)
             if key in self._cache:
                 self._cache.move_to_end(key)
                 self._jobs[job_id] = self._new(kind, params, key, state="done", result=self._cache[key], cached=True)
+                self._finished_at[job_id] = time.monotonic()
                 return job_id
             twin = self._by_key.get(key)
             if twin and self._jobs[twin]["state"] in ("queued", "running"):
@@ -112,6 +143,7 @@ class WorkerClient:
             if job_id in self._pending:
                 self._pending.remove(job_id)
                 job["state"] = "cancelled"
+                self._finished_at[job_id] = time.monotonic()
             elif job["state"] == "running" and self._cancel_current is not None:
                 self._cancel_current.set()
 
@@ -136,7 +168,14 @@ class WorkerClient:
                 "result": result, "error": None, "cached": cached}
 
     def _running_id(self):
-        return next((j for j, job in self._jobs.items() if job["state"] == "running"), None)
+        return self._running
+
+    def _expire(self) -> None:
+        """Finished jobs are kept JOB_TTL_S for their pages to collect, then dropped: the table stays bounded."""
+        cutoff = time.monotonic() - JOB_TTL_S
+        while self._finished_at and next(iter(self._finished_at.values())) < cutoff:
+            job_id, _ = self._finished_at.popitem(last=False)
+            self._jobs.pop(job_id, None)
 
     def _finish(self, job_id: str, state: str, result=None, error=None) -> None:
         with self._lock:
@@ -144,6 +183,9 @@ class WorkerClient:
             if state == "done" and result is not None and result.get("cancelled"):
                 state = "cancelled"
             job.update(state=state, result=result, error=error)
+            self._finished_at[job_id] = time.monotonic()
+            if self._running == job_id:
+                self._running = None
             if state == "done":
                 self._cache[job["key"]] = result
                 while len(self._cache) > CACHE_SIZE:
@@ -161,6 +203,7 @@ class WorkerClient:
                 job_id = self._pending.pop(0)
                 job = self._jobs[job_id]
                 job["state"] = "running"
+                self._running = job_id
             try:
                 if self.inline:
                     self._run_inline(job_id, job)
@@ -194,7 +237,8 @@ class WorkerClient:
             self._device_ready.clear()
             ctx = mp.get_context("spawn")
             self._jobs_q, self._events_q, self._cancel_current = ctx.Queue(), ctx.Queue(), ctx.Event()
-            self._proc = ctx.Process(target=_worker_main, args=(self._jobs_q, self._events_q, self._cancel_current),
+            self._proc = ctx.Process(target=_worker_main,
+                                     args=(self._jobs_q, self._events_q, self._cancel_current, os.getpid()),
                                      name="gpu-memory-lab-worker", daemon=True)
             self._proc.start()
 

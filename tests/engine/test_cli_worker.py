@@ -75,3 +75,63 @@ def test_inline_worker_cancel_of_a_queued_job():
     assert c.status(queued)["state"] == "cancelled"
     c.cancel(slow)
     assert _wait(c, slow)["state"] in ("cancelled", "done")
+
+
+def test_one_shared_client_per_server_process():
+    from experiments.worker import shared_client
+
+    assert shared_client() is shared_client()
+
+
+def test_finished_jobs_expire_and_ids_never_repeat(monkeypatch):
+    import time
+
+    from experiments import worker
+
+    client = worker.WorkerClient(inline=True)
+    first = client.submit("leak", {"scenario": "fixed", "steps": 2, "device": "cpu", "batch": 8, "width": 16})
+    deadline = time.time() + 60
+    while client.status(first)["state"] != "done":
+        assert time.time() < deadline
+        time.sleep(0.05)
+    monkeypatch.setattr(worker, "JOB_TTL_S", 0.0)
+    second = client.submit("leak", {"scenario": "fixed", "steps": 2, "device": "cpu", "batch": 8, "width": 16})
+    assert second != first and client.status(second)["cached"]  # served from the bounded result cache
+    assert client.status(first)["error"] == "unknown job"  # the finished job's entry is gone
+    assert len(client._jobs) == 1
+    assert worker.WorkerClient(inline=True).submit("leak", {"scenario": "fixed", "steps": 2}) != first
+
+
+def test_the_worker_exits_when_its_server_is_killed(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "server.py"
+    script.write_text(
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from experiments.worker import WorkerClient\n"
+        "if __name__ == '__main__':  # the worker is spawned: it re-imports this file\n"
+        "    c = WorkerClient(inline=False)\n"
+        "    assert c.device_info(timeout=120)\n"
+        "    print(c._proc.pid, flush=True)\n"
+        "    time.sleep(600)\n")
+    server = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    worker_pid = int(server.stdout.readline())
+    os.kill(server.pid, signal.SIGKILL)
+    server.wait()
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            os.kill(worker_pid, 0)
+        except ProcessLookupError:
+            return
+        try:
+            os.waitpid(worker_pid, os.WNOHANG)  # reaped by init normally; harmless otherwise
+        except ChildProcessError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("the worker outlived its killed server")
