@@ -22,6 +22,10 @@ STRINGS: dict[str, tuple[str, str]] = {
     "page.exercise2": ("Exercise 2 · Make it fit", "练习 2 · 让它装得下"),
     "page.exercise3": ("Exercise 3 · Find the leak", "练习 3 · 找出泄漏"),
     "sidebar.gpu": ("Running on GPU: {name}", "运行在 GPU：{name}"),
+    "sidebar.shared_gpu": ("Another GPU Memory Lab server on this machine uses the same GPU: runs of both servers "
+                           "share it, so peaks and times can be disturbed. Run one server per GPU.",
+                           "这台机器上另一个显存实验室服务器也在使用同一块 GPU：两个服务器的运行会相互干扰峰值和耗时。"
+                           "请每块 GPU 只运行一个服务器。"),
     "sidebar.cpu": ("CPU mode: no GPU on this server", "CPU 模式：此服务器没有 GPU"),
     # lesson text
     "lesson.missing": ("This lesson's text is not available yet.", "本课的文字内容暂未提供。"),

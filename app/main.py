@@ -77,6 +77,8 @@ def main() -> None:
         info, _ = engine.safe_device_info()
         if info and info.get("type") == "cuda":
             st.caption(t("sidebar.gpu", name=info.get("name", "GPU")))
+            if info.get("shared_with_another_server"):
+                st.warning(t("sidebar.shared_gpu"))
         else:
             st.caption(t("sidebar.cpu"))
 

@@ -24,6 +24,7 @@ CACHE_SIZE = 256
 JOB_TTL_S = 600.0  # how long a finished job's status waits for its page; results stay in the bounded cache
 
 _shared: WorkerClient | None = None
+_shared_device = False  # in the worker: another lab server's worker holds this GPU
 _shared_lock = threading.Lock()
 
 
@@ -41,7 +42,7 @@ def _report_device(events) -> None:
     from .device_info import device_info
 
     try:
-        events.put(("device", None, device_info()))
+        events.put(("device", None, device_info() | {"shared_with_another_server": _shared_device}))
     except Exception as e:  # noqa: BLE001 - no device info is a message, not a dead worker
         events.put(("device", None, {"type": "unknown", "error": f"{type(e).__name__}: {e}"}))
 
@@ -54,8 +55,34 @@ def _exit_with_parent(parent_pid: int) -> None:
             os._exit(0)
 
 
+_device_lock = None
+
+
+def _claim_device() -> bool:
+    """One lab worker per GPU: a second server on the same machine would share the device and spoil both
+    servers' measurements. Returns False when another worker holds the device's lock file."""
+    global _device_lock
+    import fcntl
+    import tempfile
+
+    import torch
+
+    if not torch.cuda.is_available():
+        return True
+    path = os.path.join(tempfile.gettempdir(), f"gpu-memory-lab-cuda{torch.cuda.current_device()}.lock")
+    _device_lock = open(path, "a")  # noqa: SIM115 - held for the life of the worker
+    try:
+        fcntl.flock(_device_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+
+
 def _worker_main(jobs, events, cancel, parent_pid: int | None = None) -> None:
     from .jobs import execute
+
+    global _shared_device
+    _shared_device = not _claim_device()
 
     if parent_pid is not None:
         threading.Thread(target=_exit_with_parent, args=(parent_pid,), name="gml-parent-watch", daemon=True).start()

@@ -135,3 +135,20 @@ def test_the_worker_exits_when_its_server_is_killed(tmp_path):
             pass
         time.sleep(0.2)
     raise AssertionError("the worker outlived its killed server")
+
+
+def test_a_second_worker_on_the_same_gpu_is_detected(monkeypatch, tmp_path):
+    import tempfile
+
+    import torch
+
+    from experiments import worker
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert worker._claim_device()  # the first server's worker holds the lock
+    first = worker._device_lock
+    assert not worker._claim_device()  # a second one is told, and says so in its device report
+    worker._device_lock.close()
+    first.close()
