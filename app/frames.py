@@ -203,7 +203,7 @@ def fragmentation_frame(result: dict) -> pd.DataFrame:
         for p in run.get("points") or []:
             for series in ("allocated", "reserved"):
                 rows.append({"allocator": t("frag.allocator." + allocator), "i": p["i"], "op": p["op"],
-                             "series": t("series." + series), "mib": p[f"{series}_bytes"] / MIB})
+                             "series": t("frag.series." + series), "mib": p[f"{series}_bytes"] / MIB})
     return pd.DataFrame(rows, columns=["allocator", "i", "op", "series", "mib"])
 
 

@@ -481,6 +481,8 @@ STRINGS: dict[str, tuple[str, str]] = {
     "frag.allocator.expandable": ("expandable_segments:True", "expandable_segments:True"),
     "frag.chart": ("Allocated (solid) and reserved (dashed) after every operation",
                    "每次操作之后的已分配（实线）与保留（虚线）"),
+    "frag.series.allocated": ("Allocated", "已分配"),
+    "frag.series.reserved": ("Reserved", "保留"),
     "frag.unallocated": ("Reserved but unallocated", "已保留但未分配"),
     "frag.reserved_end": ("Reserved at the end", "结束时保留"),
     "frag.oom": ("{allocator}: out of memory — the allocator's message:", "{allocator}：显存不足——分配器的原始信息："),
