@@ -286,6 +286,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "download.json": ("Download full result (JSON)", "下载完整结果（JSON）"),
     "oom.title": ("Out of memory in phase “{phase}” of step {step}. The app keeps working; the memory was given back.",
                   "第 {step} 步的“{phase}”阶段显存不足。应用仍正常运行，显存已释放。"),
+    "oom.use_batch": ("Use batch {batch}, then Run to confirm", "改用批大小 {batch}，再点运行实验确认"),
     "oom.in_use": ("In use when it failed", "失败时已占用"),
     "oom.requested": ("Tried to allocate", "尝试分配"),
     "oom.budget": ("Budget", "预算"),

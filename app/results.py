@@ -23,17 +23,18 @@ def device_label(result: dict, recorded_at: str | None = None) -> None:
         st.info(t("result.cpu", name=device.get("name", "CPU"), torch=torch_version))
 
 
-def job_error(message: str | None, label: str | None = None, config: dict | None = None) -> None:
+def job_error(message: str | None, label: str | None = None, config: dict | None = None,
+              ns: str | None = None) -> None:
     """A failed job: the engine's message; a run refused as too large is explained in the page's units."""
     message = message or "?"
-    if message.startswith("WouldNotFit") and config and refused(config, label):
+    if message.startswith("WouldNotFit") and config and refused(config, label, ns):
         return
     st.error(t("error.worker", message=f"{label}: {message}" if label else message))
     if message.startswith("WouldNotFit"):
         st.info(t("error.would_not_fit"))
 
 
-def refused(config: dict, label: str | None = None) -> bool:
+def refused(config: dict, label: str | None = None, ns: str | None = None) -> bool:
     """The refusal of a run whose estimate is far above the memory available: sizes, and what would fit."""
     from experiments.config import ConfigError, ExperimentConfig
 
@@ -52,6 +53,8 @@ def refused(config: dict, label: str | None = None) -> bool:
     batch = largest_fitting_batch(cfg, capacity, lambda c: engine.estimate(c, capacity)[0], upper=cfg.batch)
     st.info(t("oom.would_fit", batch=batch, capacity=fmt_bytes(capacity)) if batch
             else t("oom.nothing_fits", capacity=fmt_bytes(capacity)))
+    if batch:
+        use_batch_button(ns, batch, f"{ns}.refused")
     st.caption(t("error.force_hint"))
     return True
 
@@ -61,7 +64,7 @@ def render_status(status: dict, meta: dict, *, current, ran: dict | None, driver
     """A finished job's status: result, cancellation or error."""
     state = status.get("state")
     if state == "error":
-        job_error(status.get("error"), config=ran)
+        job_error(status.get("error"), config=ran, ns=key)
         return
     result = status.get("result")
     if state == "cancelled" and not result:
@@ -101,7 +104,19 @@ def _metrics(result: dict) -> None:
         st.caption(t("metric.tflops", value=f"{result['tflops']:.3g}"))
 
 
-def render_oom(result: dict) -> None:
+def use_batch_button(ns: str | None, batch: int, key: str) -> None:
+    """Sets the sandbox's batch to what would fit, so one press of Run confirms it with a real run."""
+    if not ns:
+        return
+    from app.sandbox import key as field_key
+
+    def apply():
+        st.session_state[field_key(ns, "batch")] = batch
+
+    st.button(t("oom.use_batch", batch=batch), key=f"{key}.use_batch", on_click=apply, icon=":material/tune:")
+
+
+def render_oom(result: dict, ns: str | None = None, key: str = "run") -> None:
     oom = result["oom"]
     from experiments.config import ExperimentConfig
 
@@ -132,6 +147,7 @@ def render_oom(result: dict) -> None:
         st.info(t("oom.nothing_fits", capacity=fmt_bytes(capacity)))
     else:
         st.info(t("oom.would_fit", batch=batch, capacity=fmt_bytes(capacity)))
+        use_batch_button(ns, batch, key)
 
 
 def render_run(result: dict, meta: dict, *, driver: bool = False, recorded_at: str | None = None,
@@ -140,7 +156,7 @@ def render_run(result: dict, meta: dict, *, driver: bool = False, recorded_at: s
     device_label(result, recorded_at)
     where = {"runs": {"run": result}, "ns": ns, "previous": previous, "key": key}
     if result.get("oom"):
-        render_oom(result)
+        render_oom(result, ns=ns, key=key)
     _metrics(result)
 
     df = frames.phases_frame(result)

@@ -69,8 +69,9 @@ def test_out_of_memory_is_a_lesson_not_a_crash():
 
 
 def test_refused_run_explains_force():
-    state = small_config("monitoring") | {"monitoring_width": 512, "monitoring_batch": 256,
-                                          "monitoring_budget_mb": 1.0}
+    # Activations dominate at width 64, batch 16384 (about 28 MiB): a 4 MiB budget refuses it, a smaller batch fits.
+    state = small_config("monitoring") | {"monitoring_width": 64, "monitoring_batch": 16384,
+                                          "monitoring_budget_mb": 4.0}
     at = open_page("monitoring", state=state)
     at.button(key="monitoring.run").click().run()
     run_until(at, lambda a: "monitoring.done" in a.session_state)
@@ -80,6 +81,11 @@ def test_refused_run_explains_force():
     assert "Not run: the estimated peak" in warning and ("KiB" in warning or "MiB" in warning), warning
     assert any("fits into" in i.value or "smallest batch" in i.value for i in at.info), [i.value for i in at.info]
     assert any("Run even if the estimate" in c.value for c in at.caption)
+    # One press sets the batch that would fit; Run then confirms it with a real run.
+    button = next(b for b in at.button if b.label.startswith("Use batch"))
+    batch = int(button.label.split()[2].rstrip(","))
+    button.click().run()
+    assert at.select_slider(key="monitoring_batch").value == batch
 
 
 def test_cancel_stops_a_running_job():
