@@ -95,7 +95,7 @@ def _worker_main(jobs, events, cancel, parent_pid: int | None = None) -> None:
         if item is None:
             return
         job_id, kind, params = item
-        cancel.clear()
+        # The client clears `cancel` before it sends a job: a Cancel that arrives before this point still counts.
         events.put(("running", job_id, None))
 
         def progress(done, total, label, job_id=job_id):
@@ -126,6 +126,8 @@ class WorkerClient:
         # A random prefix: ids never repeat, not even across a restarted server.
         self._ids = (f"j{secrets.token_hex(3)}-{n}" for n in itertools.count(1))
         self._running: str | None = None
+        # One ticket per submission; joined submissions share a job, which is cancelled with its last ticket.
+        self._tickets: dict[str, str] = {}
         self._finished_at: OrderedDict[str, float] = OrderedDict()
         self._proc = None
         self._cancel_current = None
@@ -144,28 +146,35 @@ class WorkerClient:
                 self._cache.move_to_end(key)
                 self._jobs[job_id] = self._new(kind, params, key, state="done", result=self._cache[key], cached=True)
                 self._finished_at[job_id] = time.monotonic()
-                return job_id
+                return self._ticket(job_id, job_id)
             twin = self._by_key.get(key)
             if twin and self._jobs[twin]["state"] in ("queued", "running"):
-                return twin
+                return self._ticket(twin, job_id)
             self._jobs[job_id] = self._new(kind, params, key)
+            self._ticket(job_id, job_id)
             self._by_key[key] = job_id
             self._pending.append(job_id)
             self._lock.notify_all()
             return job_id
 
-    def status(self, job_id: str) -> dict:
+    def status(self, ticket: str) -> dict:
         with self._lock:
+            job_id = self._tickets.get(ticket, ticket)
             job = self._jobs.get(job_id)
             if job is None:
                 return {"state": "error", "position": 0, "progress": None, "result": None, "error": "unknown job"}
             position = self._pending.index(job_id) + (1 if self._running_id() else 0) if job_id in self._pending else 0
             return {k: job[k] for k in ("state", "progress", "result", "error", "cached")} | {"position": position}
 
-    def cancel(self, job_id: str) -> None:
+    def cancel(self, ticket: str) -> None:
+        """Withdraws one submission; the job stops only when no other learner still waits for it."""
         with self._lock:
+            job_id = self._tickets.get(ticket, ticket)
             job = self._jobs.get(job_id)
             if job is None:
+                return
+            job["subscribers"].discard(ticket)
+            if job["subscribers"]:
                 return
             if job_id in self._pending:
                 self._pending.remove(job_id)
@@ -192,7 +201,13 @@ class WorkerClient:
     @staticmethod
     def _new(kind, params, key, state="queued", result=None, cached=False) -> dict:
         return {"kind": kind, "params": params, "key": key, "state": state, "progress": None,
-                "result": result, "error": None, "cached": cached}
+                "result": result, "error": None, "cached": cached, "subscribers": set(), "tickets": []}
+
+    def _ticket(self, job_id: str, ticket: str) -> str:
+        self._tickets[ticket] = job_id
+        self._jobs[job_id]["subscribers"].add(ticket)
+        self._jobs[job_id]["tickets"].append(ticket)
+        return ticket
 
     def _running_id(self):
         return self._running
@@ -202,7 +217,9 @@ class WorkerClient:
         cutoff = time.monotonic() - JOB_TTL_S
         while self._finished_at and next(iter(self._finished_at.values())) < cutoff:
             job_id, _ = self._finished_at.popitem(last=False)
-            self._jobs.pop(job_id, None)
+            job = self._jobs.pop(job_id, None)
+            for ticket in (job or {}).get("tickets", ()):
+                self._tickets.pop(ticket, None)
 
     def _finish(self, job_id: str, state: str, result=None, error=None) -> None:
         with self._lock:
@@ -229,6 +246,12 @@ class WorkerClient:
                         self._drain_events()
                 job_id = self._pending.pop(0)
                 job = self._jobs[job_id]
+                # Reset the cancel flag before the job counts as running, under the lock `cancel` takes:
+                # a Cancel from the moment it is running reaches it, even before the worker starts it.
+                if self.inline:
+                    self._cancel_current = threading.Event()
+                elif self._cancel_current is not None:
+                    self._cancel_current.clear()
                 job["state"] = "running"
                 self._running = job_id
             try:
@@ -242,8 +265,7 @@ class WorkerClient:
     def _run_inline(self, job_id: str, job: dict) -> None:
         from .jobs import execute
 
-        cancel = threading.Event()
-        self._cancel_current = cancel
+        cancel = self._cancel_current
 
         def progress(done, total, label):
             job["progress"] = {"done": done, "total": total, "label": label}

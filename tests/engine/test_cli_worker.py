@@ -59,8 +59,10 @@ def test_worker_runs_in_a_spawned_process_dedupes_and_caches():
     assert c.device_info()["type"] == "cpu"
     params = dict(device="cpu", layers=2, width=32, batch=8, steps=2, timing_steps=0)
     a, b = c.submit("run", params), c.submit("run", params)
-    assert a == b  # an identical queued job is joined, not run twice
+    # An identical queued job is joined, not run twice: two tickets, one job, one result.
+    assert a != b and c._tickets[a] == c._tickets[b]
     assert _wait(c, a)["state"] == "done"
+    assert c.status(b)["result"] is c.status(a)["result"]
     again = c.status(c.submit("run", params))
     assert again["state"] == "done" and again["cached"]
     bad = _wait(c, c.submit("run", dict(params, batch=7, accum=2)))
@@ -152,3 +154,26 @@ def test_a_second_worker_on_the_same_gpu_is_detected(monkeypatch, tmp_path):
     assert not worker._claim_device()  # a second one is told, and says so in its device report
     worker._device_lock.close()
     first.close()
+
+
+def test_a_joined_run_stops_only_when_its_last_learner_cancels():
+    import time
+
+    from experiments import worker
+
+    client = worker.WorkerClient(inline=True)
+    blocker = {"device": "cpu", "layers": 8, "width": 1024, "batch": 1024, "steps": 10, "timing_steps": 50}
+    first = client.submit("run", blocker)  # keeps the queue busy
+    tiny = {"scenario": "fixed", "steps": 2, "device": "cpu", "batch": 8, "width": 16}
+    a, b = client.submit("leak", tiny), client.submit("leak", tiny)
+    assert a != b  # each learner gets a ticket of their own for the one joined job
+    client.cancel(a)
+    assert client.status(b)["state"] == "queued"  # b still waits for it
+    client.cancel(b)
+    assert client.status(b)["state"] == "cancelled"
+    client.cancel(first)
+    deadline = time.time() + 120
+    while client.status(first)["state"] not in ("cancelled", "done"):
+        assert time.time() < deadline
+        time.sleep(0.05)
+    assert client.status(first)["state"] == "cancelled"
