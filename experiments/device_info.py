@@ -15,15 +15,45 @@ def resolve_device(choice: str) -> torch.device:
     return torch.device("cpu")
 
 
+CGROUP_FILES = (
+    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),  # cgroup v2
+    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),  # v1
+)
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max" (no limit) and unreadable files give None
+
+
+def cgroup_available_bytes() -> int | None:
+    """What the container's memory limit still allows; None without a limit. A host's MemAvailable cannot see
+    it, and a run that passes MemAvailable but not the limit is killed by the OOM killer, worker and all."""
+    for limit_path, usage_path in CGROUP_FILES:
+        limit, usage = _read_int(limit_path), _read_int(usage_path)
+        if limit is not None and usage is not None and limit < 2**60:
+            return max(0, limit - usage)
+    return None
+
+
 def cpu_available_bytes() -> int | None:
+    available = None
     try:
         with open("/proc/meminfo") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                    available = int(line.split()[1]) * 1024
+                    break
     except OSError:
-        return None
-    return None
+        pass
+    limited = cgroup_available_bytes()
+    if available is None or limited is None:
+        return available if limited is None else limited
+    return min(available, limited)
 
 
 def device_info(choice: str = "auto") -> dict:

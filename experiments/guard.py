@@ -39,6 +39,9 @@ def check_gradients(cfg: ExperimentConfig, forward=None) -> dict:
     """
     device = resolve_device(cfg.device)
     baseline_cfg = cfg.replace(precision="fp32", checkpoint="none", accum=1)
+    from .runner import check_fits
+
+    check_fits(baseline_cfg, device, copies=2)  # the baseline's gradients are kept while the candidate runs
     reference = _gradients(baseline_cfg, device)
     candidate = _gradients(cfg, device, forward)
     max_abs = max((a - b).abs().max().item() for a, b in zip(candidate, reference, strict=True))

@@ -17,6 +17,9 @@ from .training import build_state, train_step
 def profile_step(cfg: ExperimentConfig, row_limit: int = 40) -> dict:
     device = resolve_device(cfg.device)
     cuda = device.type == "cuda"
+    from .runner import check_fits
+
+    check_fits(cfg, device)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     state = build_state(cfg, device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])

@@ -57,6 +57,21 @@ def capacity_bytes(cfg: ExperimentConfig, device: torch.device) -> int | None:
     return capacity(cfg.budget_mb, cpu_available_bytes())
 
 
+def check_fits(cfg: ExperimentConfig, device: torch.device, copies: int = 1) -> tuple[int | None, dict]:
+    """Refuse a configuration whose estimate is far past the capacity (runs, profiles and gradient checks alike:
+    on a CPU an unchecked one is killed by the OOM killer, worker and all). `copies`: states alive at once."""
+    capacity = capacity_bytes(cfg, device)
+    est = estimate(cfg, capacity_bytes=capacity, device_type=device.type)
+    if not cfg.force and capacity is not None and copies * est["peak_bytes"] > REFUSE_FACTOR * capacity:
+        raise WouldNotFit(
+            f"estimated peak {copies * est['peak_bytes'] / 2**30:.2f} GiB does not fit the "
+            f"{capacity / 2**30:.2f} GiB available on {device.type}; reduce batch, width or layers, "
+            "or force the run to see the out-of-memory error",
+            est,
+        )
+    return capacity, est
+
+
 def _requested_bytes(message: str) -> int | None:
     exact = re.search(r"Tried to allocate [\d.]+ \w+ \((\d+) bytes\)", message)
     if exact:
@@ -147,15 +162,7 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None) -> 
         gc.collect()
         torch.cuda.empty_cache()
         warm_up_cuda(device)
-    capacity = capacity_bytes(cfg, device)
-    est = estimate(cfg, capacity_bytes=capacity, device_type=device.type)
-    if not cfg.force and capacity is not None and est["peak_bytes"] > REFUSE_FACTOR * capacity:
-        raise WouldNotFit(
-            f"estimated peak {est['peak_bytes'] / 2**30:.2f} GiB does not fit the "
-            f"{capacity / 2**30:.2f} GiB available on {device.type}; reduce batch, width or layers, "
-            "or force the run to see the out-of-memory error",
-            est,
-        )
+    capacity, est = check_fits(cfg, device)
 
     budget = int(cfg.budget_mb * 2**20) if cfg.budget_mb is not None else None
     tracker = StorageTracker(budget_bytes=budget if not cuda else None)

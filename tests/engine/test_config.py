@@ -51,3 +51,16 @@ def test_one_capacity_rule_budget_capped_by_the_device():
     assert capacity(1, 10 * 2**20) == 2**20  # the budget, when the device has more
     assert capacity(64, 2**20) == 2**20  # the device, when the budget asks for more than there is
     assert capacity(2, None) == 2 * 2**20 and capacity(None, None) is None
+
+
+def test_cpu_capacity_sees_a_containers_memory_limit(tmp_path, monkeypatch):
+    from experiments import device_info
+
+    limit, usage = tmp_path / "memory.max", tmp_path / "memory.current"
+    limit.write_text("1073741824\n")
+    usage.write_text("268435456\n")
+    monkeypatch.setattr(device_info, "CGROUP_FILES", ((str(limit), str(usage)),))
+    assert device_info.cgroup_available_bytes() == 768 * 2**20
+    assert device_info.cpu_available_bytes() <= 768 * 2**20
+    limit.write_text("max\n")  # no limit: the host's MemAvailable decides
+    assert device_info.cgroup_available_bytes() is None

@@ -113,3 +113,13 @@ def test_replay_counts_the_flops_the_runner_counts():
     cfg = ExperimentConfig(device="cpu", model="transformer", layers=2, width=64, heads=4, seq_len=32, batch=2,
                            checkpoint="per_layer", timing_steps=0)
     assert estimate(cfg, device_type="cpu")["step"]["flops"] == run_experiment(cfg)["flops_per_step"]
+
+
+def test_profile_and_guard_refuse_what_would_not_fit():
+    from experiments.profiling import profile_step
+    from experiments.runner import WouldNotFit
+
+    big = ExperimentConfig(device="cpu", layers=8, width=4096, batch=64, budget_mb=64)
+    for check in (profile_step, check_gradients):
+        with pytest.raises(WouldNotFit):
+            check(big)
