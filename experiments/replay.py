@@ -10,6 +10,7 @@ same storages); for CUDA the allocator's 512-byte blocks are applied (see estima
 from __future__ import annotations
 
 import contextlib
+import threading
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -22,6 +23,7 @@ from .strategies import float32_precision
 from .tracker import StorageTracker
 
 _FULL_SIZE_REDUCTIONS = {torch.ops.aten.mse_loss.default}
+_LOCK = threading.Lock()
 
 
 # Ops that launch no kernel: views, metadata and the profiler's markers.
@@ -114,6 +116,11 @@ def replay(cfg: ExperimentConfig, block: int = 1, fake_device: str = "cpu") -> d
     `fake_device="cuda"` dispatches as CUDA does (autocast's CUDA op lists, CUDA attention kernels); it needs
     a CUDA build of torch and creates a CUDA context, so only the worker process may use it.
     """
+    with _LOCK:  # building a model touches process-wide settings (default dtype, matmul precision, seed)
+        return _replay(cfg, block, fake_device)
+
+
+def _replay(cfg: ExperimentConfig, block: int, fake_device: str) -> dict:
     cfg = cfg.replace(device="cpu", steps=2, timing_steps=0, budget_mb=None, force=True)
     device = torch.device(fake_device)
     tracker = _ReplayTracker(block=block)
