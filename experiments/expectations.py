@@ -22,7 +22,7 @@ ONE_RUN_METRICS = {
     "net_peak_mib", "peak_mib", "baseline_mib", "parameters_mib", "category_mib", "category_share_pct",
     "phase_peak_mib", "phase_growth_mib", "step_ms", "step_spread_pct", "tflops", "leak_growth_bytes",
     "leak_growth_kib", "frag_unallocated_mib", "frag_reserved_mib", "frag_allocated_mib", "round_median_ms",
-    "round_spread_pct",
+    "round_spread_pct", "round_ratio", "round_separation_pct",
 }
 PAIR_METRICS = {"peak_saving_pct", "peak_ratio", "saved_mib", "step_time_ratio", "category_ratio"}
 CHECKS = ("peak_phase", "share", "phase_growth", "step1_le_steady", "steady_repeats", "reserved_ge_allocated",
@@ -109,7 +109,7 @@ def evaluate_one(check: dict, runs: dict[str, dict]) -> dict:
             return _outcome(check, None)
         return _outcome(check, _within(growth / unit, check), growth / unit, growth_bytes=growth)
     # "value": one named figure, of one run or of a run against a baseline run
-    args = {k: check[k] for k in ("category", "step", "phase", "strategy") if k in check}
+    args = {k: check[k] for k in ("category", "step", "phase", "strategy", "versus") if k in check}
     baseline = runs.get(check["baseline"]) if check.get("baseline") else None
     if check.get("baseline") and baseline is None:
         return _outcome(check, None)

@@ -35,7 +35,7 @@ def value(spec: dict, load) -> float | None:
         baseline = load(spec.get("baseline"))
         if baseline is None:
             return None
-    args = {k: spec[k] for k in ("category", "step", "phase", "strategy") if k in spec}
+    args = {k: spec[k] for k in ("category", "step", "phase", "strategy", "versus") if k in spec}
     return metrics.scalar(metric, result, baseline, **args)
 
 

@@ -170,6 +170,15 @@ def scalar(metric: str, result: dict, baseline: dict | None = None, **args) -> f
     if metric == "round_median_ms":
         rows = [r for r in result.get("strategies") or [] if r.get("id") == args["strategy"]]
         return rows[0]["median_ms"] if rows else None
+    if metric in ("round_ratio", "round_separation_pct"):
+        rows = {r["id"]: r for r in result.get("strategies") or []}
+        a, b = rows.get(args["strategy"]), rows.get(args["versus"])
+        if not a or not b or not b.get("median_ms"):
+            return None
+        if metric == "round_ratio":
+            return a["median_ms"] / b["median_ms"]
+        # > 0: the strategy's fastest round is slower than the other's slowest, by this % of the other's median.
+        return (a["min_ms"] - b["max_ms"]) / b["median_ms"] * 100
     if metric == "round_spread_pct":
         rows = [r for r in result.get("strategies") or [] if r.get("id") == args["strategy"]]
         if not rows or not rows[0].get("median_ms"):
