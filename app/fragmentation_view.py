@@ -29,9 +29,9 @@ def show(result: dict, meta: dict, key: str) -> None:
     cols = st.columns(len(runs) or 1)
     for col, (allocator, run) in zip(cols, runs.items(), strict=False):
         end = run.get("end") or {}
-        col.metric(f"{t('frag.unallocated')} · {t('frag.allocator.' + allocator)}",
-                   fmt_bytes(end.get("reserved_bytes", 0) - end.get("allocated_bytes", 0)))
-        col.caption(f"{t('frag.reserved_end')}: {fmt_bytes(end.get('reserved_bytes'))}")
+        # The allocator as the label (short enough for a half-width column), what the number is below it.
+        col.metric(t("frag.allocator." + allocator), fmt_bytes(end.get("reserved_bytes", 0) - end.get("allocated_bytes", 0)))
+        col.caption(f"{t('frag.unallocated')} · {t('frag.reserved_end')}: {fmt_bytes(end.get('reserved_bytes'))}")
     st.markdown(f"##### {t('frag.chart')}")
     st.altair_chart(charts.fragmentation_chart(frames.fragmentation_frame(result)), width="stretch")
     entry = entry_for(result, meta)
