@@ -39,6 +39,29 @@ class _CachingMLP(nn.Module):
         return out
 
 
+def worst_case_bytes(steps: int, batch: int, width: int, layers: int) -> int:
+    """An upper bound for any scenario: weights and gradients, the data, one forward's saved tensors (two per
+    layer and the output) plus the loss's full-size storage, kept by every step (the eval-loop leak)."""
+    act = batch * width * 4
+    return 2 * layers * (width * width + width) * 4 + 2 * act + (steps + 1) * (2 * layers + 2) * act
+
+
+def _check_fits(dev, steps: int, batch: int, width: int, layers: int) -> None:
+    from .capacity import capacity
+    from .device_info import cpu_available_bytes
+    from .runner import REFUSE_FACTOR, WouldNotFit
+
+    if dev.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(dev)
+        available = capacity(None, free, torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev))
+    else:
+        available = capacity(None, cpu_available_bytes())
+    need = worst_case_bytes(steps, batch, width, layers)
+    if available is not None and need > REFUSE_FACTOR * available:
+        raise WouldNotFit(f"a leak run of these sizes may need {need / 2**30:.2f} GiB; {available / 2**30:.2f} GiB "
+                          f"is available on {dev.type}; reduce batch, width, layers or steps", {"peak_bytes": need})
+
+
 def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 64, width: int = 512, layers: int = 4) -> dict:
     if scenario not in SCENARIOS:
         from .config import ConfigError
@@ -51,6 +74,7 @@ def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 
             raise ConfigError(name, f"got {value!r}; allowed range is [{lo}, {hi}]")
     dev = resolve_device(device)
     cuda = dev.type == "cuda"
+    _check_fits(dev, steps, batch, width, layers)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     tracker = StorageTracker()
 

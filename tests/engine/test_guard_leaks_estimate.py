@@ -123,3 +123,16 @@ def test_profile_and_guard_refuse_what_would_not_fit():
     for check in (profile_step, check_gradients):
         with pytest.raises(WouldNotFit):
             check(big)
+
+
+def test_leak_runs_refuse_what_would_not_fit_and_the_bound_covers_every_scenario(monkeypatch):
+    from experiments import device_info, leaks
+    from experiments.runner import WouldNotFit
+
+    bound = leaks.worst_case_bytes(steps=6, batch=64, width=256, layers=3)
+    for scenario in SCENARIOS:
+        r = run_leak(scenario, steps=6, device="cpu", batch=64, width=256, layers=3)
+        assert max(p["allocated_bytes"] for p in r["per_step"]) <= bound, scenario
+    monkeypatch.setattr(device_info, "cpu_available_bytes", lambda: 2**20)
+    with pytest.raises(WouldNotFit):
+        run_leak("fixed", steps=6, device="cpu", batch=64, width=256, layers=3)
