@@ -256,6 +256,8 @@ STRINGS: dict[str, tuple[str, str]] = {
     "jobs.progress": ("{done} / {total} phases", "{done} / {total} 个阶段"),
     "jobs.elapsed": ("{s} s elapsed", "已用 {s} 秒"),
     "jobs.cancel": ("Cancel", "取消"),
+    "jobs.queue_full": ("The class's queue is full right now; try again in a minute.",
+                        "全班的排队已满，请一分钟后再试。"),
     "jobs.cancelled": ("The run was cancelled.", "运行已取消。"),
     "jobs.no_result": ("The job ended without a result.", "任务结束但没有结果。"),
     # results
@@ -528,6 +530,9 @@ STRINGS: dict[str, tuple[str, str]] = {
                             "估算远超可用内存，引擎拒绝运行。请减小批大小、宽度或层数；或在“高级设置”中打开"
                             "“即使估算装不下也运行”，亲眼看看显存不足的错误。"),
     "error.worker": ("The experiment failed: {message}", "实验失败：{message}"),
+    "error.operator_cap": ("Not run: its estimated peak is above this server's limit of {limit} per run, which "
+                           "the teacher set for the class. Make the configuration smaller.",
+                           "未运行：估算峰值超过了本服务器每次运行 {limit} 的上限（由老师为全班设定）。请把配置调小。"),
     "error.refused": ("Not run: the estimated peak, {peak}, is well above the {capacity} available.",
                       "未运行：估算峰值 {peak} 远超可用的 {capacity}。"),
     "error.force_hint": ("To see the out-of-memory error itself, turn on “Run even if the estimate says it won't "

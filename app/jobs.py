@@ -38,6 +38,8 @@ def submit(ns: str, specs: list[dict], tag=None) -> str | None:
     try:
         ids = [client.submit(spec["kind"], spec["params"]) for spec in specs]
     except Exception as exc:  # noqa: BLE001
+        if type(exc).__name__ == "QueueFull":
+            return t("jobs.queue_full")
         return f"{type(exc).__name__}: {exc}"
     st.session_state[_pending_key(ns)] = {"ids": ids, "specs": specs, "tag": tag, "since": time.time()}
     return None

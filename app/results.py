@@ -27,6 +27,11 @@ def job_error(message: str | None, label: str | None = None, config: dict | None
               ns: str | None = None) -> None:
     """A failed job: the engine's message; a run refused as too large is explained in the page's units."""
     message = message or "?"
+    if message.startswith("WouldNotFit") and "max_peak_gib" in message:
+        from experiments.limits import load
+
+        st.warning(t("error.operator_cap", limit=f"{load().max_peak_gib:g} GiB"))
+        return
     if message.startswith("WouldNotFit") and config and refused(config, label, ns):
         return
     st.error(t("error.worker", message=f"{label}: {message}" if label else message))

@@ -17,6 +17,7 @@ from .capacity import capacity
 from .config import ExperimentConfig
 from .device_info import cpu_available_bytes, device_info, resolve_device
 from .estimator import estimate
+from .limits import load as load_limits
 from .models import build_model, make_batch
 from .strategies import float32_precision, make_optimizer, make_scaler, optimizer_state_tensors
 from .tracker import StorageTracker
@@ -62,6 +63,11 @@ def check_fits(cfg: ExperimentConfig, device: torch.device, copies: int = 1) -> 
     on a CPU an unchecked one is killed by the OOM killer, worker and all). `copies`: states alive at once."""
     capacity = capacity_bytes(cfg, device)
     est = estimate(cfg, capacity_bytes=capacity, device_type=device.type)
+    cap = load_limits().max_peak_gib
+    if cap is not None and copies * est["peak_bytes"] > cap * 2**30:
+        # The operator's limit: "force" (or a shared link that sets it) cannot lift it.
+        raise WouldNotFit(f"estimated peak {copies * est['peak_bytes'] / 2**30:.2f} GiB is above this server's "
+                          f"limit of {cap:g} GiB per run (max_peak_gib)", est)
     if not cfg.force and capacity is not None and copies * est["peak_bytes"] > REFUSE_FACTOR * capacity:
         raise WouldNotFit(
             f"estimated peak {copies * est['peak_bytes'] / 2**30:.2f} GiB does not fit the "

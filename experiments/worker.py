@@ -19,7 +19,14 @@ import threading
 import time
 from collections import OrderedDict
 
-MAX_JOB_SECONDS = float(os.environ.get("GPU_MEMORY_LAB_MAX_JOB_SECONDS", "600"))
+from .limits import load as load_limits
+
+LIMITS = load_limits()
+MAX_JOB_SECONDS = LIMITS.max_job_seconds
+
+
+class QueueFull(RuntimeError):
+    pass
 CACHE_SIZE = 256
 JOB_TTL_S = 600.0  # how long a finished job's status waits for its page; results stay in the bounded cache
 
@@ -150,6 +157,8 @@ class WorkerClient:
             twin = self._by_key.get(key)
             if twin and self._jobs[twin]["state"] in ("queued", "running"):
                 return self._ticket(twin, job_id)
+            if len(self._pending) >= LIMITS.max_queue:
+                raise QueueFull(f"the queue is full ({LIMITS.max_queue} jobs wait already); try again in a minute")
             self._jobs[job_id] = self._new(kind, params, key)
             self._ticket(job_id, job_id)
             self._by_key[key] = job_id
@@ -318,7 +327,7 @@ class WorkerClient:
                 if time.monotonic() > deadline:
                     self._proc.kill()
                     self._proc.join()
-                    self._finish(job_id, "error", error=f"stopped after {MAX_JOB_SECONDS:.0f} s (GPU_MEMORY_LAB_MAX_JOB_SECONDS)")
+                    self._finish(job_id, "error", error=f"stopped after {MAX_JOB_SECONDS:.0f} s (max_job_seconds, docs/operators.md)")
                     return
                 continue
             if what == "device":

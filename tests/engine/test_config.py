@@ -64,3 +64,50 @@ def test_cpu_capacity_sees_a_containers_memory_limit(tmp_path, monkeypatch):
     assert device_info.cpu_available_bytes() <= 768 * 2**20
     limit.write_text("max\n")  # no limit: the host's MemAvailable decides
     assert device_info.cgroup_available_bytes() is None
+
+
+def test_operator_limits_file(tmp_path, monkeypatch):
+    import json
+
+    import pytest
+
+    from experiments.limits import ENV, Limits, LimitsError, load
+
+    path = tmp_path / "limits.json"
+    path.write_text(json.dumps({"max_job_seconds": 30, "max_queue": 5, "max_peak_gib": 0.001}))
+    monkeypatch.setenv(ENV, str(path))
+    assert load() == Limits(max_job_seconds=30, max_queue=5, max_peak_gib=0.001)
+    # The operator's cap refuses a run even when the learner forces it.
+    from experiments.runner import WouldNotFit, run_experiment
+
+    with pytest.raises(WouldNotFit, match="max_peak_gib"):
+        run_experiment(ExperimentConfig(device="cpu", layers=4, width=512, batch=64, force=True))
+    path.write_text(json.dumps({"max_queue": -1}))
+    with pytest.raises(LimitsError, match="max_queue"):
+        load()
+    path.write_text(json.dumps({"max_gpus": 1}))
+    with pytest.raises(LimitsError, match="unknown key 'max_gpus'"):
+        load()
+
+
+def test_the_queue_refuses_past_its_limit(monkeypatch):
+    import pytest
+
+    from experiments import worker
+    from experiments.limits import Limits
+
+    monkeypatch.setattr(worker, "LIMITS", Limits(max_queue=1))
+    import time
+
+    client = worker.WorkerClient(inline=True)
+    blocker = client.submit("run", {"device": "cpu", "layers": 8, "width": 1024, "batch": 1024, "steps": 10,
+                                    "timing_steps": 50})
+    while client.status(blocker)["state"] == "queued":
+        time.sleep(0.01)
+    waiting = client.submit("leak", {"scenario": "fixed", "steps": 2, "device": "cpu", "batch": 8, "width": 16})
+    with pytest.raises(worker.QueueFull):
+        client.submit("leak", {"scenario": "fixed", "steps": 3, "device": "cpu", "batch": 8, "width": 16})
+    client.cancel(waiting)
+    client.cancel(blocker)
+    while client.status(blocker)["state"] == "running":
+        time.sleep(0.05)
