@@ -82,8 +82,9 @@ def config_changes(meta: dict, config: dict | None) -> list[str]:
             if k in preset and k not in NOT_THE_EXPERIMENT and preset[k] != v]
 
 
-def notice(meta: dict, kind: str, runs: dict | None) -> None:
-    entry = (meta.get("prompts") or {}).get(kind) or {}
+def notice(meta: dict, kind: str, runs: dict | None, entry: dict | None = None) -> None:
+    """`entry`: a prompt that is not under meta["prompts"] (a fragmentation pattern carries its own)."""
+    entry = entry if entry is not None else (meta.get("prompts") or {}).get(kind) or {}
     note = text(meta, entry.get("notice")) or t(f"prompt.{kind}.notice")
     outcomes = expectations.evaluate(entry.get("expect") or [], runs) if runs else []
     ok = expectations.verdict(outcomes)

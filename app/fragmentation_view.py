@@ -17,8 +17,8 @@ def entries(meta: dict) -> dict[str, dict]:
 def entry_for(result: dict, meta: dict) -> dict | None:
     """The lesson's pattern entry whose parameters produced this result."""
     for entry in entries(meta).values():
-        if all(result.get(k) == v for k, v in entry.get("params", {}).items()) and \
-                (entry.get("params", {}).get("budget_mb") == result.get("budget_mb")):
+        params = {"budget_mb": None, **entry.get("params", {})}  # no budget in the lesson means none in the run
+        if all(result.get(k) == v for k, v in params.items()):
             return entry
     return None
 
@@ -36,9 +36,7 @@ def show(result: dict, meta: dict, key: str) -> None:
     st.altair_chart(charts.fragmentation_chart(frames.fragmentation_frame(result)), width="stretch")
     entry = entry_for(result, meta)
     if entry:
-        outcomes_meta = {"prompts": {"fragmentation": {"notice": entry.get("notice"), "expect": entry.get("expect")}},
-                         "preset": {}, "facts": meta.get("facts")}
-        expect_view.notice(outcomes_meta, "fragmentation", runs)
+        expect_view.notice(meta, "fragmentation", runs, entry=entry)
     for allocator, run in runs.items():
         if run.get("oom"):
             st.error(t("frag.oom", allocator=t("frag.allocator." + allocator)))
