@@ -67,11 +67,53 @@ def _print_run(r: dict) -> None:
         print("at peak: " + ", ".join(f"{k} {_mb(v).strip()} MiB" for k, v in r["breakdown"].items() if v))
 
 
+def _add_distributed_flags(p: argparse.ArgumentParser) -> None:
+    from .distributed import BATCH_MODES, STRATEGIES
+
+    p.add_argument("--world-size", dest="world_size", default=None, metavar="N",
+                   help="run data-parallel on N processes (one per GPU; gloo on CPU)")
+    p.add_argument("--strategy", dest="strategy", default=None, metavar="STRATEGY", help=f"one of {', '.join(STRATEGIES)}")
+    p.add_argument("--batch-mode", dest="batch_mode", default=None, metavar="MODE",
+                   help=f"one of {', '.join(BATCH_MODES)}: --batch is per rank (default) or the global batch")
+    p.add_argument("--no-update-check", dest="check_update", action="store_const", const=False, default=None,
+                   help="skip comparing the sharded update with the single-device one")
+
+
+def _distributed_params(args) -> dict | None:
+    extra = {k: getattr(args, k, None) for k in ("world_size", "strategy", "batch_mode", "check_update")}
+    if args.command != "distributed" and extra["world_size"] is None and extra["strategy"] is None:
+        return None
+    return {**_config(args).to_dict(), **{k: v for k, v in extra.items() if v is not None}}
+
+
+def _print_distributed(r: dict) -> None:
+    d = r["device"]
+    print(f"device: {d['type']} {d.get('name')}  torch {d['torch_version']}  backend {r['backend']}")
+    print(f"strategy {r['strategy']}, world size {r['world_size']}, batch {r['per_rank_batch']} per rank "
+          f"({r['global_batch']} global)")
+    for rank in r["ranks"]:
+        print(f"-- rank {rank['rank']}")
+        _print_run({**r, **rank, "estimate": r["estimate"], "step_ms": None})
+        s = rank.get("step_ms")
+        if s:
+            print(f"step time with communication: median {s['median']:.3f} ms (p10 {s['p10']:.3f}, p90 {s['p90']:.3f})")
+    for e in r["errors"]:
+        print(f"ERROR {e}")
+    u = r.get("update_check")
+    if u:
+        print(f"update vs single device: {'OK' if u['ok'] else 'DIFFERS'} (max abs diff {u['max_abs_diff']:.3g}, "
+              f"largest update {u['max_update']:.3g})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="python -m experiments", description="GPU Memory Lab experiment engine")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run_p = sub.add_parser("run", help="run one configuration and measure it")
     _add_config_flags(run_p)
+    _add_distributed_flags(run_p)
+    dist_p = sub.add_parser("distributed", help="run one configuration data-parallel (DDP, ZeRO, FSDP2) per rank")
+    _add_config_flags(dist_p)
+    _add_distributed_flags(dist_p)
     est_p = sub.add_parser("estimate", help="print the analytical estimate only")
     _add_config_flags(est_p)
     guard_p = sub.add_parser("guard", help="compare the configuration's gradients with the fp32 baseline")
@@ -103,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
                 from .guard import check_gradients
 
                 result = check_gradients(cfg)
+            elif _distributed_params(args) is not None:
+                from .distributed import run_distributed
+
+                result = run_distributed(_distributed_params(args))
             else:
                 from .runner import run_experiment
 
@@ -110,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, WouldNotFit) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if result.get("kind") == "distributed" and not args.json:
+        _print_distributed(result)
+        return 0
     if args.json or args.command != "run":
         json.dump(result, sys.stdout, indent=None if args.json else 2, default=str)
         print()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .config import ConfigError, ExperimentConfig
 
-KINDS = ("run", "leak", "profile", "guard", "fragmentation", "timing_rounds")
+KINDS = ("run", "leak", "profile", "guard", "fragmentation", "timing_rounds", "distributed")
 
 
 def execute(kind: str, params: dict, progress=None, should_cancel=None) -> dict:
@@ -32,4 +32,8 @@ def execute(kind: str, params: dict, progress=None, should_cancel=None) -> dict:
         from .timing import time_rounds
 
         return time_rounds(**params, progress=progress, should_cancel=should_cancel)
+    if kind == "distributed":
+        from .distributed import run_distributed
+
+        return run_distributed(params, progress=progress, should_cancel=should_cancel)
     raise ConfigError("kind", f"got {kind!r}; allowed: {', '.join(KINDS)}")
