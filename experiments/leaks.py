@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import census
 from .device_info import device_info, resolve_device
-from .tracker import StorageTracker
 
 SCENARIOS = (
     "append_loss_after_backward",  # losses.append(loss) after backward, loss = F.mse_loss: a (batch, width) storage per step
@@ -76,7 +76,7 @@ def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 
     cuda = dev.type == "cuda"
     _check_fits(dev, steps, batch, width, layers)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    tracker = StorageTracker()
+    tracker = census.CensusTracker()  # a StorageTracker that also knows each storage's shape (the census)
 
     def allocated() -> int:
         if cuda:
@@ -87,6 +87,7 @@ def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 
     torch.manual_seed(0)
     per_step = []
     kept: list = []
+    censuses: list = []
     with tracker:
         cache = {"cache_outputs": "keep", "cache_outputs_detached": "detach"}.get(scenario)
         model = _CachingMLP(width, layers, cache).to(dev)
@@ -112,12 +113,17 @@ def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 
                 kept.append(loss if scenario.startswith("append_") else loss.item())
             del loss
             per_step.append({"step": step, "allocated_bytes": allocated()})
+            if step >= steps - 1 and steps >= 2:
+                # The census at the end of the last two steps: what one more step added, and who holds it.
+                censuses.append(census.take(tracker, {"losses": kept, "model": model, "optimizer": opt, "x": x, "y": y}))
     # Growth per step over the second half, after the first step's gradients appeared.
     half = per_step[len(per_step) // 2 :]
     growth = (half[-1]["allocated_bytes"] - half[0]["allocated_bytes"]) / max(1, half[-1]["step"] - half[0]["step"])
-    del kept, model, opt, x, y
+    tensor_census = census.diff(*censuses, steps=(steps - 1, steps)) if len(censuses) == 2 else None
+    del kept, model, opt, x, y, censuses
     gc.collect()
     if cuda:
         torch.cuda.empty_cache()
     return {"scenario": scenario, "device": device_info(dev.type), "per_step": per_step,
-            "growth_bytes_per_step": growth, "started_at": started, "batch": batch, "width": width, "layers": layers}
+            "growth_bytes_per_step": growth, "started_at": started, "batch": batch, "width": width, "layers": layers,
+            "census": tensor_census}

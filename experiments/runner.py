@@ -17,6 +17,7 @@ from .capacity import capacity
 from .config import ExperimentConfig
 from .device_info import cpu_available_bytes, device_info, resolve_device
 from .estimator import estimate
+from .history import HistoryTracker, Recording
 from .limits import load as load_limits
 from .models import build_model, make_batch
 from .strategies import float32_precision, make_optimizer, make_scaler, optimizer_state_tensors
@@ -103,6 +104,7 @@ class _Recorder:
         self.total_units = total_units
         self.done_units = 0
         self.state: TrainState | None = None
+        self.history: Recording | None = None  # the allocation timeline (experiments/history.py), when asked for
 
     def tick(self, label: str) -> None:
         self.done_units += 1
@@ -114,6 +116,8 @@ class _Recorder:
     @contextlib.contextmanager
     def __call__(self, name: str, step: int, micro: int | None = None):
         self.current = (name, step)
+        if self.history is not None:
+            self.history.phase(name, step, micro)
         tr = self.tracker
         if self.cuda:
             torch.cuda.synchronize(self.device)
@@ -157,7 +161,8 @@ class _Recorder:
             tr.retag(optimizer_state_tensors(s.optimizer), "optimizer_state")
 
 
-def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None) -> dict:
+def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None, history: bool = True) -> dict:
+    """`history`: also record every allocation of the setup phases and measured steps (result["history"])."""
     device = resolve_device(cfg.device)
     started = _dt.datetime.now(_dt.timezone.utc)
     t_start = time.perf_counter()
@@ -171,9 +176,14 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None) -> 
     capacity, est = check_fits(cfg, device)
 
     budget = int(cfg.budget_mb * 2**20) if cfg.budget_mb is not None else None
-    tracker = StorageTracker(budget_bytes=budget if not cuda else None)
+    tracker_budget = budget if not cuda else None
+    # On CUDA the frames come from the allocator's own trace; on CPU the tracker takes them.
+    tracker = (HistoryTracker(budget_bytes=tracker_budget, frames=not cuda) if history
+               else StorageTracker(budget_bytes=tracker_budget))
     total_units = 3 + cfg.steps * (2 + 2 * cfg.accum) + (1 if cfg.timing_steps else 0) + 1
     rec = _Recorder(device, tracker, progress, should_cancel, total_units)
+    if history:
+        rec.history = Recording(device, tracker)
     result = {
         "config": cfg.to_dict(), "device": device_info(device.type), "phases": rec.phases,
         "baseline_bytes": 0, "peak_bytes": None, "peak_phase": None, "step_ms": None,
@@ -189,6 +199,8 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None) -> 
             torch.cuda.set_per_process_memory_fraction(min(1.0, budget / total), device)
     holder: dict = {}
     try:
+        if rec.history is not None:
+            rec.history.start()
         with float32_precision(cfg):
             _measure(cfg, device, rec, tracker, holder, result)
     except torch.OutOfMemoryError as e:
@@ -206,6 +218,9 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None) -> 
     except Cancelled:
         result["cancelled"] = True
     finally:
+        if rec.history is not None:
+            # After an OOM or a cancel: the timeline up to that moment (and recording always stops here).
+            result["history"] = rec.history.finish()
         rec.state = None
         holder.clear()
         gc.collect()
@@ -263,6 +278,8 @@ def train_phases(cfg, device, rec: _Recorder, tracker: StorageTracker, holder: d
 
 def _measure(cfg, device, rec: _Recorder, tracker: StorageTracker, holder: dict, result: dict) -> None:
     state = train_phases(cfg, device, rec, tracker, holder, result["losses"])
+    if rec.history is not None:
+        result["history"] = rec.history.finish()  # before the timing steps: only the measured steps are recorded
     result["breakdown"] = tracker.peak_by_category()
     result["breakdown_steady"] = tracker.by_category()
     if device.type == "cuda":
