@@ -20,6 +20,9 @@ CATEGORY_COLORS = {
     "data": "#b279a2",
     "other": "#9d755d",
 }
+# The allocation timeline and segment view (app/timeline_view.py): what was allocated before the run, free space.
+BASELINE_COLOR = "#bab0ac"
+FREE_COLOR = "#dcdcdc"
 
 
 def memory_chart(df: pd.DataFrame) -> alt.Chart:

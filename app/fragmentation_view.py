@@ -45,6 +45,18 @@ def show(result: dict, meta: dict, key: str) -> None:
     if not seg.empty:
         with st.expander(t("frag.segments")):
             st.dataframe(seg, hide_index=True, width="stretch")
+            _segment_charts(runs)
+
+
+def _segment_charts(runs: dict) -> None:
+    """Each setting's segments with the blocks inside them (results recorded before blocks were kept have none)."""
+    from app import timeline_view
+
+    for allocator, run in runs.items():
+        segs = [s for s in (run.get("end") or {}).get("segments") or [] if s.get("blocks")]
+        if segs:
+            st.markdown(f"###### {t('frag.allocator.' + allocator)}")
+            st.altair_chart(timeline_view.segment_chart(timeline_view.segments_frame(segs)), width="stretch")
 
 
 def render(lesson_id: str, meta: dict) -> None:

@@ -469,6 +469,95 @@ STRINGS: dict[str, tuple[str, str]] = {
     "leak.no_zero_grad": ("Never calling zero_grad", "从不调用 zero_grad"),
     "leak.fixed": ("Fixed loop (loss.item())", "修正后的循环（loss.item()）"),
     # fragmentation
+    # allocation timeline and segments (app/timeline_view.py)
+    "timeline.title": ("Memory timeline: every allocation", "显存时间线：每一次分配"),
+    "timeline.lesson_title": ("Memory timeline and the allocator's segments", "显存时间线与分配器的段"),
+    "timeline.lesson_explain": ("Every allocation and free of the run's setup and measured steps, in order, stacked "
+                                "by category; dashed rules mark where each phase starts. Below it, the memory the "
+                                "caching allocator reserved at the peak, segment by segment.",
+                                "这次运行的准备阶段和测量步中的每一次分配与释放，按顺序、按类别堆叠；虚线标出每个阶段的"
+                                "开始。下面是峰值时刻缓存分配器保留的显存，逐段显示。"),
+    "timeline.lesson_live": ("Your last run in the sandbox above", "你在上面沙盒中的最近一次运行"),
+    "timeline.lesson_none": ("Run the sandbox above to see your own run's timeline here.",
+                             "运行上面的沙盒，这里就会显示你自己那次运行的时间线。"),
+    "timeline.lesson_recorded": ("The preset, recorded on {name}", "预设配置：在 {name} 上录制的结果"),
+    "timeline.source_cuda": ("From the CUDA caching allocator's own history (torch.cuda.memory._record_memory_history); "
+                             "a block nobody's tensor explains is “Not a tensor”.",
+                             "来自 CUDA 缓存分配器自己的历史记录（torch.cuda.memory._record_memory_history）；"
+                             "没有任何张量对应的块记为“非张量”。"),
+    "timeline.source_cpu": ("On a CPU: from the lab's storage tracker, which sees every tensor storage an operator "
+                            "creates and frees.",
+                            "在 CPU 上：来自实验室的存储追踪器，它能看到算子创建和释放的每一个张量存储。"),
+    "timeline.coalesced": ("A large run: its {raw} events are shown as {shown}. Neighbouring events of one phase "
+                           "are merged so that the peak and the final level stay exact.",
+                           "运行较大：{raw} 个事件合并为 {shown} 个显示。同一阶段内相邻的事件被合并，峰值和最终水平保持精确。"),
+    "timeline.truncated": ("The allocator kept only its most recent entries: the start of this run is missing.",
+                           "分配器只保留了最近的记录：这次运行的开头缺失了。"),
+    "timeline.empty": ("No allocation was recorded.", "没有记录到分配。"),
+    "timeline.missing": ("This result has no allocation timeline (it was recorded before the timeline existed).",
+                         "这个结果没有分配时间线（它是在时间线功能出现之前录制的）。"),
+    "timeline.failed": ("The timeline could not be built: {message}", "无法生成时间线：{message}"),
+    "timeline.peak": ("Highest level {peak}; at the end {final}; before the run {start}.",
+                      "最高 {peak}；结束时 {final}；运行之前 {start}。"),
+    "timeline.cat.baseline": ("Before the run (context workspaces)", "运行之前（上下文工作区）"),
+    "timeline.axis.event": ("Allocation event (in order)", "分配事件（按顺序）"),
+    "timeline.axis.offset": ("Offset inside the segment (MiB)", "段内偏移（MiB）"),
+    "timeline.tip.event": ("This event", "本次事件"),
+    "timeline.tip.frame": ("Allocated at", "分配位置"),
+    "timeline.tip.total": ("All live (MiB)", "全部存活（MiB）"),
+    "timeline.tip.segment": ("Segment", "段"),
+    "timeline.tip.size": ("Size", "大小"),
+    "timeline.segment": ("#{n} · {size}", "#{n} · {size}"),
+    "timeline.free": ("Reserved but unallocated", "已保留但未分配"),
+    "timeline.allocated": ("Allocated", "已分配"),
+    "timeline.segments_title": ("The allocator's segments", "分配器的段"),
+    "timeline.at_peak": ("at the peak", "峰值时刻"),
+    "timeline.at_end": ("at the end of the recorded steps", "记录的步骤结束时"),
+    "timeline.segments_summary": ("{at}: {n} segments, {reserved} reserved, {free} of it unallocated.",
+                                  "{at}：{n} 个段，共保留 {reserved}，其中 {free} 未分配。"),
+    "timeline.segments_none": ("No segment was recorded.", "没有记录到段。"),
+    "timeline.segments_cpu": ("A CPU has no caching allocator: every tensor gets its memory from the operating "
+                              "system and gives it back when it dies, so there are no segments to show. Here is the "
+                              "recorded GPU run of this lesson's preset instead.",
+                              "CPU 没有缓存分配器：每个张量直接向操作系统申请内存，张量销毁时归还，所以没有段可以显示。"
+                              "下面改为显示本课预设配置在 GPU 上录制的结果。"),
+    "timeline.segments_recorded": ("Recorded on {name}:", "在 {name} 上录制："),
+    "timeline.segments_no_recording": ("No recorded GPU segment view is available yet.", "暂时没有录制好的 GPU 段视图。"),
+    "timeline.download": ("Download the snapshot (for pytorch.org/memory_viz)", "下载快照（用于 pytorch.org/memory_viz）"),
+    "timeline.download_hint": ("Drag the file onto pytorch.org/memory_viz: its Active Memory Timeline shows every "
+                               "block, and a click shows the stack that allocated it.",
+                               "把文件拖到 pytorch.org/memory_viz 上：它的 Active Memory Timeline 显示每一个块，"
+                               "点击一个块就能看到分配它的调用栈。"),
+    "timeline.no_snapshot_cpu": ("No snapshot to download: a snapshot is the CUDA caching allocator's record, and a "
+                                 "CPU run has no caching allocator.",
+                                 "没有可下载的快照：快照是 CUDA 缓存分配器的记录，而 CPU 运行没有缓存分配器。"),
+    "timeline.snapshot_gone": ("The raw snapshot of this run is no longer on the server (only the most recent ones "
+                               "are kept).", "这次运行的原始快照已不在服务器上（只保留最近的几个）。"),
+    # tensor census (app/leak_sandbox.py)
+    "census.title": ("Tensor census: what the last step added", "张量普查：最后一步新增了什么"),
+    "census.explain": ("Live tensor storages grouped by shape, dtype and device, counted at the end of step {a} and "
+                       "of step {b}; the groups that changed come first. A shape is that of the tensor the storage "
+                       "was made for; bytes are the storage's real size.",
+                       "按形状、数据类型和设备分组的存活张量存储，分别在第 {a} 步和第 {b} 步结束时统计；有变化的组排在最前。"
+                       "形状是创建该存储时那个张量的形状；字节数是存储的真实大小。"),
+    "census.pick": ("Scenario", "场景"),
+    "census.none": ("No census in this result (it was recorded before the census existed).",
+                    "这个结果没有普查数据（它是在普查功能出现之前录制的）。"),
+    "census.col.shape": ("Shape", "形状"),
+    "census.col.dtype": ("dtype", "数据类型"),
+    "census.col.device": ("Device", "设备"),
+    "census.col.count": ("Tensors", "张量数"),
+    "census.col.count_delta": ("Δ tensors per step", "每步张量变化"),
+    "census.col.bytes": ("Bytes", "字节"),
+    "census.col.bytes_delta": ("Δ bytes per step", "每步字节变化"),
+    "census.col.holders": ("Held by", "由谁持有"),
+    "census.kind.parameter": ("parameter {name}", "参数 {name}"),
+    "census.kind.gradient": ("gradient {name}", "梯度 {name}"),
+    "census.kind.optimizer_state": ("optimizer state", "优化器状态"),
+    "census.kind.module_attr": ("module attribute {name}", "模块属性 {name}"),
+    "census.kind.list": ("Python list {name}", "Python 列表 {name}"),
+    "census.kind.variable": ("variable {name}", "变量 {name}"),
+    "census.kind.graph": ("autograd graph of {name}", "{name} 的自动求导图"),
     "frag.title": ("Allocator and fragmentation", "缓存分配器与碎片"),
     "frag.explain": ("Runs one allocation pattern twice on the GPU — with the default caching allocator and with "
                      "expandable segments — and reads allocated and reserved after every step.",

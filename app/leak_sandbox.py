@@ -132,3 +132,6 @@ def show_results(done: dict, meta: dict, known: dict | None = None, ns: str = "l
     # The scenario's title is long: a medium column keeps the growth and the verdict on a projector's screen.
     st.dataframe(frames.leak_table(ok, verdicts), hide_index=True, width="stretch",
                  column_config={t("col.scenario"): st.column_config.TextColumn(width="medium")})
+    from app import census_view
+
+    census_view.render(ok, key=ns)  # which tensors the last step added, and who holds them

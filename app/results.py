@@ -187,6 +187,10 @@ def render_run(result: dict, meta: dict, *, driver: bool = False, recorded_at: s
         st.markdown(f"##### {t('chart.time')}")
         layout.chart(charts.step_time_chart(sdf), meta, "time", **where)
 
+    from app import timeline_view
+
+    timeline_view.expander(result, key)  # every allocation of the run, its segments, the raw snapshot
+
     if not df.empty:
         with st.expander(t("result.phases_table")):
             st.dataframe(frames.phases_display(df), hide_index=True, width="stretch")

@@ -124,5 +124,18 @@ def _segments(dev, known: set) -> list[dict]:
         out.append({"total_bytes": seg["total_size"], "allocated_bytes": seg["allocated_size"],
                     "pool": seg.get("segment_type", "?"),
                     "live_blocks": sum(1 for b in blocks if b.get("state") == "active_allocated"),
-                    "free_blocks": sum(1 for b in blocks if b.get("state") == "inactive")})
+                    "free_blocks": sum(1 for b in blocks if b.get("state") == "inactive"),
+                    # The blocks themselves, for the segment chart (app/timeline_view.py): where the holes are.
+                    "address": seg["address"], "expandable": bool(seg.get("is_expandable")),
+                    "blocks": _blocks(seg)})
+    return out
+
+
+def _blocks(seg: dict) -> list[dict]:
+    out, at = [], seg["address"]
+    for b in seg.get("blocks") or []:
+        addr = b.get("address", at)
+        state = "allocated" if b.get("state") in ("active_allocated", "active_pending_free") else "free"
+        out.append({"offset": addr - seg["address"], "size": b["size"], "state": state})
+        at = addr + b["size"]
     return out

@@ -1,6 +1,6 @@
 import streamlit as st
 
-from app import fragmentation_view, jobs, layout, recorded_view, results, sandbox
+from app import fragmentation_view, jobs, layout, recorded_view, results, sandbox, timeline_view
 from app.i18n import t
 
 NS = "analysis.profile"
@@ -8,6 +8,7 @@ NS = "analysis.profile"
 meta, _, right = layout.lesson_page("analysis")
 with right:
     cfg = sandbox.render("analysis", meta)
+    timeline_view.lesson_section("analysis")
     with st.container(border=True):
         st.subheader(t("profile.title"))
         st.caption(t("profile.explain"))

@@ -1,0 +1,66 @@
+"""The allocation timeline, the segment view and the tensor census on their pages (AppTest, jobs run inline)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import open_page, run_until, small_config
+
+from app import charts
+
+
+def _done(ns):
+    return lambda at: f"{ns}.done" in at.session_state
+
+
+def _specs(at):
+    return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+
+
+def _timeline_specs(at):
+    return [s for s in _specs(at) if "Allocation event" in json.dumps(s) or "分配事件" in json.dumps(s, ensure_ascii=False)]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_analysis_run_shows_the_timeline_with_fixed_colours(lang):
+    at = open_page("analysis", lang=lang, state=small_config("analysis"))
+    at.button(key="analysis.run").click().run()
+    run_until(at, _done("analysis"))
+    assert not at.exception, [e.value for e in at.exception]
+    specs = _timeline_specs(at)
+    assert specs, "the lesson box and the result's expander chart the timeline"
+    colors = json.dumps(specs[0])
+    # The same category colours as every other chart of the app, in both languages.
+    for name in ("parameters", "gradients", "optimizer_state", "data"):
+        assert charts.CATEGORY_COLORS[name] in colors
+    assert '"rule"' in colors, "phase boundaries are drawn as rules"
+    # On a CPU: no caching allocator, no snapshot; the page says why.
+    infos = " ".join(i.value for i in at.info)
+    captions = " ".join(c.value for c in at.caption)
+    assert ("caching allocator" in infos + captions) or ("缓存分配器" in infos + captions)
+    assert not [b for b in at.get("download_button") if "snapshot" in str(b.proto.label).lower()]
+
+
+def test_leak_run_shows_the_census_of_the_growing_group():
+    state = {"leaks_leak_scenarios": ["cache_outputs", "fixed"], "leaks_leak_steps": 3,
+             "leaks_leak_batch": 8, "leaks_leak_width": 64, "leaks_leak_device": "cpu"}
+    at = open_page("leaks", state=state)
+    at.button(key="leaks_leak.run").click().run()
+    run_until(at, _done("leaks_leak"))
+    assert not at.exception
+    frames = [d.value for d in at.dataframe]
+    census = [df for df in frames if "Held by" in df.columns]
+    assert census, "the census table"
+    top = census[0].iloc[0]
+    assert top["Shape"] == "(8, 64)" and top["Δ bytes per step"] == "+2.00 KiB"  # 8 x 64 x 4 bytes
+    assert "module attribute model.cache" in top["Held by"]
+
+
+def test_a_small_run_has_a_timeline_expander_on_every_result_page():
+    at = open_page("monitoring", state=small_config("monitoring"))
+    at.button(key="monitoring.run").click().run()
+    run_until(at, _done("monitoring"))
+    assert not at.exception
+    assert any("Memory timeline" in e.label for e in at.expander)
+    assert _timeline_specs(at)
