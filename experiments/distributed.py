@@ -123,15 +123,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_main(rank: int, params: dict, device_type: str, port: int, out) -> None:
-    """Entry point of one rank (a spawned process)."""
+def _rank_main(rank: int, plans: list[dict], device_type: str, port: int, out) -> None:
+    """Entry point of one rank (a spawned process): every plan in turn, on one process group."""
     import torch
     import torch.distributed as dist
 
     from .distributed_rank import check_update, measure_rank
 
-    dcfg = DistributedConfig.from_dict(params)
-    world = dcfg.world_size
+    world = plans[0]["world_size"]
     if device_type == "cuda":
         device = torch.device("cuda", rank)
         torch.cuda.set_device(device)
@@ -144,46 +143,51 @@ def _rank_main(rank: int, params: dict, device_type: str, port: int, out) -> Non
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=_dt.timedelta(seconds=RANK_TIMEOUT_S),
                             **({"device_id": device} if backend == "nccl" else {}))
-
-    def progress(done, total, label):
-        if rank == 0:
-            out.put(("progress", rank, {"done": done, "total": total, "label": label}))
-
     try:
-        result = measure_rank(dcfg, rank, device, progress)
-        out.put(("result", rank, result))  # before the check: a failing check must not lose the measurement
-        if dcfg.check_update and result["oom"] is None:
-            out.put(("update", rank, check_update(dcfg, rank, device)))
+        for i, params in enumerate(plans):
+            dcfg = DistributedConfig.from_dict(params)
+
+            def progress(done, total, label, i=i):
+                if rank == 0:
+                    out.put(("progress", rank, i, {"done": done, "total": total, "label": label}))
+
+            result = measure_rank(dcfg, rank, device, progress)
+            out.put(("result", rank, i, result))  # before the check: a failing check must not lose the measurement
+            if result["oom"] is not None:
+                break  # the other ranks may be waiting in a collective: the parent stops them
+            if dcfg.check_update:
+                out.put(("update", rank, i, check_update(dcfg, rank, device)))
     except Exception as e:  # noqa: BLE001 - reported to the parent, which stops the other ranks
-        out.put(("error", rank, f"{type(e).__name__}: {e}"))
+        out.put(("error", rank, None, f"{type(e).__name__}: {e}"))
     finally:
         with contextlib.suppress(Exception):
             dist.destroy_process_group()
 
 
-def _spawn(params: dict, device_type: str, progress=None, should_cancel=None) -> dict:
-    """Starts the ranks with torch.multiprocessing (spawn) and collects what they send."""
+def _spawn(plans: list[dict], device_type: str, progress=None, should_cancel=None) -> list[dict]:
+    """Starts the ranks with torch.multiprocessing (spawn) and collects what they send, per plan."""
     import torch.multiprocessing as mp
 
-    world = params["world_size"]
+    world = plans[0]["world_size"]
     out = multiprocessing.get_context("spawn").Queue()
-    ctx = mp.start_processes(_rank_main, args=(params, device_type, _free_port(), out), nprocs=world,
+    ctx = mp.start_processes(_rank_main, args=(plans, device_type, _free_port(), out), nprocs=world,
                              join=False, start_method="spawn")
-    got = {"results": {}, "update": None, "errors": {}, "cancelled": False}
+    got = [{"results": {}, "update": None, "errors": {}, "cancelled": False} for _ in plans]
     failed_at = None
     while True:
         try:
-            kind, rank, payload = out.get(timeout=0.1)
+            kind, rank, i, payload = out.get(timeout=0.1)
             if kind == "progress" and progress:
                 progress(payload["done"], payload["total"], payload["label"])
             elif kind == "result":
-                got["results"][rank] = payload
+                got[i]["results"][rank] = payload
                 if payload.get("oom") and failed_at is None:
                     failed_at = time.monotonic()
             elif kind == "update" and payload is not None:
-                got["update"] = payload
+                got[i]["update"] = payload
             elif kind == "error":
-                got["errors"][rank] = payload
+                pending = [g for g in got if len(g["results"]) < world] or got[-1:]
+                pending[0]["errors"][rank] = payload
                 failed_at = failed_at or time.monotonic()
             continue
         except _queue.Empty:
@@ -193,23 +197,26 @@ def _spawn(params: dict, device_type: str, progress=None, should_cancel=None) ->
         cancel = should_cancel is not None and should_cancel()
         # A rank that failed leaves the others waiting in a collective: stop them after a short grace.
         if cancel or (failed_at is not None and time.monotonic() - failed_at > 5):
-            got["cancelled"] = cancel
+            for g in got:
+                g["cancelled"] = g["cancelled"] or cancel
             for p in ctx.processes:
                 if p.is_alive():
                     p.terminate()
     for p in ctx.processes:
         p.join()
-        if p.exitcode not in (0, None) and not got["cancelled"] and len(got["errors"]) + len(got["results"]) < world:
-            got["errors"].setdefault(-1, f"a rank exited with status {p.exitcode}")
+    for g in got:
+        if not g["cancelled"] and not g["errors"] and len(g["results"]) < world:
+            codes = sorted({p.exitcode for p in ctx.processes})
+            g["errors"][-1] = f"not every rank reported (exit status {codes})"
     return got
 
 
-def _spawn_via_child(params: dict, device_type: str, progress=None, should_cancel=None) -> dict:
+def _spawn_via_child(plans: list[dict], device_type: str, progress=None, should_cancel=None) -> list[dict]:
     """The same spawn from a fresh interpreter, for callers that may not have children (daemonic processes)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([_root(), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen([sys.executable, "-m", "experiments.distributed", device_type], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
-    proc.stdin.write(json.dumps(params))
+    proc.stdin.write(json.dumps(plans))
     proc.stdin.close()
     got = None
     os.set_blocking(proc.stdout.fileno(), False)
@@ -229,12 +236,14 @@ def _spawn_via_child(params: dict, device_type: str, progress=None, should_cance
         if should_cancel is not None and should_cancel():
             os.killpg(proc.pid, signal.SIGTERM)  # the child and the ranks it started: its own session
             proc.wait()
-            return {"results": {}, "update": None, "errors": {}, "cancelled": True}
+            return [{"results": {}, "update": None, "errors": {}, "cancelled": True} for _ in plans]
         time.sleep(0.05)
     if got is None:
-        return {"results": {}, "update": None, "errors": {-1: f"the launcher exited with status {proc.returncode}"},
-                "cancelled": False}
-    got["results"] = {int(k): v for k, v in got["results"].items()}
+        return [{"results": {}, "update": None, "errors": {-1: f"the launcher exited with status {proc.returncode}"},
+                 "cancelled": False} for _ in plans]
+    for g in got:
+        g["results"] = {int(k): v for k, v in g["results"].items()}
+        g["errors"] = {int(k): v for k, v in g["errors"].items()}
     return got
 
 
@@ -243,16 +252,33 @@ def _root() -> str:
 
 
 def run_distributed(params: dict, progress=None, should_cancel=None) -> dict:
-    from .device_info import device_info
+    return run_distributed_many([params], progress, should_cancel)[0]
+
+
+def run_distributed_many(plans: list[dict], progress=None, should_cancel=None) -> list[dict]:
+    """Several configurations of one world size, one after another on the same ranks (one process start)."""
     from .sharding import estimate_sharded
 
-    dcfg = DistributedConfig.from_dict(params)
-    device_type = device_type_for(dcfg)
+    dcfgs = [DistributedConfig.from_dict(p) for p in plans]
+    if len({d.world_size for d in dcfgs}) > 1:
+        raise ConfigError("world_size", "every configuration of one launch must have the same world_size")
+    device_types = {device_type_for(d) for d in dcfgs}
+    if len(device_types) > 1:
+        raise ConfigError("device", "every configuration of one launch must run on the same device type")
+    device_type = device_types.pop()
     started = _dt.datetime.now(_dt.timezone.utc)
     t0 = time.perf_counter()
-    est = estimate_sharded(dcfg, device_type=device_type)
+    estimates = [estimate_sharded(d, device_type=device_type) for d in dcfgs]
     spawn = _spawn_via_child if multiprocessing.current_process().daemon else _spawn
-    got = spawn(dcfg.to_dict(), device_type, progress, should_cancel)
+    gots = spawn([d.to_dict() for d in dcfgs], device_type, progress, should_cancel)
+    duration = round(time.perf_counter() - t0, 3)
+    return [_assemble(d, device_type, got, est, started, duration) for d, got, est in zip(dcfgs, gots, estimates,
+                                                                                          strict=True)]
+
+
+def _assemble(dcfg: DistributedConfig, device_type: str, got: dict, est: dict, started, duration: float) -> dict:
+    from .device_info import device_info
+
     ranks = [got["results"][r] for r in sorted(got["results"])]
     first = ranks[0] if ranks else {}
     result = {
@@ -260,8 +286,8 @@ def run_distributed(params: dict, progress=None, should_cancel=None) -> dict:
         "strategy": dcfg.strategy, "world_size": dcfg.world_size, "batch_mode": dcfg.batch_mode,
         "per_rank_batch": dcfg.per_rank_batch, "global_batch": dcfg.global_batch,
         "backend": "nccl" if device_type == "cuda" else "gloo", "device": device_info(device_type),
-        "ranks": ranks, "update_check": got["update"], "errors": [f"rank {r}: {m}" if r >= 0 else m
-                                                                  for r, m in sorted(got["errors"].items())],
+        "ranks": ranks, "update_check": got["update"],
+        "errors": [f"rank {r}: {m}" if r >= 0 else m for r, m in sorted(got["errors"].items())],
         "cancelled": got["cancelled"], "estimate": est, "started_at": started.isoformat(timespec="seconds"),
     }
     # Rank 0 under the single-device names: the other lessons' metrics and checks read it unchanged.
@@ -276,19 +302,19 @@ def run_distributed(params: dict, progress=None, should_cancel=None) -> dict:
         "estimate_peak_bytes": est["peak_bytes"],
         "update_ok": None if got["update"] is None else got["update"]["ok"],
     }
-    result["duration_s"] = round(time.perf_counter() - t0, 3)
+    result["duration_s"] = duration
     return result
 
 
 def _child_main() -> None:
     """`python -m experiments.distributed <device_type>` with the parameters as JSON on stdin (see above)."""
     device_type = sys.argv[1]
-    params = json.loads(sys.stdin.read())
+    plans = json.loads(sys.stdin.read())
 
     def progress(done, total, label):
         print(json.dumps({"progress": [done, total, label]}), flush=True)
 
-    got = _spawn(params, device_type, progress)
+    got = _spawn(plans, device_type, progress)
     print(json.dumps({"got": got}, default=str), flush=True)
 
 
