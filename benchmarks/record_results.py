@@ -9,6 +9,7 @@ their ids follow from lessons/*/meta.json alone (app/content.py: record_jobs).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 import time
@@ -18,7 +19,29 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.content import all_jobs, device_params  # noqa: E402
+from experiments.history import shrink  # noqa: E402
 from experiments.jobs import execute  # noqa: E402
+
+# Recorded runs whose raw allocator snapshot ships with the app (gzip; the page offers it unpacked for memory_viz).
+SNAPSHOT_IDS = ("analysis-preset",)
+HISTORY_EVENTS = 400  # timeline events kept per other recording (coalesced: the peak and final level stay exact)
+
+
+def keep_history(job_id: str, result: dict, out: Path) -> None:
+    """A run's timeline, bounded for the repository; its snapshot file copied next to it, or dropped (the
+    worker's temp path means nothing on another machine)."""
+    history = result.get("history")
+    if not history or history.get("error"):
+        return
+    snap = history.get("snapshot") or {}
+    if job_id in SNAPSHOT_IDS and snap.get("path") and Path(snap["path"]).exists():
+        name = f"{job_id}.snapshot.pickle.gz"
+        (out / name).write_bytes(gzip.compress(Path(snap["path"]).read_bytes()))
+        history["snapshot"] = {"recorded": name, "bytes": snap.get("bytes")}
+    else:
+        history["snapshot"] = None
+    if job_id not in SNAPSHOT_IDS:
+        result["history"] = shrink(history, HISTORY_EVENTS)
 
 
 def main() -> None:
@@ -42,6 +65,7 @@ def main() -> None:
             continue
         if result.get("memory_summary"):
             result["memory_summary"] = result["memory_summary"][:20000]
+        keep_history(job["id"], result, out)
         (out / f"{job['id']}.json").write_text(json.dumps({**job, "params": params, "result": result}, default=str))
         peak = result.get("peak_bytes")
         print(f"{job['id']}: {time.time() - t0:.1f} s" + (f", peak {peak / 2**20:.1f} MiB" if peak else ""), flush=True)

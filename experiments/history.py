@@ -519,3 +519,9 @@ def save_snapshot(snapshot: dict) -> dict:
     for p in old:
         p.unlink(missing_ok=True)
     return {"path": str(path), "bytes": path.stat().st_size}
+
+
+def shrink(history: dict, max_events: int) -> dict:
+    """The same timeline in at most about max_events events (peak and final level unchanged): for recordings."""
+    events, coalesced = coalesce(history.get("events") or [], max_events)
+    return {**history, "events": events, "coalesced": history.get("coalesced", False) or coalesced}
