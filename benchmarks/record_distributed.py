@@ -1,0 +1,53 @@
+"""Record the multi-GPU lesson's data-parallel runs (lessons/multigpu/meta.json), per rank.
+
+    python3 benchmarks/record_distributed.py --device cuda --out recorded/h200x2   # a machine with 2 GPUs
+    python3 benchmarks/record_distributed.py --device cpu --out recorded/cpu-gloo  # gloo, 2 processes
+Writes one JSON file per strategy ({"id", "lesson", "label", "kind": "distributed", "params", "result"}), ids
+`multigpu-<recording>-<strategy id>`; strategies marked "devices" are recorded only on those devices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from experiments.distributed import run_distributed_many  # noqa: E402
+from experiments.distributed_lesson import lesson_jobs  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", choices=("cuda", "cpu"), required=True)
+    ap.add_argument("--out", default=None, help="default: recorded/<the lesson's recording name for the device>")
+    args = ap.parse_args()
+    jobs = lesson_jobs(args.device)
+    out = Path(args.out) if args.out else ROOT / "recorded" / jobs[0]["recording"]
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    # One launch: the ranks start once and run every strategy in turn.
+    results = run_distributed_many([job["params"] for job in jobs])
+    failed = 0
+    for job, result in zip(jobs, results, strict=True):
+        entry = {k: job[k] for k in ("id", "lesson", "label", "kind", "params")} | {"result": result}
+        (out / f"{job['id']}.json").write_text(json.dumps(entry, indent=1, default=str) + "\n", encoding="utf-8")
+        peaks = ", ".join(f"rank {r['rank']} {r['peak_bytes'] / 2**20:.2f} MiB" for r in result["ranks"]
+                          if r.get("peak_bytes") is not None)
+        update = result.get("update_check") or {}
+        ok = not result["errors"] and update.get("ok") is not False
+        failed += not ok
+        print(f"{job['id']}: {peaks}; estimate {result['estimate']['peak_bytes'] / 2**20:.2f} MiB; "
+              f"update {'ok' if update.get('ok') else update or '-'}; step "
+              f"{(result.get('step_ms') or {}).get('median', float('nan')):.2f} ms"
+              + (f"; ERRORS {result['errors']}" if result["errors"] else ""), flush=True)
+    print(f"{len(jobs)} recorded to {out} in {time.time() - t0:.0f} s, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
