@@ -22,6 +22,7 @@ PAGES = (
     ("optimization", ":material/speed:"),
     ("leaks", ":material/water_drop:"),
     ("compare", ":material/compare_arrows:"),
+    ("multigpu", ":material/device_hub:"),
     ("exercise1", ":material/edit_note:"),
     ("exercise2", ":material/edit_note:"),
     ("exercise3", ":material/edit_note:"),
@@ -68,7 +69,8 @@ def main() -> None:
     current = st.navigation(
         {
             t("nav.start"): [pages["home"]],
-            t("nav.lessons"): [pages[i] for i in ("monitoring", "analysis", "optimization", "leaks", "compare")],
+            t("nav.lessons"): [pages[i] for i in ("monitoring", "analysis", "optimization", "leaks", "compare",
+                                                  "multigpu")],
             t("nav.exercises"): [pages[i] for i in ("exercise1", "exercise2", "exercise3")],
         }
     )
