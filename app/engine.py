@@ -12,7 +12,23 @@ def client():
     Held by experiments.worker, not st.cache_resource, so no visitor's "Clear cache" can reset it."""
     from experiments.worker import shared_client
 
-    return shared_client()
+    c = shared_client()
+    c.owner_alive = _session_alive
+    return c
+
+
+def session_id() -> str | None:
+    """This browser tab's session: the fair queue's unit, and how the worker knows a closed tab's jobs."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx else None
+
+
+def _session_alive(sid: str) -> bool:
+    from streamlit import runtime
+
+    return not runtime.exists() or runtime.get_instance().is_active_session(sid)
 
 
 def get_client():
@@ -52,11 +68,32 @@ def capacity_bytes(cfg) -> int | None:
 
 
 @st.cache_data(max_entries=2048, show_spinner=False)
-def _estimate(cfg_items: tuple, capacity: int | None, device_type: str) -> dict:
+def _estimate(cfg_items: tuple, capacity: int | None, device_type: str, workspaces: tuple | None) -> dict:
     from experiments.config import ExperimentConfig
     from experiments.estimator import estimate
 
-    return estimate(ExperimentConfig.from_dict(dict(cfg_items)), capacity_bytes=capacity, device_type=device_type)
+    return estimate(ExperimentConfig.from_dict(dict(cfg_items)), capacity_bytes=capacity, device_type=device_type,
+                    transients=dict(workspaces or ()))
+
+
+def _measure_later(signatures: list[str]) -> None:
+    """Ask the worker to measure these ops' scratch memory on its GPU (milliseconds, once per shape and server);
+    the page's next estimate includes them."""
+    try:
+        client().submit("workspaces", {"signatures": sorted(signatures)}, owner=session_id())
+    except Exception:  # noqa: BLE001 - a full queue only delays the measurement until the run itself
+        pass
+
+
+def _workspaces() -> tuple | None:
+    """The cuDNN workspaces the worker has measured on its GPU so far (experiments/op_workspace.py)."""
+    from pathlib import Path
+
+    from experiments.op_workspace import load
+
+    info, _ = safe_device_info()
+    path = (info or {}).get("workspaces_path")
+    return tuple(sorted(load(Path(path)).items())) if path else None
 
 
 def device_type(cfg) -> str:
@@ -70,7 +107,12 @@ def device_type(cfg) -> str:
 def estimate(cfg, capacity: int | None = None) -> tuple[dict | None, str | None]:
     """The estimate for the device the run would use (a fake-tensor replay: exact tensor bytes; cached)."""
     try:
-        return _estimate(tuple(sorted(cfg.to_dict().items())), capacity, device_type(cfg)), None
+        where = device_type(cfg)
+        est = _estimate(tuple(sorted(cfg.to_dict().items())), capacity, where,
+                        _workspaces() if where == "cuda" else None)
+        if est.get("unmeasured"):
+            _measure_later(est["unmeasured"])
+        return est, None
     except Exception as exc:  # noqa: BLE001
         return None, f"{type(exc).__name__}: {exc}"
 

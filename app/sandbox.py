@@ -247,8 +247,10 @@ def show_estimate(cfg: ExperimentConfig) -> dict | None:
         st.caption(t("estimate.no_capacity"))
     if est.get("method") in ("replay", "replay_device"):
         st.caption(t("estimate.method.replay"))
-    if est.get("not_predicted"):
-        st.caption(t("estimate.not_predicted." + ("cnn" if "cudnn_workspace" in est["not_predicted"] else "other")))
+    if est.get("unmeasured"):
+        st.caption(t("estimate.not_predicted", n=len(est["unmeasured"])))
+    elif est.get("signatures"):
+        st.caption(t("estimate.workspaces_measured"))
     df = breakdown_frame(None, est.get("categories"))
     if not df.empty:
         st.altair_chart(charts.estimate_chart(df), width="stretch")

@@ -7,7 +7,9 @@ Torch-free. The rules are those of c10/cuda/CUDACachingAllocator.cpp with defaul
 - a request takes the smallest cached free block of its pool that fits (best fit), split when the rest is at
   least 512 bytes (small pool) or more than 1 MiB (large pool); otherwise a new segment is reserved;
 - a freed block merges with free neighbours in its segment; segments stay reserved (until empty_cache).
-Memory that is not a tensor (cuBLAS and cuDNN workspaces) is not in the trace and not modelled.
+`memory_allocated` counts whole blocks, so a request that takes a cached block without splitting it counts
+the block's size (up to 1 MiB more than asked for in the large pool): the model's `allocated` does the same.
+Scratch buffers that are not tensors are in the trace only where they were measured (experiments/op_workspace.py).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class CachingAllocatorModel:
         self.reserved = 0
         self.allocated = 0
         self.peak_reserved = 0
+        self.peak_allocated = 0
         self._segments = 0
         self._free = {"small": [], "large": []}  # sorted (size, segment, offset, id(block)) -> block
         self._by_key: dict = {}
@@ -97,6 +100,7 @@ class CachingAllocatorModel:
         block.free = False
         self._live[key] = block
         self.allocated += block.size
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
 
     def free(self, key: int) -> None:
         block = self._live.pop(key, None)
@@ -125,11 +129,16 @@ def replay_trace(events: list[tuple[str, int, int]]) -> dict:
     """events: ("alloc", key, nbytes) / ("free", key, 0) in order; returns reserved/allocated figures."""
     model = CachingAllocatorModel()
     marks = []
+    since_mark = 0  # the highest allocated figure since the last phase boundary
     for kind, key, nbytes in events:
         if kind == "alloc":
             model.malloc(key, nbytes)
+            since_mark = max(since_mark, model.allocated)
         elif kind == "free":
             model.free(key)
         else:  # a phase boundary: ("mark", index, 0)
-            marks.append({"reserved_bytes": model.reserved, "allocated_bytes": model.allocated})
-    return {"reserved_bytes": model.reserved, "peak_reserved_bytes": model.peak_reserved, "marks": marks}
+            marks.append({"reserved_bytes": model.reserved, "allocated_bytes": model.allocated,
+                          "peak_allocated_bytes": since_mark})
+            since_mark = model.allocated
+    return {"reserved_bytes": model.reserved, "peak_reserved_bytes": model.peak_reserved,
+            "peak_allocated_bytes": model.peak_allocated, "marks": marks}

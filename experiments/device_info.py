@@ -68,6 +68,7 @@ def device_info(choice: str = "auto") -> dict:
         free, total = torch.cuda.mem_get_info(device)
         info.update(
             name=props.name,
+            index=device.index,
             total_bytes=total,
             free_bytes=free,
             # Held by this process's caching allocator but unused: a run can have it without the driver.
@@ -75,6 +76,10 @@ def device_info(choice: str = "auto") -> dict:
             capability=f"{props.major}.{props.minor}",
             multiprocessors=props.multi_processor_count,
         )
+        from .op_workspace import cache_path
+
+        # Where the worker keeps the cuDNN workspaces it measured: the web process reads them for its estimates.
+        info["workspaces_path"] = str(cache_path(props.name))
     else:
         import platform
 

@@ -13,9 +13,8 @@ import math
 from dataclasses import dataclass, field
 
 from .config import ExperimentConfig
-from .models import CNN_CLASSES, cnn_spatial_sizes
-
-CATS = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "autocast_copies", "data")
+from .vocabulary import CNN_CLASSES, cnn_spatial_sizes
+from .vocabulary import TENSOR_CATEGORIES as CATS
 
 
 def _round(n: int) -> int:
@@ -140,15 +139,18 @@ def _optimizer_bytes(cfg: ExperimentConfig, params: list[int], pe: int) -> tuple
 
 
 def estimate(cfg: ExperimentConfig, capacity_bytes: int | None = None, device_type: str = "cuda",
-             method: str = "auto") -> dict:
+             method: str = "auto", transients: dict[str, int] | None = None) -> dict:
     """The peak a run of cfg reaches on `device_type`, with the categories at that moment.
 
-    method "replay" traces the real training step on fake tensors (experiments/replay.py): exact on CPU,
-    and on CUDA with the allocator's 512-byte blocks and CUDA's default optimizer path. "analytic" is the
-    layer-by-layer model below, which also gives the lessons their per-category explanation. "auto" is
-    the replay: on seeded random grids it equals the CPU measurement and is the closer one on the H200
-    (docs/gpu-results.md). On CUDA, memory that is not a tensor (cuDNN convolution and cuBLAS workspaces)
-    comes on top; the result says so in "not_predicted".
+    method "replay" traces the real training step on fake tensors (experiments/replay.py): exact on CPU.
+    On CUDA the trace goes through a model of the caching allocator (experiments/allocator_model.py), which
+    counts whole blocks as `memory_allocated` does, and CUDA's default optimizer path is taken. "analytic" is
+    the layer-by-layer model below, which also gives the lessons their per-category explanation. "auto" is
+    the replay (docs/gpu-results.md has both on seeded random grids).
+
+    `transients`: scratch bytes of cuDNN's convolutions per op signature, measured on the device
+    (experiments/op_workspace.py). A convolution whose signature is missing is listed in "unmeasured", and
+    "not_predicted" says its workspace is not in the figure.
     """
     analytic = _analytic(cfg, capacity_bytes)
     if method == "auto":
@@ -162,18 +164,31 @@ def estimate(cfg: ExperimentConfig, capacity_bytes: int | None = None, device_ty
     cuda = device_type == "cuda"
     if cuda and cfg.optimizer_impl == "default" and cfg.optimizer != "sgd":
         cfg = cfg.replace(optimizer_impl="foreach")  # torch's default for parameters that are all on CUDA
-    r = replay(cfg, block=512 if cuda else 1, fake_device="cuda" if cuda and method == "replay_device" else "cpu")
+    r = replay(cfg, block=512 if cuda else 1, fake_device="cuda" if cuda and method == "replay_device" else "cpu",
+               transients=transients if cuda else None)
     categories = {c: int(r["categories"].get(c, 0)) for c in CATS}
+    peak, phase, reserved, unmeasured = int(r["peak_bytes"]), r["peak_phase"], None, []
+    if cuda:
+        alloc = r["allocator"]
+        # The allocator counts whole blocks: the peak and its phase come from the model's replay of the trace.
+        i = max(range(len(alloc["marks"])), key=lambda k: alloc["marks"][k]["peak_allocated_bytes"])
+        peak, phase = int(alloc["marks"][i]["peak_allocated_bytes"]), r["phases"][i]["phase"]
+        categories["other"] = max(0, peak - sum(categories.values()))
+        reserved = alloc["peak_reserved_bytes"]
+        unmeasured = [s for s in r["signatures"] if s not in (transients or {})]
     return analytic | {
         "categories": categories, "steady": {c: int(r["steady"].get(c, 0)) for c in CATS},
-        "terms": [dict(term, bytes=categories.get(term["category"], 0)) for term in analytic["terms"]],
-        "peak_bytes": int(r["peak_bytes"]), "peak_phase": r["peak_phase"],
-        "fits": None if capacity_bytes is None else r["peak_bytes"] <= capacity_bytes,
+        "terms": [dict(term, bytes=categories.get(term["category"], 0)) for term in analytic["terms"]]
+        + ([{"category": "other", "args": {}, "bytes": categories["other"]}] if "other" in categories else []),
+        "peak_bytes": peak, "peak_phase": phase,
+        "fits": None if capacity_bytes is None else peak <= capacity_bytes,
         "method": method, "device_type": device_type, "step": r["step"],
         # What the caching allocator would reserve for these tensors (experiments/allocator_model.py).
-        "reserved_bytes": r["allocator"]["peak_reserved_bytes"] if cuda else None,
+        "reserved_bytes": reserved,
         "analytic_peak_bytes": analytic["peak_bytes"],
-        "not_predicted": (["cudnn_workspace"] if cfg.model == "cnn" else []) + ["cublas_workspace"] if cuda else [],
+        "signatures": r["signatures"] if cuda else [],
+        "unmeasured": unmeasured,
+        "not_predicted": ["cudnn_workspace"] if unmeasured else [],
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .config import ConfigError, ExperimentConfig
 
-KINDS = ("run", "leak", "profile", "guard", "fragmentation", "timing_rounds", "distributed")
+KINDS = ("run", "leak", "profile", "guard", "fragmentation", "timing_rounds", "distributed", "workspaces")
 
 
 def execute(kind: str, params: dict, progress=None, should_cancel=None) -> dict:
@@ -36,4 +36,8 @@ def execute(kind: str, params: dict, progress=None, should_cancel=None) -> dict:
         from .distributed import run_distributed
 
         return run_distributed(params, progress=progress, should_cancel=should_cancel)
+    if kind == "workspaces":
+        from .runner import measure_workspaces_job
+
+        return measure_workspaces_job(params.get("signatures"))
     raise ConfigError("kind", f"got {kind!r}; allowed: {', '.join(KINDS)}")

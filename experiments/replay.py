@@ -18,6 +18,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
 from .config import ExperimentConfig
+from .op_workspace import signature
 from .runner import _Recorder, train_phases
 from .strategies import float32_precision
 from .tracker import StorageTracker
@@ -45,9 +46,12 @@ class _ReplayTracker(StorageTracker):
     bytes_moved = 0
     flops = 0
 
-    def __init__(self, block: int = 1):
+    def __init__(self, block: int = 1, transients: dict[str, int] | None = None):
         super().__init__(block=block)
         self.events: list[tuple[str, int, int]] = []  # the allocation trace, for the allocator model
+        self.transients = transients or {}  # op signature -> scratch bytes measured on the device
+        self.signatures: list[str] = []
+        self._scratch = 0
 
     def track(self, t: torch.Tensor, tag: str, nbytes: int | None = None) -> None:
         key = t.untyped_storage()._cdata
@@ -62,6 +66,10 @@ class _ReplayTracker(StorageTracker):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = super().__torch_dispatch__(func, types, args, kwargs)
+        sig = signature(func, args, kwargs)
+        if sig is not None:
+            self.signatures.append(sig)
+            self._hold_scratch(self.transients.get(sig, 0))
         if self.counting and func.__name__.split(".")[0] not in _NO_KERNEL:
             self.kernels += 1
             self.bytes_moved += _tensor_bytes((args, kwargs)) + _tensor_bytes(out)
@@ -70,6 +78,21 @@ class _ReplayTracker(StorageTracker):
             if count is not None:
                 self.flops += count(*args, **(kwargs or {}), out_val=out)
         return out
+
+    def _hold_scratch(self, nbytes: int) -> None:
+        """A library's scratch buffer, alive only while its op runs: in the peak, never in a category."""
+        if nbytes <= 0:
+            return
+        self._scratch -= 1
+        self.events += [("alloc", self._scratch, nbytes), ("free", self._scratch, 0)]
+        nbytes = -(-nbytes // self.block) * self.block
+        self.phase_peak = max(self.phase_peak, self.current + nbytes)
+        if self.current + nbytes > self.peak:
+            self.peak = self.current + nbytes
+            self.peak_snapshot = dict(self.live)
+            self.scratch_at_peak = nbytes
+
+    scratch_at_peak = 0
 
     def storage_nbytes(self, func, args, t: torch.Tensor) -> int:
         if func in _FULL_SIZE_REDUCTIONS and t.dim() == 0 and len(args) >= 2:
@@ -110,20 +133,22 @@ class _StepRecorder(_Recorder):
         self.tracker.events.append(("mark", len(self.phases), 0))
 
 
-def replay(cfg: ExperimentConfig, block: int = 1, fake_device: str = "cpu") -> dict:
+def replay(cfg: ExperimentConfig, block: int = 1, fake_device: str = "cpu",
+           transients: dict[str, int] | None = None) -> dict:
     """Two steps of cfg on fake tensors. `block`: round every storage up to a multiple of it (512 for CUDA).
 
     `fake_device="cuda"` dispatches as CUDA does (autocast's CUDA op lists, CUDA attention kernels); it needs
     a CUDA build of torch and creates a CUDA context, so only the worker process may use it.
+    `transients`: scratch bytes per op signature measured on the device (experiments/op_workspace.py).
     """
     with _LOCK:  # building a model touches process-wide settings (default dtype, matmul precision, seed)
-        return _replay(cfg, block, fake_device)
+        return _replay(cfg, block, fake_device, transients)
 
 
-def _replay(cfg: ExperimentConfig, block: int, fake_device: str) -> dict:
+def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients) -> dict:
     cfg = cfg.replace(device="cpu", steps=2, timing_steps=0, budget_mb=None, force=True)
     device = torch.device(fake_device)
-    tracker = _ReplayTracker(block=block)
+    tracker = _ReplayTracker(block=block, transients=transients)
     # The recorder reads the tracker, never the CUDA allocator: nothing real is allocated.
     rec = _StepRecorder(torch.device("cpu"), tracker, None, None, 0)
     holder: dict = {}
@@ -140,4 +165,5 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str) -> dict:
     step = {"flops": int(tracker.flops), "kernels": tracker.kernels,
             "bytes": int(tracker.bytes_moved)}
     return {"peak_bytes": top["peak_bytes"], "peak_phase": top["phase"], "categories": categories,
-            "steady": steady, "phases": rec.phases, "step": step, "allocator": allocator}
+            "steady": steady, "phases": rec.phases, "step": step, "allocator": allocator,
+            "signatures": list(dict.fromkeys(tracker.signatures))}

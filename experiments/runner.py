@@ -13,6 +13,7 @@ import traceback
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from . import op_workspace
 from .capacity import capacity
 from .config import ExperimentConfig
 from .device_info import cpu_available_bytes, device_info, resolve_device
@@ -51,6 +52,33 @@ def warm_up_cuda(device: torch.device) -> None:
     torch.cuda.synchronize(device)
 
 
+def measure_workspaces(signatures: list[str], device: torch.device) -> dict[str, int]:
+    """cuDNN's scratch memory for these convolutions, measured here and cached on disk (experiments/op_workspace.py).
+    A convolution too large to probe stays unmeasured: the estimate then says its workspace is not included."""
+    path = op_workspace.cache_path(torch.cuda.get_device_properties(device).name)
+    table = op_workspace.load(path)
+    for sig in signatures:
+        if sig not in table:
+            try:
+                table |= op_workspace.measure_all([sig], device, path)
+            except torch.OutOfMemoryError:
+                pass
+    gc.collect()
+    torch.cuda.empty_cache()  # the probes' inputs must not stay in the reserved figure of the run that follows
+    return {s: table[s] for s in signatures if s in table}
+
+
+def measure_workspaces_job(signatures) -> dict:
+    """The worker's job for the page's estimate: measure what the estimate lists as unmeasured, on this device."""
+    if not isinstance(signatures, list) or len(signatures) > 500 or not all(
+            op_workspace.is_signature(s) for s in signatures):
+        raise ValueError("signatures: a list of at most 500 op signatures from the estimate")
+    device = resolve_device("auto")
+    if device.type != "cuda":
+        return {"measured": 0}
+    return {"measured": len(measure_workspaces(signatures, device))}
+
+
 def capacity_bytes(cfg: ExperimentConfig, device: torch.device) -> int | None:
     if device.type == "cuda":
         free, _total = torch.cuda.mem_get_info(device)
@@ -64,11 +92,25 @@ def check_fits(cfg: ExperimentConfig, device: torch.device, copies: int = 1) -> 
     on a CPU an unchecked one is killed by the OOM killer, worker and all). `copies`: states alive at once."""
     capacity = capacity_bytes(cfg, device)
     est = estimate(cfg, capacity_bytes=capacity, device_type=device.type)
+    if est["unmeasured"]:
+        est = estimate(cfg, capacity_bytes=capacity, device_type=device.type,
+                       transients=measure_workspaces(est["signatures"], device))
     cap = load_limits().max_peak_gib
     if cap is not None and copies * est["peak_bytes"] > cap * 2**30:
         # The operator's limit: "force" (or a shared link that sets it) cannot lift it.
         raise WouldNotFit(f"estimated peak {copies * est['peak_bytes'] / 2**30:.2f} GiB is above this server's "
                           f"limit of {cap:g} GiB per run (max_peak_gib)", est)
+    host = cpu_available_bytes() if device.type == "cpu" else None
+    simulated = cfg.budget_mb is not None and host is not None and cfg.budget_mb * 2**20 < host
+    if cfg.force and host is not None and not simulated and copies * est["peak_bytes"] > REFUSE_FACTOR * host:
+        # On a CPU nothing reports an out-of-memory error: the system kills the process, worker and all.
+        # A budget below the host's memory makes the tracker raise a simulated one instead.
+        raise WouldNotFit(
+            f"estimated peak {copies * est['peak_bytes'] / 2**30:.2f} GiB does not fit the {host / 2**30:.2f} GiB "
+            "of memory this machine has free; on a CPU, running past it is stopped by the system, not reported, so "
+            "force cannot run it: set budget_mb below the free memory to see a simulated out-of-memory error",
+            est,
+        )
     if not cfg.force and capacity is not None and copies * est["peak_bytes"] > REFUSE_FACTOR * capacity:
         raise WouldNotFit(
             f"estimated peak {copies * est['peak_bytes'] / 2**30:.2f} GiB does not fit the "

@@ -18,6 +18,17 @@ def test_block_and_segment_sizes():
     assert segment_size(11 * MIB + 1) == 12 * MIB  # larger: rounded to 2 MiB
 
 
+def test_allocated_counts_the_whole_block_a_request_takes_unsplit():
+    """memory_allocated counts blocks: a large-pool block is split only when more than 1 MiB would remain."""
+    events = [("alloc", 1, 12 * MIB + 4096), ("free", 1, 0),  # a 14 MiB segment (rounded to 2 MiB), then cached
+              ("alloc", 2, 13 * MIB), ("mark", 0, 0)]  # 1 MiB - 4 KiB would remain: the whole 14 MiB block
+    out = replay_trace(events)
+    assert out["marks"][0]["allocated_bytes"] == 14 * MIB
+    assert out["peak_allocated_bytes"] == 14 * MIB and out["reserved_bytes"] == 14 * MIB
+    split = replay_trace([("alloc", 1, 12 * MIB), ("free", 1, 0), ("alloc", 2, 10 * MIB + 512), ("mark", 0, 0)])
+    assert split["marks"][0]["allocated_bytes"] == 10 * MIB + 512  # 1.5 MiB would remain: split
+
+
 def _pattern(kind: str) -> list:
     events = []
     if kind == "growing":

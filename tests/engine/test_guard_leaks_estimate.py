@@ -1,8 +1,10 @@
 import pytest
 
+from experiments import op_workspace
 from experiments.config import ExperimentConfig
 from experiments.estimator import estimate
 from experiments.guard import check_gradients, seed_lambda_forward
+from experiments.jobs import execute
 from experiments.leaks import SCENARIOS, run_leak
 from experiments.runner import run_experiment
 
@@ -88,6 +90,35 @@ def test_cuda_estimate_rounds_to_allocator_blocks_and_names_what_it_cannot_see()
     cuda, cpu = estimate(cfg, device_type="cuda"), estimate(cfg, device_type="cpu")
     assert cuda["peak_bytes"] % 512 == 0 and cuda["peak_bytes"] > cpu["peak_bytes"]
     assert "cudnn_workspace" in cuda["not_predicted"] and not cpu["not_predicted"]
+    # forward and backward of each of the two convolutions, and the head's bias gradient (a reduction)
+    kinds = op_workspace.kinds(cuda["signatures"])
+    assert kinds == {"convolution": 2, "convolution_backward": 2, "sum": 1} and cuda["unmeasured"] == cuda["signatures"]
+
+
+def test_the_workspace_job_validates_its_input_and_measures_nothing_without_a_gpu():
+    sigs = estimate(ExperimentConfig(model="cnn", layers=2, width=8, batch=2, image_size=16), device_type="cuda")
+    assert all(op_workspace.is_signature(s) for s in sigs["signatures"])
+    for bad in ("x", ["{}"], ['{"op": "mm"}'], None):
+        with pytest.raises(ValueError, match="signatures"):
+            execute("workspaces", {"signatures": bad})
+    assert execute("workspaces", {"signatures": sigs["signatures"]}) == {"measured": 0}
+
+
+def test_measured_workspaces_land_in_the_peak_at_their_convolution():
+    cfg = ExperimentConfig(model="cnn", layers=3, width=8, batch=4, image_size=16, precision="tf32")
+    plain = estimate(cfg, device_type="cuda")
+    huge = 2**30  # far above every tensor of the step, so the peak sits at whichever convolution comes last
+    table = dict.fromkeys(plain["signatures"], huge)
+    with_ws = estimate(cfg, device_type="cuda", transients=table)
+    assert with_ws["unmeasured"] == [] and with_ws["not_predicted"] == []
+    assert plain["peak_bytes"] < with_ws["peak_bytes"] < plain["peak_bytes"] + huge
+    assert with_ws["peak_phase"] in ("forward", "backward")
+    assert with_ws["categories"]["other"] >= huge  # the workspace is not a tensor: its own category
+    one = estimate(cfg, device_type="cuda", transients={plain["signatures"][0]: huge})
+    assert one["peak_bytes"] < with_ws["peak_bytes"] and one["peak_phase"] == "forward"
+    # the key is the op's shapes, dtypes and cuDNN's TF32 switch: fp32 convolutions are different signatures
+    fp32 = estimate(cfg.replace(precision="fp32"), device_type="cuda", transients=table)
+    assert [s for s in fp32["unmeasured"] if "convolution" in s] == [s for s in fp32["signatures"] if "convolution" in s]
 
 
 def test_predicted_step_time_range_covers_the_recorded_h200_runs():

@@ -155,3 +155,57 @@ def test_timing_rounds_on_cuda_interleaves_strategies():
                     rounds=3, steps=5)
     assert [len(s["round_ms"]) for s in r["strategies"]] == [3, 3]
     assert all(s["min_ms"] <= s["median_ms"] <= s["max_ms"] for s in r["strategies"])
+
+
+def test_estimate_with_measured_scratch_memory_matches_runs_it_was_not_tuned_on():
+    """Seeded random configurations of every family: the estimate (replay + allocator model + scratch memory
+    measured per op) against the engine's measured net peak. The full grid: benchmarks/estimate_grid.py."""
+    import random
+
+    from benchmarks.estimate_grid import draw
+    from experiments.estimator import estimate
+    from experiments.runner import measure_workspaces
+
+    rng, errors = random.Random(20261130), []
+    while len(errors) < 9:
+        cfg = draw(rng, "cuda")
+        first = estimate(cfg, device_type="cuda")
+        if first["peak_bytes"] > 8 * 2**30:
+            continue
+        est = estimate(cfg, device_type="cuda", transients=measure_workspaces(first["signatures"], torch.device("cuda")))
+        r = run_experiment(cfg)
+        measured = r["peak_bytes"] - r["baseline_bytes"]
+        errors.append(abs(est["peak_bytes"] / measured - 1))
+        print(f"{cfg.model}: measured {measured / 2**20:.2f} MiB, estimate {est['peak_bytes'] / 2**20:.2f} MiB "
+              f"({100 * errors[-1]:.2f} %), unmeasured {len(est['unmeasured'])}")
+        assert not est["unmeasured"]
+    assert sorted(errors)[len(errors) // 2] < 0.02 and max(errors) < 0.10
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_one_worker_per_gpu_runs_two_jobs_at_once_each_with_its_own_peak():
+    import time
+
+    from experiments.worker import WorkerClient
+
+    client = WorkerClient(inline=False)
+    deadline = time.monotonic() + 180
+    while len((client.device_info(timeout=120) or {}).get("devices", [])) < 2:
+        assert time.monotonic() < deadline, "the second GPU's worker did not report"
+        time.sleep(0.5)
+    cfgs = [ExperimentConfig(model="mlp", device="cuda", layers=20, width=4096, batch=16384, steps=3, timing_steps=3,
+                             seed=s) for s in (1, 2)]
+    t0 = time.monotonic()
+    tickets = [client.submit("run", c.to_dict(), owner=f"learner{i}") for i, c in enumerate(cfgs)]
+    while any(client.status(x)["state"] in ("queued", "running") for x in tickets):
+        assert time.monotonic() < deadline + 300
+        time.sleep(0.2)
+    wall = time.monotonic() - t0
+    results = [client.status(x)["result"] for x in tickets]
+    durations = [r["duration_s"] for r in results]
+    print(f"two jobs on two GPUs: wall {wall:.1f} s, durations {durations}, devices "
+          f"{[r['device']['index'] for r in results]}")
+    assert {r["device"]["index"] for r in results} == {0, 1}
+    assert wall < 0.8 * sum(durations)  # they ran at the same time
+    alone = run_experiment(cfgs[0])
+    assert results[0]["peak_bytes"] - results[0]["baseline_bytes"] == alone["peak_bytes"] - alone["baseline_bytes"]
