@@ -8,10 +8,9 @@ import pandas as pd
 
 from app.i18n import t
 from experiments.metrics import net_peak
+from experiments.vocabulary import CATEGORIES
 
 MIB = 2**20
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "autocast_copies", "data",
-              "other")
 
 
 def fmt_bytes(value) -> str:

@@ -14,10 +14,8 @@ comparison page each strategy id names its run.
 from __future__ import annotations
 
 from . import metrics
+from .vocabulary import CATEGORIES, PHASES  # noqa: F401 - the names checks may use
 
-PHASES = ("model", "optimizer", "data", "zero_grad", "forward", "backward", "optimizer_step")
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "autocast_copies", "data",
-              "other")
 ONE_RUN_METRICS = {
     "net_peak_mib", "peak_mib", "baseline_mib", "parameters_mib", "category_mib", "category_share_pct",
     "phase_peak_mib", "phase_growth_mib", "step_ms", "step_spread_pct", "tflops", "leak_growth_bytes",

@@ -10,8 +10,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from .config import ExperimentConfig
-
-CNN_CLASSES = 10
+from .vocabulary import CNN_CLASSES, cnn_pools
 
 
 class MLPBlock(nn.Module):
@@ -114,29 +113,13 @@ def _build(cfg: ExperimentConfig) -> Net:
     elif cfg.model == "cnn":
         blocks, c_in = [], 3
         for i in range(cfg.layers):
-            blocks.append(ConvBlock(c_in, cfg.width, pool=_cnn_pools(cfg, i), inplace=cfg.inplace))
+            blocks.append(ConvBlock(c_in, cfg.width, pool=cnn_pools(cfg.image_size, i), inplace=cfg.inplace))
             c_in = cfg.width
         head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cfg.width, CNN_CLASSES))
     else:
         blocks = [TransformerBlock(cfg.width, cfg.heads) for _ in range(cfg.layers)]
         head = nn.LayerNorm(cfg.width)
     return Net(blocks, head, cfg.checkpoint, cfg.segment_size)
-
-
-def _cnn_pools(cfg: ExperimentConfig, index: int) -> bool:
-    """Halve the resolution after every second conv while the image is at least 16 px."""
-    size = cfg.image_size // (2 ** sum(1 for j in range(index) if j % 2 == 1))
-    return index % 2 == 1 and size >= 16
-
-
-def cnn_spatial_sizes(cfg: ExperimentConfig) -> list[tuple[int, int]]:
-    """(output size of conv i, size after its pooling) for each conv layer."""
-    sizes, s = [], cfg.image_size
-    for i in range(cfg.layers):
-        out = s // 2 if _cnn_pools(cfg, i) else s
-        sizes.append((s, out))
-        s = out
-    return sizes
 
 
 def make_batch(cfg: ExperimentConfig, device: torch.device, generator_seed: int) -> tuple[torch.Tensor, torch.Tensor]:

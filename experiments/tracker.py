@@ -12,7 +12,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "autocast_copies", "data")
+from .vocabulary import TENSOR_CATEGORIES as CATEGORIES
 
 _to_copy = torch.ops.aten._to_copy.default
 
