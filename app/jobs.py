@@ -6,7 +6,7 @@ import time
 
 import streamlit as st
 
-from app.engine import get_client
+from app.engine import get_client, session_id
 from app.i18n import t
 
 POLL_S = 0.7
@@ -36,10 +36,11 @@ def submit(ns: str, specs: list[dict], tag=None) -> str | None:
     if err:
         return err
     try:
-        ids = [client.submit(spec["kind"], spec["params"]) for spec in specs]
+        owner = session_id()
+        ids = [client.submit(spec["kind"], spec["params"], owner=owner) for spec in specs]
     except Exception as exc:  # noqa: BLE001
         if type(exc).__name__ == "QueueFull":
-            return t("jobs.queue_full")
+            return t("jobs.session_full" if getattr(exc, "per_session", False) else "jobs.queue_full")
         return f"{type(exc).__name__}: {exc}"
     st.session_state[_pending_key(ns)] = {"ids": ids, "specs": specs, "tag": tag, "since": time.time()}
     return None

@@ -25,9 +25,15 @@ with right:
                 st.success(t("home.cuda_mode", name=info.get("name", "GPU")))
             else:
                 st.info(t("home.cpu_mode"))
-            cols = st.columns(2)
-            cols[0].metric(t("home.total"), results.fmt_bytes(info.get("total_bytes")))
-            cols[1].metric(t("home.free"), results.fmt_bytes(info.get("free_bytes")))
+            devices = info.get("devices") or [info]
+            for device in devices:
+                if len(devices) > 1:
+                    st.markdown(f"**{t('home.gpu_index', index=device.get('index', '?'))}** · {device.get('name', '?')}")
+                cols = st.columns(2)
+                cols[0].metric(t("home.total"), results.fmt_bytes(device.get("total_bytes")))
+                cols[1].metric(t("home.free"), results.fmt_bytes(device.get("free_bytes")))
+            if len(devices) > 1:
+                st.caption(t("home.gpu_lanes", n=len(devices)))
             versions = t("home.versions", name=info.get("name", "?"), torch=info.get("torch_version", "?"))
             if info.get("cuda_version"):
                 versions += " · " + t("home.cuda_version", version=info["cuda_version"])
