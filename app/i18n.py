@@ -89,6 +89,10 @@ STRINGS: dict[str, tuple[str, str]] = {
                            "share it, so peaks and times can be disturbed. Run one server per GPU.",
                            "这台机器上另一个显存实验室服务器也在使用同一块 GPU：两个服务器的运行会相互干扰峰值和耗时。"
                            "请每块 GPU 只运行一个服务器。"),
+    "home.gpu_index": ("GPU {index}", "GPU {index}"),
+    "home.gpu_lanes": ("{n} GPUs: one worker each, and every run goes to a free one; a multi-GPU run waits "
+                       "until all the GPUs it uses are free.",
+                       "{n} 块 GPU：每块一个工作进程，每次运行交给空闲的那块；多 GPU 运行会等到它用到的 GPU 全部空闲。"),
     "sidebar.cpu": ("CPU mode: no GPU on this server", "CPU 模式：此服务器没有 GPU"),
     # lesson text
     "lesson.missing": ("This lesson's text is not available yet.", "本课的文字内容暂未提供。"),
@@ -258,15 +262,15 @@ STRINGS: dict[str, tuple[str, str]] = {
                                "tensors (shapes only, no arithmetic), so every tensor it allocates is counted.",
                                "是追踪出来的，不是猜的：这个配置的训练步在假张量（只有形状，没有计算）上重放了一遍，"
                                "它分配的每个张量都被计入。"),
-    "estimate.not_predicted.cnn": ("On a GPU, cuDNN's convolution workspaces and cuBLAS's come on top of this: they "
-                                   "are not tensors, and for convolutions they can be large (the measured result "
-                                   "shows them as “Not a tensor”).",
-                                   "在 GPU 上，cuDNN 卷积工作区和 cuBLAS 工作区还要另算：它们不是张量，卷积的工作区可能很大"
-                                   "（实测结果中显示为“非张量”）。"),
-    "estimate.not_predicted.other": ("On a GPU, cuBLAS and attention kernels may add workspaces on top of this; they "
-                                     "are not tensors (the measured result shows them as “Not a tensor”).",
-                                     "在 GPU 上，cuBLAS 和注意力内核可能还会另外占用工作区；它们不是张量"
-                                     "（实测结果中显示为“非张量”）。"),
+    "estimate.not_predicted": ("Some kernels take scratch memory that is not a tensor and depends on the GPU: cuDNN's "
+                               "convolution workspaces and the partial sums of large reductions. This server measures "
+                               "each shape once on its GPU; {n} of this configuration's are being measured now and "
+                               "are not in this figure yet.",
+                               "有些内核会占用不属于张量、且取决于 GPU 的临时显存：cuDNN 的卷积工作区，以及大规模归约的部分和。"
+                               "服务器会在 GPU 上对每种形状实测一次；此配置中有 {n} 个正在实测，尚未计入这个数字。"),
+    "estimate.workspaces_measured": ("Includes the kernels' scratch memory (cuDNN convolution workspaces, partial sums "
+                                     "of large reductions), measured on this GPU for each shape.",
+                                     "已包含内核的临时显存（cuDNN 卷积工作区、大规模归约的部分和）：按每种形状在这块 GPU 上实测。"),
     "estimate.title": ("Estimate before running", "运行前估算"),
     "estimate.peak": ("Predicted peak", "预计峰值"),
     "estimate.peak_phase_is": ("The peak is predicted in the “{phase}” phase.", "预计峰值出现在“{phase}”阶段。"),
@@ -292,6 +296,9 @@ STRINGS: dict[str, tuple[str, str]] = {
                          "峰值时刻的短命缓冲区：反向传播中的梯度、优化器临时张量（{impl}：{mib} MiB）"),
     "term.autocast_copies": ("low-precision copies of fp32 weights made by autocast and saved for backward",
                              "autocast 生成的低精度权重副本，会被保存到反向传播"),
+    "term.other": ("not a tensor: the caching allocator hands out whole blocks (a request counts up to 1 MiB "
+                   "more than it asked for), and kernels' scratch memory (cuDNN workspaces, partial sums) measured on this GPU",
+                   "非张量：缓存分配器按整块分配（一次请求最多比实际多计约 1 MiB），以及在这块 GPU 上实测的内核临时显存（cuDNN 工作区、部分和）"),
     "term.data": ("the input batch and targets on the device", "放在设备上的输入批次与目标"),
     "estimate.reserved": ("The caching allocator would reserve about {reserved} for these tensors (what an "
                           "out-of-memory error and nvidia-smi see, plus the CUDA context and workspaces).",
@@ -319,6 +326,9 @@ STRINGS: dict[str, tuple[str, str]] = {
     "jobs.progress": ("{done} / {total} phases", "{done} / {total} 个阶段"),
     "jobs.elapsed": ("{s} s elapsed", "已用 {s} 秒"),
     "jobs.cancel": ("Cancel", "取消"),
+    "jobs.session_full": ("This tab already has as many runs waiting as one learner may have; wait for one to "
+                          "finish, or cancel one.",
+                          "这个标签页排队中的运行已达到每位学员的上限；请等待其中一个完成，或取消一个。"),
     "jobs.queue_full": ("The class's queue is full right now; try again in a minute.",
                         "全班的排队已满，请一分钟后再试。"),
     "jobs.cancelled": ("The run was cancelled.", "运行已取消。"),
