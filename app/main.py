@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import streamlit as st
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    # `streamlit run app/main.py` puts only app/ on sys.path; experiments/ and the app package live in the root.
-    sys.path.append(str(ROOT))
-
-from app import engine  # noqa: E402
-from app.i18n import LANGS, t  # noqa: E402
+# `app` and `experiments` are an installed project (requirements.txt installs it with `-e .`).
+from app import engine
+from app.i18n import LANGS, t
 
 PAGES = (
     ("home", ":material/home:"),

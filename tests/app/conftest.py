@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("GPU_MEMORY_LAB_INLINE", "1")
 
