@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -218,26 +219,26 @@ def _spawn_via_child(plans: list[dict], device_type: str, progress=None, should_
                             stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
     proc.stdin.write(json.dumps(plans))
     proc.stdin.close()
+    lines: _queue.Queue = _queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True)
+    reader.start()
     got = None
-    os.set_blocking(proc.stdout.fileno(), False)
-    buffer = ""
-    while True:
-        chunk = proc.stdout.read() or ""
-        buffer += chunk
-        *lines, buffer = buffer.split("\n")
-        for line in lines:
-            message = json.loads(line)
-            if "progress" in message and progress:
-                progress(*message["progress"])
-            elif "got" in message:
-                got = message["got"]
-        if proc.poll() is not None and not chunk:
-            break
+    while reader.is_alive() or not lines.empty():
+        try:
+            message = json.loads(lines.get(timeout=0.1))
+        except _queue.Empty:
+            message = None
+        except json.JSONDecodeError:
+            continue  # a line that is not ours (a library printing to stdout)
+        if message and "progress" in message and progress:
+            progress(*message["progress"])
+        elif message and "got" in message:
+            got = message["got"]
         if should_cancel is not None and should_cancel():
             os.killpg(proc.pid, signal.SIGTERM)  # the child and the ranks it started: its own session
             proc.wait()
             return [{"results": {}, "update": None, "errors": {}, "cancelled": True} for _ in plans]
-        time.sleep(0.05)
+    proc.wait()
     if got is None:
         return [{"results": {}, "update": None, "errors": {-1: f"the launcher exited with status {proc.returncode}"},
                  "cancelled": False} for _ in plans]

@@ -223,3 +223,22 @@ def test_global_batch_mode_splits_the_batch():
     assert (d.per_rank_batch, d.global_batch, d.rank_config.batch) == (32, 64, 32)
     d = DistributedConfig.from_dict(dict(BASE, batch=64))
     assert (d.per_rank_batch, d.global_batch) == (64, 128)
+
+
+def _daemonic_job(q) -> None:
+    r = execute("distributed", dict(BASE, layers=2, width=64, batch=8, timing_steps=0, strategy="fsdp2_zero3"),
+                progress=lambda *a: None)
+    q.put((r["errors"], r["update_check"]["ok"], len(r["ranks"])))
+
+
+def test_runs_from_a_daemonic_process_like_the_classroom_worker():
+    """The worker is a daemonic process, which multiprocessing forbids to have children: the ranks are then
+    started from a child interpreter instead."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_daemonic_job, args=(q,), daemon=True)
+    p.start()
+    assert q.get(timeout=120) == ([], True, 2)
+    p.join()
