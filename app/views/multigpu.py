@@ -59,8 +59,8 @@ def _device_check(dcfg: DistributedConfig) -> None:
     """What the worker's machine can run: its device type and GPU count (the page never touches CUDA itself)."""
     info, _ = engine.safe_device_info()
     if (info or {}).get("type") == "cuda" and dcfg.config.device != "cpu":
-        count = int(info.get("device_count") or 1)
-        if dcfg.world_size > count:
+        count = info.get("device_count")  # when the worker reports it; otherwise the engine checks at Run
+        if count and dcfg.world_size > count:
             raise ConfigError("world_size", f"got {dcfg.world_size}; this machine has {count} GPU(s): allowed range "
                                             f"is [1, {count}] (one process per GPU)")
         return
