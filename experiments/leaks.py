@@ -20,7 +20,36 @@ SCENARIOS = (
     "cache_outputs_detached",  # ... with .detach(): the storage is shared, so nothing changes
     "no_zero_grad",  # gradients accumulate in place: wrong, but no growth
     "fixed",  # losses.append(loss.item()), zero_grad, nothing cached
+    "exercise_loop",  # the course's exercise-3 loop with a caching module; `loop` picks which habits are fixed
 )
+
+# The exercise loop's habits: what `losses` keeps, whether zero_grad runs, what the module caches.
+LOOP_CHOICES = {"keep": ("loss", "detach", "item"), "zero_grad": (False, True), "cache": ("keep", "detach", "none")}
+COURSE_LOOP = {"keep": "loss", "zero_grad": False, "cache": "keep"}
+
+
+def exercise_loop(loop: dict | None) -> dict:
+    """The exercise loop's habits over the course's (every bug present); ConfigError names a bad field."""
+    from .config import ConfigError
+
+    merged = dict(COURSE_LOOP)
+    for name, value in (loop or {}).items():
+        if name not in LOOP_CHOICES:
+            raise ConfigError("loop", f"unknown habit {name!r}; known: {', '.join(LOOP_CHOICES)}")
+        if value not in LOOP_CHOICES[name] or isinstance(value, bool) != isinstance(LOOP_CHOICES[name][0], bool):
+            raise ConfigError(f"loop.{name}", f"got {value!r}; allowed: {', '.join(map(str, LOOP_CHOICES[name]))}")
+        merged[name] = value
+    return merged
+
+
+def _gradient_error(model, x, y) -> float:
+    """||.grad - gradient of this step's loss alone|| / ||the latter||, at the same weights: 0 when the step
+    used its own gradient, about k - 1 after k steps without zero_grad (the gradients were summed)."""
+    params = [p for p in model.parameters()]
+    fresh = torch.autograd.grad(F.mse_loss(model.body(x), y), params)  # the body: nothing is cached
+    diff = sum(((p.grad - g) ** 2).sum() for p, g in zip(params, fresh, strict=True)).sqrt()
+    norm = sum((g**2).sum() for g in fresh).sqrt().clamp_min(1e-30)
+    return (diff / norm).item()
 
 
 class _CachingMLP(nn.Module):
@@ -62,7 +91,10 @@ def _check_fits(dev, steps: int, batch: int, width: int, layers: int) -> None:
                           f"is available on {dev.type}; reduce batch, width, layers or steps", {"peak_bytes": need})
 
 
-def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 64, width: int = 512, layers: int = 4) -> dict:
+def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 64, width: int = 512, layers: int = 4,
+             loop: dict | None = None) -> dict:
+    """`loop`: for "exercise_loop" only, the habits fixed over the course's loop (see exercise_loop)."""
+    habits = exercise_loop(loop) if scenario == "exercise_loop" else None
     if scenario not in SCENARIOS:
         from .config import ConfigError
 
@@ -88,8 +120,11 @@ def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 
     per_step = []
     kept: list = []
     censuses: list = []
+    grad_error = None
     with tracker:
         cache = {"cache_outputs": "keep", "cache_outputs_detached": "detach"}.get(scenario)
+        if habits:
+            cache = None if habits["cache"] == "none" else habits["cache"]
         model = _CachingMLP(width, layers, cache).to(dev)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3)
         x = torch.randn(batch, width, device=dev)
@@ -97,7 +132,7 @@ def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 
         base = allocated()
         per_step.append({"step": 0, "allocated_bytes": base})
         for step in range(1, steps + 1):
-            if scenario != "no_zero_grad":
+            if scenario != "no_zero_grad" and (habits is None or habits["zero_grad"]):
                 opt.zero_grad(set_to_none=True)
             out = model(x)
             # mse_loss allocates its result at the (batch, width) broadcast shape and resize_s it to
@@ -109,8 +144,14 @@ def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 
                 kept.append(loss)  # no backward, no no_grad: the graph stays reachable
             else:
                 loss.backward()
+                if habits and step == steps:
+                    grad_error = _gradient_error(model, x, y)  # before the update, at the weights backward saw
                 opt.step()
-                kept.append(loss if scenario.startswith("append_") else loss.item())
+                if habits:
+                    keep = habits["keep"]
+                    kept.append(loss if keep == "loss" else loss.detach() if keep == "detach" else loss.item())
+                else:
+                    kept.append(loss if scenario.startswith("append_") else loss.item())
             del loss
             per_step.append({"step": step, "allocated_bytes": allocated()})
             if step >= steps - 1 and steps >= 2:
@@ -126,4 +167,4 @@ def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 
         torch.cuda.empty_cache()
     return {"scenario": scenario, "device": device_info(dev.type), "per_step": per_step,
             "growth_bytes_per_step": growth, "started_at": started, "batch": batch, "width": width, "layers": layers,
-            "census": tensor_census}
+            "census": tensor_census, **({"loop": habits, "gradient_error": grad_error} if habits else {})}
