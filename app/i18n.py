@@ -24,7 +24,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     # lesson 6: data parallelism across GPUs (app/views/multigpu.py)
     "page.multigpu": ("6 · Several GPUs: DDP, ZeRO, FSDP2", "6 · 多卡：DDP、ZeRO、FSDP2"),
     "phase.wrap": ("wrap (DDP / shard)", "包装（DDP / 切分）"),
-    "cat.communication": ("Communication (buckets, gathered parameters)", "通信（梯度桶、聚合后的参数）"),
+    "cat.communication": ("Communication buffers", "通信缓冲区"),
     "multigpu.sandbox": ("Data-parallel sandbox", "数据并行沙盒"),
     "multigpu.strategy": ("Strategy", "策略"),
     "multigpu.world_size": ("World size (processes, one per GPU)", "world size（进程数，每张 GPU 一个）"),
