@@ -62,7 +62,7 @@ def categories_chart(df: pd.DataFrame) -> alt.Chart:
         x=alt.X("sum(mib):Q", title=t("axis.mib"), stack="zero"),
         color=alt.Color("category:N", title=t("axis.category"),
                         scale=alt.Scale(domain=[t("cat." + c) for c in ORDER], range=[COLORS[c] for c in ORDER]),
-                        legend=alt.Legend(orient="bottom", columns=2, labelLimit=260)),
+                        legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)),
         tooltip=[alt.Tooltip("label:N", title=t("col.strategy")), alt.Tooltip("category:N", title=t("axis.category")),
                  alt.Tooltip("mib:Q", title=t("axis.mib"), format=MIB_FMT)],
-    ).properties(height=max(120, 34 * len(labels)) + 90)
+    ).properties(height=alt.Step(34))

@@ -143,7 +143,10 @@ def comparison(meta: dict, key: str) -> None:
     with st.expander(title, icon=":material/history:", expanded=not jobs.finished(NS)):
         if device == "cpu":
             st.caption(t("multigpu.no_gpu_recording"))
-        titles = {s["id"]: content.localized(s.get("title"), lang(), s["id"]) for s in meta.get("strategies") or []}
+        # Short names on the charts: a half-width column at 1024 px has no room for the full titles.
+        titles = {s["id"]: content.localized(s.get("short") or s.get("title"), lang(), s["id"])
+                  for s in meta.get("strategies") or []}
+        full = {s["id"]: content.localized(s.get("title"), lang(), s["id"]) for s in meta.get("strategies") or []}
         items = [(titles.get(sid, sid), r.get("breakdown")) for sid, r in runs.items()]
         st.markdown(f"##### {t('multigpu.chart.compare')}")
         layout.chart(multigpu_charts.categories_chart(multigpu_charts.categories_frame(items)), meta, "memory", runs,
@@ -153,7 +156,7 @@ def comparison(meta: dict, key: str) -> None:
         if not sdf.empty:
             st.markdown(f"##### {t('multigpu.chart.time')}")
             layout.chart(charts.step_time_chart(sdf), meta, "time", runs, key=f"{key}.time")
-        pick = st.selectbox(t("recorded.pick"), list(runs), format_func=lambda sid: titles.get(sid, sid),
+        pick = st.selectbox(t("recorded.pick"), list(runs), format_func=lambda sid: full.get(sid, sid),
                             key=f"{key}.pick")
         show_result(runs[pick], meta, key=f"{key}.{pick}")
         st.caption(recorded_id(device, pick))
