@@ -45,7 +45,7 @@ def timeline_frame(history: dict) -> pd.DataFrame:
         e = events.get(row["seq"], {})
         for cat in ORDER:
             value = row.get(cat, 0)
-            if not value and cat not in ("baseline",):
+            if not value and not (cat == "baseline" and history.get("start_bytes")):
                 continue
             rows.append({"seq": row["seq"], "category": _cat_label(cat), "mib": value / MIB,
                          "total_mib": row["total"] / MIB, "event": fmt_bytes(e.get("bytes")),
@@ -63,7 +63,8 @@ def _color(used: list[str]) -> alt.Color:
     domain = [_cat_label(c) for c in ORDER]
     colors = [BASELINE_COLOR, *CATEGORY_COLORS.values()]
     return alt.Color("category:N", title=t("axis.category"), scale=alt.Scale(domain=domain, range=colors),
-                     legend=alt.Legend(orient="bottom", columns=2, labelLimit=260, values=used))
+                     # One column below the chart: two are cut off in a half-width column.
+                     legend=alt.Legend(orient="bottom", columns=1, labelLimit=320, values=used))
 
 
 def timeline_chart(df: pd.DataFrame, rules: pd.DataFrame) -> alt.LayerChart:
@@ -86,7 +87,8 @@ def timeline_chart(df: pd.DataFrame, rules: pd.DataFrame) -> alt.LayerChart:
     if not rules.empty:
         layers.append(alt.Chart(rules).mark_rule(color="#888", strokeDash=[3, 3], strokeWidth=1).encode(
             x="seq:Q", tooltip=[alt.Tooltip("phase:N", title=t("axis.phase"))]))
-    return alt.layer(*layers).properties(height=HEIGHT + 60 + 22 * ((len(used) + 1) // 2))
+    # Streamlit fits the legend into the chart's height: one row per category.
+    return alt.layer(*layers).properties(height=HEIGHT + 60 + 22 * len(used))
 
 
 def segments_frame(segments: list[dict]) -> pd.DataFrame:
@@ -113,12 +115,12 @@ def segment_chart(df: pd.DataFrame) -> alt.Chart:
         y=alt.Y("segment:N", sort=list(dict.fromkeys(df["segment"])), title=None, axis=alt.Axis(labelLimit=200)),
         x=alt.X("start:Q", title=t("timeline.axis.offset")), x2="end:Q",
         color=alt.Color("category:N", title=None, scale=alt.Scale(domain=domain, range=colors),
-                        legend=alt.Legend(orient="bottom", columns=2, labelLimit=260, values=used)),
+                        legend=alt.Legend(orient="bottom", columns=1, labelLimit=320, values=used)),
         tooltip=[alt.Tooltip("segment:N", title=t("timeline.tip.segment")),
                  alt.Tooltip("category:N", title=t("axis.category")),
                  alt.Tooltip("size:N", title=t("timeline.tip.size")),
                  alt.Tooltip("frame:N", title=t("timeline.tip.frame"))],
-    ).properties(height=alt.Step(26) if df["segment"].nunique() > 3 else 120 + 22 * ((len(used) + 1) // 2))
+    ).properties(height=60 + 26 * df["segment"].nunique() + 22 * len(used))
 
 
 def snapshot_bytes(history: dict) -> bytes | None:
