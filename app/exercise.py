@@ -1,4 +1,5 @@
-"""An exercise page: the task, hints and reference answer behind expanders, and a sandbox to check it."""
+"""An exercise page: the task, hints and reference answer behind expanders; on the right, the graded exercise
+(predict or choose, run for real, get graded) and the free sandbox to explore further."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from app import layout, leak_sandbox, recorded_view, sandbox
 from app.i18n import t
 
 
-def render(lesson_id: str, leaks: bool = False) -> None:
+def render(lesson_id: str, graded, leaks: bool = False) -> None:
+    """`graded(meta)` draws the exercise's graded panel (app/grading_panel*.py)."""
     meta, left, right = layout.lesson_page(lesson_id)
     with left:
         with st.expander(t("exercise.hints"), icon=":material/lightbulb:"):
@@ -17,9 +19,13 @@ def render(lesson_id: str, leaks: bool = False) -> None:
             st.caption(t("exercise.answer_note"))
             layout.markdown_file(lesson_id, "answer")
     with right:
-        if leaks:
-            leak_sandbox.render(lesson_id, meta)
-            st.subheader(t("leak.baseline"))
-            st.caption(t("leak.baseline_explain"))
-        sandbox.render(lesson_id, meta)
-        recorded_view.browser(lesson_id)
+        graded_tab, free_tab = st.tabs([t("exercise.tab.graded"), t("exercise.tab.free")])
+        with graded_tab:
+            graded(meta)
+        with free_tab:
+            if leaks:
+                leak_sandbox.render(lesson_id, meta)
+                st.subheader(t("leak.baseline"))
+                st.caption(t("leak.baseline_explain"))
+            sandbox.render(lesson_id, meta)
+            recorded_view.browser(lesson_id)

@@ -684,6 +684,235 @@ STRINGS: dict[str, tuple[str, str]] = {
     "exercise.answer": ("Reference answer", "参考答案"),
     "exercise.answer_note": ("Try it yourself first; then check with the experiment on the right.",
                              "先自己尝试，再用右侧的实验验证。"),
+    # graded exercises (app/grading*.py): progress, exercise 1 (predict), 2 (budget), 3 (leaky loop)
+    "exercise.tab.graded": ("Graded exercise", "评分练习"),
+    "exercise.tab.free": ("Free experiment", "自由实验"),
+    "grade.solved": ("Solved: every check passed", "已完成：所有检查都通过"),
+    "grade.progress.exercise1": ("Progress: {done} of {total} predictions right in your best attempt",
+                                 "进度：最好的一次有 {done}/{total} 项预测正确"),
+    "grade.progress.exercise2": ("Progress: {done} of {total} checks passed (fit, gradients, speed)",
+                                 "进度：通过 {done}/{total} 项检查（装得下、梯度、速度）"),
+    "grade.progress.exercise3": ("Progress: {done} of {total} checks passed (flat curve, right gradients)",
+                                 "进度：通过 {done}/{total} 项检查（曲线平稳、梯度正确）"),
+    "ex1.title": ("Graded: predict, then measure", "评分：先预测，再测量"),
+    "ex1.intro": ("Set the model (the preset is the course's), then write down what you expect to be alive **at the "
+                  "moment of the peak** of a training step, and in which phase that peak is. **Run and grade** runs "
+                  "it for real: the measured breakdown at the peak decides, the estimate only explains.",
+                  "设置模型（预设就是教程里的模型），然后写下你认为在训练步**峰值那一刻**存活的各类显存，以及峰值出现在"
+                  "哪个阶段。**运行并评分**会真实运行它：以实测的峰值构成为准，估算只用来解释。"),
+    "ex1.predictions": ("Your predictions, at the peak", "你的预测（峰值时刻）"),
+    "ex1.predict": ("{category} (MiB)", "{category}（MiB）"),
+    "ex1.predict_phase": ("Phase of the peak", "峰值所在阶段"),
+    "ex1.choose": ("Choose a phase", "选择一个阶段"),
+    "ex1.placeholder": ("MiB", "MiB"),
+    "ex1.tolerance": ("A number is right when it is within {pct} % of the measured value, or within {floor} for small "
+                      "ones. The phase is right when it is the peak's phase, or a phase whose own peak is within "
+                      "{tie} % of it (a tie).",
+                      "数值与实测值相差不超过 {pct} % 即为正确；较小的类别允许相差 {floor}。阶段须与峰值所在阶段一致，"
+                      "或者该阶段自身的峰值与总峰值相差不超过 {tie} %（算作并列）。"),
+    "ex1.run": ("Run and grade", "运行并评分"),
+    "ex1.run_label": ("Exercise 1: graded run", "练习 1：评分运行"),
+    "ex1.fix_first": ("Fill in every prediction before running:", "运行前请填好每一项预测："),
+    "ex1.err.mib": ("{field}: enter a prediction in MiB, from {lo} to {hi}.",
+                    "{field}：请输入以 MiB 为单位的预测，范围 {lo} 到 {hi}。"),
+    "ex1.err.phase": ("Phase of the peak: choose the phase you predict.", "峰值所在阶段：请选择你预测的阶段。"),
+    "ex1.grade_title": ("{correct} of {total} right", "{total} 项中答对 {correct} 项"),
+    "ex1.config_ran": ("Measured: {layers} × Linear({width}), batch {batch}, {optimizer} ({impl}).",
+                       "实测配置：{layers} × Linear({width})，batch {batch}，{optimizer}（{impl}）。"),
+    "ex1.col.what": ("Prediction", "预测项"),
+    "ex1.col.yours": ("Yours", "你的答案"),
+    "ex1.col.measured": ("Measured", "实测"),
+    "ex1.col.estimated": ("Estimated", "估算"),
+    "ex1.col.tolerance": ("Tolerance", "容差"),
+    "ex1.col.grade": ("Grade", "评分"),
+    "ex1.exact": ("same phase", "同一阶段"),
+    "ex1.tie": ("tie with {phases}", "与{phases}并列"),
+    "ex1.all_right": ("Every prediction is right.", "每一项预测都正确。"),
+    "ex1.miss": ("why the prediction missed:", "为什么没猜中："),
+    "ex1.explain_hits": ("Why the right answers are right", "答对的项为什么是对的"),
+    "ex1.field.parameters": ("Parameters", "参数"),
+    "ex1.field.gradients": ("Gradients", "梯度"),
+    "ex1.field.optimizer_state": ("Optimizer state", "优化器状态"),
+    "ex1.field.activations": ("Activations", "激活值"),
+    "ex1.field.phase": ("Phase of the peak", "峰值所在阶段"),
+    "ex1.why.parameters": ("The parameters are what the model phase allocated: {measured} (the estimate: {estimated}). "
+                           "They do not depend on the batch.",
+                           "参数就是“建模型”阶段分配的显存：{measured}（估算：{estimated}）。它们与 batch 无关。"),
+    "ex1.why.parameters_count": ("{layers} layers × ({width}² weights + {width} biases) = {count} numbers × 4 B = "
+                                 "{bytes} in fp32.",
+                                 "{layers} 层 ×（{width}² 个权重 + {width} 个偏置）= {count} 个数 × 4 B = {bytes}（fp32）。"),
+    "ex1.why.gradients_full": ("At the peak ({phase}) the gradients take {measured}, {ratio}× the parameters (the "
+                               "estimate: {estimated}): one gradient per parameter, in its dtype, alive from backward "
+                               "until the next zero_grad.",
+                               "峰值时刻（{phase}）梯度占 {measured}，是参数的 {ratio} 倍（估算：{estimated}）："
+                               "每个参数一份梯度、相同的数据类型，从反向开始一直存活到下一次 zero_grad。"),
+    "ex1.why.gradients_partial": ("The peak is inside {phase}: backward creates the gradients layer by layer, and "
+                                  "{measured} of them ({ratio}× the parameters) existed at that moment (the estimate: "
+                                  "{estimated}).",
+                                  "峰值出现在{phase}过程中：反向逐层生成梯度，那一刻已经有 {measured}（参数的 {ratio} 倍）"
+                                  "（估算：{estimated}）。"),
+    "ex1.why.gradients_none": ("At the peak ({phase}) no gradient is alive: zero_grad(set_to_none=True) freed them at "
+                               "the start of the step, and backward had not made new ones yet.",
+                               "峰值时刻（{phase}）没有任何梯度存活：zero_grad(set_to_none=True) 在这一步开始时释放了"
+                               "它们，而反向还没有生成新的梯度。"),
+    "ex1.why.state": ("{optimizer} holds {measured} of state at the peak, {ratio}× the parameters (the estimate: "
+                      "{estimated}).",
+                      "峰值时刻 {optimizer} 的状态占 {measured}，是参数的 {ratio} 倍（估算：{estimated}）。"),
+    "ex1.why.state_2": ("Adam and AdamW keep two running averages per parameter (exp_avg and exp_avg_sq), each the "
+                        "size of its parameter, created in step 1's optimizer step.",
+                        "Adam 和 AdamW 为每个参数保存两份滑动平均（exp_avg 和 exp_avg_sq），每份都和参数一样大，"
+                        "在第 1 步的优化器更新中创建。"),
+    "ex1.why.state_1": ("SGD with momentum keeps one momentum buffer per parameter, the size of the parameter.",
+                        "带动量的 SGD 为每个参数保存一份动量缓冲，和参数一样大。"),
+    "ex1.why.state_0": ("Plain SGD keeps no state.", "不带动量的 SGD 不保存任何状态。"),
+    "ex1.why.state_other": ("This optimizer's state is as measured above.", "这个优化器的状态以上面的实测值为准。"),
+    "ex1.why.activations_gone": ("At the peak ({phase}) no activation is alive: backward frees each saved tensor once "
+                                 "it has used it, and the peak came later. One forward pass saved {forward} in this run "
+                                 "(what step 2's forward phase added) at micro-batch {micro_batch}: that part grows "
+                                 "with the batch.",
+                                 "峰值时刻（{phase}）没有任何激活值存活：反向用完每个保存的张量就释放它，而峰值出现在"
+                                 "那之后。本次运行中，一次前向在 micro-batch {micro_batch} 下保存了 {forward}（第 2 步"
+                                 "“前向”阶段增加的量）：这一部分随 batch 增长。"),
+    "ex1.why.activations_alive": ("At the peak ({phase}) {measured} of activations are alive (the estimate: "
+                                  "{estimated}): what forward saved for backward at micro-batch {micro_batch}, about "
+                                  "{per_sample} per sample, so this part grows linearly with the batch.",
+                                  "峰值时刻（{phase}）有 {measured} 的激活值存活（估算：{estimated}）：这是前向在 "
+                                  "micro-batch {micro_batch} 下为反向保存的张量，每个样本约 {per_sample}，所以这一部分"
+                                  "随 batch 线性增长。"),
+    "ex1.why.phase": ("The peak is in {phase} of step {step}; its largest part is {category}, {size}.",
+                      "峰值出现在第 {step} 步的{phase}阶段；其中最大的一块是{category}，{size}。"),
+    "ex1.why.phase_optimizer_step": ("In the optimizer step the parameters, the gradients and the optimizer state are "
+                                     "all alive, and the activations are already freed: in this run that sum is more "
+                                     "than anything forward or backward held.",
+                                     "在优化器更新时，参数、梯度和优化器状态同时存活，而激活值已经释放：本次运行中，"
+                                     "这个总和超过了前向和反向中的任何时刻。"),
+    "ex1.why.phase_backward": ("In backward the activations saved by forward are still partly alive while the "
+                               "gradients are being made: in this run that overlap is the highest moment.",
+                               "反向时，前向保存的激活值还有一部分存活，同时梯度正在生成：本次运行中，这段重叠是最高点。"),
+    "ex1.why.phase_forward": ("At the end of forward every activation saved for backward is alive at once: in this "
+                              "run that is more than the optimizer step holds.",
+                              "前向结束时，为反向保存的激活值全部同时存活：本次运行中，这比优化器更新时占用的还多。"),
+    "ex2.title": ("Graded: the budget challenge", "评分：显存预算挑战"),
+    "ex2.task": ("Make batch {batch} of the {layers}-layer Linear({width}) model with Adam fit in **{budget}** (the "
+                 "measured peak above the baseline). Pick the strategies below. **Run and grade** runs the unoptimized "
+                 "baseline, your choice and the best known choice for real, and checks your gradients against fp32.",
+                 "让 {layers} 层 Linear({width}) 模型在 batch {batch}、Adam 下装进 **{budget}**（以高出基线的实测峰值"
+                 "为准）。在下面选择策略。**运行并评分**会真实运行未优化的基线、你的选择和已知最佳选择，并把你的梯度"
+                 "与 fp32 对比。"),
+    "ex2.scaled": ("CPU version, scaled. The GPU challenge is batch {gpu_batch} of {gpu_layers} × Linear({gpu_width}) "
+                   "in {gpu_budget}, which would take minutes here; this one keeps its proportions (batch = 4 × width) "
+                   "at a size that runs in seconds. Its budget comes from the estimate: {gpu_budget} is {share} % of "
+                   "the GPU challenge's estimated peak ({gpu_peak}), and the same share of this model's estimated CPU "
+                   "peak ({cpu_peak}) is {budget}.",
+                   "CPU 缩小版。GPU 上的挑战是 {gpu_layers} × Linear({gpu_width})、batch {gpu_batch} 装进 "
+                   "{gpu_budget}，在这里要跑好几分钟；这一版保持相同的比例（batch = 4 × width），几秒就能跑完。预算"
+                   "来自估算：{gpu_budget} 是 GPU 挑战估算峰值（{gpu_peak}）的 {share} %，同样的比例乘以本模型在 CPU "
+                   "上的估算峰值（{cpu_peak}）就是 {budget}。"),
+    "ex2.est_peak": ("Estimated peak of your choice", "你的选择的估算峰值"),
+    "ex2.budget": ("Budget", "预算"),
+    "ex2.est_fits": ("The estimate says it fits; the run decides.", "估算认为装得下；以实际运行为准。"),
+    "ex2.est_no_fit": ("The estimate says it does not fit; you can still run it and see.",
+                       "估算认为装不下；你仍然可以运行看看。"),
+    "ex2.run": ("Run and grade", "运行并评分"),
+    "ex2.searching": ("Finding the best known choice: estimating every option of the grid…",
+                      "正在寻找已知最佳选择：逐一估算网格中的每个选项……"),
+    "ex2.label.baseline": ("Baseline (fp32, nothing applied)", "基线（fp32，不做任何优化）"),
+    "ex2.label.candidate": ("Your choice", "你的选择"),
+    "ex2.label.best": ("Best known choice", "已知最佳选择"),
+    "ex2.label.guard": ("Gradient check of your choice", "你的选择的梯度检查"),
+    "ex2.score": ("Score: {score} / 100", "得分：{score} / 100"),
+    "ex2.check.fit": ("Fits: measured peak {peak} ≤ budget {budget}.", "装得下：实测峰值 {peak} ≤ 预算 {budget}。"),
+    "ex2.check.no_fit": ("Does not fit: measured peak {peak} > budget {budget}.",
+                         "装不下：实测峰值 {peak} > 预算 {budget}。"),
+    "ex2.check.correct": ("Gradients right: relative difference from fp32 {rel} ≤ tolerance {tol}.",
+                          "梯度正确：与 fp32 的相对差异 {rel} ≤ 容差 {tol}。"),
+    "ex2.check.wrong": ("Gradients wrong: relative difference from fp32 {rel} > tolerance {tol}.",
+                        "梯度错误：与 fp32 的相对差异 {rel} > 容差 {tol}。"),
+    "ex2.check.fast": ("As fast as the best known choice (within {pct} % of its step time).",
+                       "和已知最佳选择一样快（步时相差不超过 {pct} %）。"),
+    "ex2.check.slow": ("Not yet as fast as the best known choice: a choice that fits, has right gradients and is "
+                       "within {pct} % of its step time passes.",
+                       "还没有已知最佳选择快：装得下、梯度正确、且步时与它相差不超过 {pct} % 才算通过。"),
+    "ex2.why.oom": ("The run ran out of memory.", "这次运行显存不足。"),
+    "ex2.why.over": ("The peak is {over} over the budget; its largest part is {category}, {size}.",
+                     "峰值超出预算 {over}；其中最大的一块是{category}，{size}。"),
+    "ex2.why.no_guard": ("The gradient check did not finish, so correctness is not confirmed.",
+                         "梯度检查没有完成，因此无法确认正确性。"),
+    "ex2.why.wrong": ("In {precision}, the gradients differ from the fp32 baseline's by {rel} (relative), above that "
+                      "precision's tolerance {tol}.",
+                      "在 {precision} 下，梯度与 fp32 基线的相对差异为 {rel}，超过了该精度的容差 {tol}。"),
+    "ex2.why.speed": ("Your step takes {ms} ms (median), {ratio}× the baseline's {base_ms} ms.",
+                      "你的每步耗时 {ms} ms（中位数），是基线 {base_ms} ms 的 {ratio} 倍。"),
+    "ex2.why.slower": ("The best known choice took {best_ms} ms: yours took {ratio}× that.",
+                       "已知最佳选择耗时 {best_ms} ms：你的是它的 {ratio} 倍。"),
+    "ex2.beat": ("Your choice ({ms} ms) was faster than the estimator's pick ({best_ms} ms): the pick ranks the options "
+                 "by their predicted step time, and a prediction can miss what the kernels really achieve.",
+                 "你的选择（{ms} ms）比估算器选出的（{best_ms} ms）还快：估算器按预测步时给选项排序，而预测未必能反映"
+                 "内核的真实表现。"),
+    "ex2.best_known.time": ("Best known choice: {choice}. Of the {fitting} options (out of {considered}) whose "
+                            "estimated peak fits, it has the shortest predicted step time; its estimated peak is "
+                            "{peak}.",
+                            "已知最佳选择：{choice}。在估算峰值装得下的 {fitting} 个选项（共 {considered} 个）中，"
+                            "它的预测步时最短；估算峰值为 {peak}。"),
+    "ex2.best_known.work": ("Best known choice: {choice}. Of the {fitting} options (out of {considered}) whose "
+                            "estimated peak fits, it does the least work (FLOPs, then kernels), since this device's "
+                            "rates are not known; its estimated peak is {peak}.",
+                            "已知最佳选择：{choice}。在估算峰值装得下的 {fitting} 个选项（共 {considered} 个）中，"
+                            "它的计算量最少（先比 FLOPs，再比内核数），因为还不知道本设备的速率；估算峰值为 {peak}。"),
+    "ex2.none_fits": ("None of the {considered} options fits by the estimate; the lowest estimated peak is {lowest}.",
+                      "按估算，{considered} 个选项都装不下；最低的估算峰值为 {lowest}。"),
+    "ex2.col.choice": ("Choice", "选择"),
+    "ex2.col.peak": ("Peak above baseline", "高出基线的峰值"),
+    "ex2.col.fits": ("Fits", "装得下"),
+    "ex3.title": ("Graded: fix the leaky loop", "评分：修好泄漏的循环"),
+    "ex3.intro": ("The course's loop, in a model that caches its outputs (the syllabus's third cause of leaks). Tick "
+                  "the fixes you would apply. **Run and grade** runs your loop and the course's for {steps} steps. "
+                  "It is solved when your curve is flat and the gradients are right.",
+                  "教程里的循环，外加一个缓存输出的模型（教程列出的第三种泄漏原因）。勾选你要做的修改。**运行并评分**"
+                  "会把你的循环和教程的循环各运行 {steps} 步。曲线平稳且梯度正确，就算完成。"),
+    "ex3.fix.keep_item": ("Keep `loss.item()` in `losses`", "在 `losses` 里保存 `loss.item()`"),
+    "ex3.fix.keep_detach": ("Keep `loss.detach()` in `losses`", "在 `losses` 里保存 `loss.detach()`"),
+    "ex3.fix.zero_grad": ("Call `optimizer.zero_grad(set_to_none=True)` every step",
+                          "每一步调用 `optimizer.zero_grad(set_to_none=True)`"),
+    "ex3.fix.cache_detach": ("Cache `out.detach()` in the model", "在模型里缓存 `out.detach()`"),
+    "ex3.fix.cache_none": ("Cache nothing in the model", "模型里什么都不缓存"),
+    "ex3.err.conflict": ("“{first}” and “{second}” change the same line: pick one.",
+                         "“{first}”和“{second}”改的是同一行：只能选一个。"),
+    "ex3.err.unknown": ("Unknown fix: {fix}.", "未知的修改：{fix}。"),
+    "ex3.your_loop": ("The loop that will run", "将要运行的循环"),
+    "ex3.rule": ("Flat: it grows by less than {share} % of one output per step ({batch} × {width} × 4 B = {output}, so "
+                 "less than {limit}). Right gradients: the gradient the last step used differs from that step's own "
+                 "gradient by at most {tol} (relative).",
+                 "平稳：每步增长少于一个输出的 {share} %（{batch} × {width} × 4 B = {output}，即少于 {limit}）。梯度"
+                 "正确：最后一步所用的梯度与这一步自身的梯度相对差异不超过 {tol}。"),
+    "ex3.run": ("Run and grade", "运行并评分"),
+    "ex3.label.yours": ("Your loop", "你的循环"),
+    "ex3.label.course": ("The course's loop", "教程的循环"),
+    "ex3.solved": ("Solved: flat and right", "完成：平稳且正确"),
+    "ex3.not_yet": ("Not solved yet", "还没完成"),
+    "ex3.check.flat": ("Flat: {growth} per step < {limit}.", "平稳：每步 {growth} < {limit}。"),
+    "ex3.check.grows": ("Grows: {growth} per step ≥ {limit}.", "在增长：每步 {growth} ≥ {limit}。"),
+    "ex3.check.grads": ("Gradients right: relative error {error} ≤ {tol}.", "梯度正确：相对误差 {error} ≤ {tol}。"),
+    "ex3.check.grads_wrong": ("Gradients wrong: relative error {error} > {tol}.", "梯度错误：相对误差 {error} > {tol}。"),
+    "ex3.why.grows": ("It keeps {growth} per step: {outputs} × one output ({output}).",
+                      "每步多留下 {growth}：相当于 {outputs} 个输出（每个 {output}）。"),
+    "ex3.why.keep_loss": ("`losses.append(loss)` keeps the loss tensor, and mse_loss's loss owns a storage of the full "
+                          "(batch, width) shape.",
+                          "`losses.append(loss)` 留住了损失张量，而 mse_loss 的损失拥有一块完整 (batch, width) 形状的"
+                          "存储。"),
+    "ex3.why.keep_detach": ("`loss.detach()` is a new tensor on the same storage: it keeps the same bytes as `loss`.",
+                            "`loss.detach()` 是同一块存储上的新张量：它留住的字节和 `loss` 一样多。"),
+    "ex3.why.cache_keep": ("The model's cache keeps every output it returns.", "模型的缓存留住了它返回的每一个输出。"),
+    "ex3.why.cache_detach": ("`out.detach()` shares the output's storage: the cache keeps exactly the same bytes. Only "
+                             "not keeping the tensor (or keeping a `.item()` summary) helps.",
+                             "`out.detach()` 与输出共享存储：缓存留住的字节一个不少。只有不保留这个张量（或只保留 "
+                             "`.item()` 之类的摘要）才有用。"),
+    "ex3.why.gradients": ("Without zero_grad every backward adds into .grad: after {steps} steps the gradient the last "
+                          "update used is off from that step's own gradient by {error}× its size. That is a "
+                          "correctness bug, not a leak.",
+                          "没有 zero_grad，每次反向都累加到 .grad 上：{steps} 步之后，最后一次更新所用的梯度与这一步"
+                          "自身的梯度相差其大小的 {error} 倍。这是正确性错误，不是泄漏。"),
+    "ex3.why.no_gradient": ("This run measured no gradient error.", "这次运行没有测出梯度误差。"),
     # errors
     "error.engine": ("Something went wrong: {message}", "出错了：{message}"),
     "error.would_not_fit": ("The engine refused the run because the estimate is well above the available memory. "
