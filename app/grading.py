@@ -20,7 +20,8 @@ def tolerance_bytes(measured: float) -> float:
 
 
 def within(predicted: float, measured: float) -> bool:
-    return abs(predicted - measured) <= tolerance_bytes(measured)
+    # One byte of slack: predictions are typed in MiB, and 1.1 x a value is not exact in binary floating point.
+    return abs(predicted - measured) <= tolerance_bytes(measured) + 1
 
 
 def message(key: str, **args) -> dict:

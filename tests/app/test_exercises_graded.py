@@ -1,0 +1,289 @@
+"""The graded exercises: grading as pure functions (on real CPU runs where the engine decides), the best known
+choice of exercise 2 against the estimator, exercise 3's solved rule on real leak runs, and the pages end to end."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import pytest
+from conftest import open_page, run_until
+
+from app import grading, grading_ex1, grading_ex2, grading_ex3
+from app.i18n import STRINGS
+from experiments.config import ExperimentConfig
+from experiments.estimator import estimate
+from experiments.leaks import run_leak
+from experiments.runner import run_experiment
+
+MIB = 2**20
+APP = __import__("pathlib").Path(__file__).resolve().parents[2] / "app"
+
+
+# --- shared: tolerance, message keys ---
+
+def test_tolerance_edges():
+    m = 100 * MIB
+    assert grading.within(m * 1.10, m) and grading.within(m * 0.90, m)
+    assert not grading.within(m * 1.10 + 4, m) and not grading.within(m * 0.90 - 4, m)
+    # Small values: the absolute floor of half a MiB, so "none" and a few KiB are the same answer.
+    assert grading.within(0, 0) and grading.within(grading.FLOOR_BYTES, 0)
+    assert not grading.within(grading.FLOOR_BYTES + 4, 0)
+    assert grading.within(2 * MIB + grading.FLOOR_BYTES, 2 * MIB)  # 10 % of 2 MiB is below the floor
+
+
+def test_every_grade_message_key_exists_in_both_languages():
+    keys = set()
+    for path in APP.glob("grading*.py"):
+        text = path.read_text()
+        keys |= set(re.findall(r"message\(\s*\"([a-z_0-9.]+)\"", text))
+        keys |= set(re.findall(r"\"((?:ex[123]|grade)\.[a-z_0-9.]+[a-z_0-9])\"", text))
+    dynamic = ({f"ex1.why.state_{n}" for n in (0, 1, 2, "other")}
+               | {f"ex1.why.phase_{p}" for p in ("optimizer_step", "backward", "forward")}
+               | {f"ex1.field.{f}" for f in (*grading_ex1.CATEGORIES, "phase")}
+               | {f"ex3.fix.{f}" for f in grading_ex3.FIXES}
+               | {f"ex3.why.{h}" for h in ("keep_loss", "keep_detach", "cache_keep", "cache_detach")}
+               | {f"grade.progress.{e}" for e in grading.PROGRESS_TOTAL} | {"ex2.best_known.time", "ex2.best_known.work"})
+    missing = sorted(k for k in keys | dynamic if k not in STRINGS and not k.endswith("."))
+    assert not missing, missing
+
+
+# --- exercise 1: predictions against a real CPU run ---
+
+@pytest.fixture(scope="module")
+def run1():
+    # Parameters 8 MiB, Adam state 16 MiB: every category is well above the tolerance's floor.
+    return run_experiment(ExperimentConfig(device="cpu", layers=2, width=1024, batch=8, steps=2, timing_steps=0),
+                          history=False)
+
+
+def _truth(result: dict) -> dict:
+    b = result["breakdown"]
+    return {c: b.get(c, 0) / MIB for c in grading_ex1.CATEGORIES} | {"phase": result["peak_phase"]["phase"]}
+
+
+def _keys(item: dict) -> list[str]:
+    return [m["key"] for m in item["why"]]
+
+
+def test_exercise1_the_measured_answer_gets_full_marks(run1):
+    g = grading_ex1.grade(_truth(run1), run1, run1["estimate"])
+    assert g["solved"] and g["correct"] == g["total"] == 5
+
+
+def test_exercise1_wrong_predictions_fail_with_the_engines_explanation(run1):
+    truth = _truth(run1)
+    assert truth["phase"] == "optimizer_step" and truth["activations"] == 0  # Adam at a small batch
+    forward = run1["phases"]  # what one forward saved: the usual wrong answer for "activations at the peak"
+    saved = grading_ex1._context(run1, run1["config"])["forward"] / MIB
+    wrong = dict(truth, optimizer_state=truth["parameters"], activations=saved + 1, phase="backward")
+    assert forward and saved > 0
+    g = grading_ex1.grade(wrong, run1, run1["estimate"])
+    by_field = {item["field"]: item for item in g["items"]}
+    assert g["correct"] == 2 and not g["solved"]
+    state = by_field["optimizer_state"]
+    assert not state["ok"] and _keys(state) == ["ex1.why.state", "ex1.why.state_2"]
+    assert state["why"][0]["args"]["ratio"] == "2.00"  # Adam's two states, measured
+    act = by_field["activations"]
+    assert not act["ok"] and _keys(act) == ["ex1.why.activations_gone"]
+    assert act["why"][0]["args"]["phase"] == "optimizer_step"
+    phase = by_field["phase"]
+    assert not phase["ok"] and _keys(phase)[0] == "ex1.why.phase"
+    assert _keys(phase)[1] == "ex1.why.phase_optimizer_step"
+
+
+def test_exercise1_tolerance_edge_on_the_real_run(run1):
+    truth = _truth(run1)
+    params = truth["parameters"]
+    edge = grading_ex1.grade(dict(truth, parameters=params * 1.099), run1)
+    past = grading_ex1.grade(dict(truth, parameters=params * 1.101), run1)
+    assert edge["items"][0]["ok"] and not past["items"][0]["ok"]
+    assert _keys(past["items"][0]) == ["ex1.why.parameters", "ex1.why.parameters_count"]
+    assert past["items"][0]["why"][1]["args"]["count"] == f"{2 * (1024 * 1024 + 1024):,}"
+
+
+def test_exercise1_a_tie_between_phases_counts_both():
+    result = {"peak_bytes": 1000 * MIB, "baseline_bytes": 0, "peak_phase": {"step": 2, "phase": "optimizer_step"},
+              "breakdown": {"parameters": 100 * MIB}, "config": {"batch": 8},
+              "phases": [{"step": 2, "phase": "backward", "peak_bytes": 995 * MIB},
+                         {"step": 2, "phase": "optimizer_step", "peak_bytes": 1000 * MIB},
+                         {"step": 2, "phase": "forward", "peak_bytes": 900 * MIB}]}
+    assert grading_ex1.tied_phases(result) == {"backward", "optimizer_step"}
+
+
+def test_exercise1_bad_input_names_the_field():
+    errors = grading_ex1.validate({"parameters": 1.0, "gradients": -1.0, "optimizer_state": None,
+                                   "activations": "x", "phase": "lunch"})
+    assert [e["args"].get("field") for e in errors] == ["gradients", "optimizer_state", "activations", None]
+    assert errors[-1]["key"] == "ex1.err.phase"
+
+
+# --- exercise 2: best known choice and scoring ---
+
+TINY = {"model": "mlp", "layers": 2, "width": 64, "batch": 256, "optimizer": "adam", "precision": "fp32",
+        "checkpoint": "none", "accum": 1, "optimizer_impl": "default", "steps": 2, "timing_steps": 2, "device": "cpu"}
+RATES = {"tflops": {"fp32": 0.05, "bf16": 0.02, "tf32": 0.05, "fp16": 0.02}, "bandwidth_gbs": 5.0, "op_us": 20.0}
+
+
+@functools.cache
+def _cached(items: tuple, device_type: str) -> dict:
+    return estimate(ExperimentConfig.from_dict(dict(items)), device_type=device_type)
+
+
+def _est(config: dict, device_type: str) -> dict:
+    return _cached(tuple(sorted(config.items())), device_type)  # the grid is estimated once for all tests
+
+
+def test_exercise2_best_known_is_the_fastest_fitting_option_of_the_estimator():
+    peaks = {}
+    for choice in grading_ex2.grid("cpu"):
+        est = _est(grading_ex2.config_of(TINY, choice), "cpu")
+        peaks[tuple(sorted(choice.items()))] = (est, grading_ex2._center_ms(est, RATES, choice["precision"], "cpu"))
+    budget = sorted(e["peak_bytes"] for e, _ in peaks.values())[len(peaks) // 3]  # about a third of them fit
+    best = grading_ex2.best_known(TINY, budget, "cpu", _est, RATES)
+    fitting = [(ms, e["peak_bytes"]) for e, ms in peaks.values() if e["peak_bytes"] <= budget]
+    assert best["fitting"] == len(fitting) and best["considered"] == len(peaks) and best["ranked_by"] == "time"
+    assert best["peak_bytes"] <= budget
+    assert best["ms"] == min(ms for ms, _ in fitting)
+    assert peaks[tuple(sorted(best["choice"].items()))][0]["peak_bytes"] == best["peak_bytes"]
+    # Without the device's rates the ranking is by work; with no room at all nothing is claimed.
+    assert grading_ex2.best_known(TINY, budget, "cpu", _est, None)["ranked_by"] == "work"
+    nothing = grading_ex2.best_known(TINY, 1, "cpu", _est, RATES)
+    assert nothing["choice"] is None and nothing["lowest_peak"] == min(e["peak_bytes"] for e, _ in peaks.values())
+
+
+def test_exercise2_cpu_budget_is_the_gpu_challenges_share_of_the_estimate():
+    calls = []
+
+    def fake(config, device_type):
+        calls.append(device_type)
+        return {"peak_bytes": 4 * 2**30 if device_type == "cuda" else 64 * MIB}
+
+    ch = grading_ex2.challenge("cpu", fake)
+    assert ch["scaled"] and ch["share"] == 0.5 and ch["budget"] == 32 * MIB and calls == ["cuda", "cpu"]
+    gpu = grading_ex2.challenge("cuda", fake)
+    assert not gpu["scaled"] and gpu["budget"] == 2 * 2**30 and gpu["base"]["batch"] == 8192
+
+
+def _result(peak_mib: float, ms: float, oom=None) -> dict:
+    return {"peak_bytes": int(peak_mib * MIB), "baseline_bytes": 0, "step_ms": {"median": ms}, "oom": oom,
+            "breakdown": {"activations": int(peak_mib * MIB)}}
+
+
+def test_exercise2_assess_fit_correctness_and_speed():
+    budget = 100 * MIB
+    ok_guard = {"ok": True, "max_rel_diff": 1e-6, "tolerance": 1e-4, "precision": "fp32"}
+    a = grading_ex2.assess(_result(100, 10.9), _result(150, 8), _result(90, 10), ok_guard, budget)
+    assert a["checks"] == {"fit": True, "correct": True, "fast": True} and a["score"] == 100 and a["solved"]
+    slow = grading_ex2.assess(_result(100, 20), _result(150, 8), _result(90, 10), ok_guard, budget)
+    assert slow["checks"]["fast"] is False and slow["score"] == 50
+    assert [m["key"] for m in slow["why"]] == ["ex2.why.speed", "ex2.why.slower"]
+    over = grading_ex2.assess(_result(100.5, 5), _result(150, 8), _result(90, 10), ok_guard, budget)
+    assert over["checks"]["fit"] is False and over["score"] == 0 and over["why"][0]["key"] == "ex2.why.over"
+    wrong = grading_ex2.assess(_result(50, 5), None, _result(90, 10), dict(ok_guard, ok=False, max_rel_diff=0.3), budget)
+    assert wrong["passed"] == 1 and wrong["why"][0]["key"] == "ex2.why.wrong"
+
+
+# --- exercise 3: the solved rule on real CPU leak runs ---
+
+def _leak(fixes: list[str]) -> dict:
+    return run_leak("exercise_loop", steps=6, device="cpu", batch=32, width=128, layers=2,
+                    loop=grading_ex3.loop_of(fixes))
+
+
+def test_exercise3_the_right_fixes_are_flat_and_right():
+    v = grading_ex3.verdict(_leak(["keep_item", "zero_grad", "cache_none"]))
+    assert v["solved"] and v["growth"] == 0 and v["gradient_error"] == pytest.approx(0, abs=1e-6)
+
+
+@pytest.mark.parametrize("fixes, habit", [
+    (["keep_item", "zero_grad", "cache_detach"], "ex3.why.cache_detach"),  # the syllabus's .detach() trap
+    (["keep_detach", "zero_grad", "cache_none"], "ex3.why.keep_detach"),  # the same trap on the losses list
+])
+def test_exercise3_detach_is_not_a_fix(fixes, habit):
+    result = _leak(fixes)
+    v = grading_ex3.verdict(result)
+    assert not v["flat"] and not v["solved"] and v["grads_ok"]
+    assert result["growth_bytes_per_step"] == 32 * 128 * 4  # one output per step, exactly what .detach() shares
+    assert [m["key"] for m in v["why"]] == ["ex3.why.grows", habit]
+
+
+def test_exercise3_without_zero_grad_the_curve_is_flat_but_the_gradients_are_wrong():
+    v = grading_ex3.verdict(_leak(["keep_item", "cache_none"]))
+    assert v["flat"] and not v["grads_ok"] and v["gradient_error"] > 1
+    assert v["why"][-1]["key"] == "ex3.why.gradients"
+
+
+def test_exercise3_conflicting_fixes_are_refused():
+    errors = grading_ex3.validate(["keep_item", "keep_detach", "cache_none", "cache_detach"])
+    assert [e["key"] for e in errors] == ["ex3.err.conflict", "ex3.err.conflict"]
+    assert grading_ex3.loop_of([]) == {"keep": "loss", "zero_grad": False, "cache": "keep"}  # the course's loop
+
+
+# --- the pages: fill in, run (inline worker), see the grade ---
+
+def _button(at, label):
+    return next(b for b in at.button if b.label == label)
+
+
+def test_exercise1_page_grades_a_run_and_keeps_progress_in_the_url():
+    state = {"ex1g_layers": 2, "ex1g_width": 1024, "ex1g_batch": 8}
+    at = open_page("exercise1", state=state)
+    _button(at, "Run and grade").click().run()
+    assert any("Fill in every prediction" in e.value for e in at.error)  # nothing predicted yet
+    for cat, value in (("parameters", 8.0), ("gradients", 8.0), ("optimizer_state", 16.0), ("activations", 0.0)):
+        at.number_input(key=f"ex1g_p_{cat}").set_value(value)
+    at.selectbox(key="ex1g_p_phase").set_value("backward")
+    _button(at, "Run and grade").click().run()
+    run_until(at, lambda a: any("right" in s.value for s in a.subheader))
+    assert not at.exception
+    assert any(s.value == "4 of 5 right" for s in at.subheader)
+    assert any("why the prediction missed" in m.value for m in at.markdown)
+    assert at.session_state["exercise1_progress"] == 4
+    assert at.query_params["exercise1_progress"] == "4"
+
+
+def test_exercise2_page_runs_the_challenge_and_scores_it(monkeypatch):
+    from app import grading_panel2
+
+    budget = _est(TINY, "cpu")["peak_bytes"]  # the unoptimized baseline just fits: the page's logic, small
+    monkeypatch.setattr(grading_panel2, "_challenge", lambda device_type: {"base": dict(TINY), "budget": budget,
+                                                                            "scaled": False})
+    monkeypatch.setitem(grading_ex2.OPTIONS, "precision", {"cuda": ("fp32",), "cpu": ("fp32",)})
+    monkeypatch.setitem(grading_ex2.OPTIONS, "checkpoint", ("none", "segments"))
+    monkeypatch.setitem(grading_ex2.OPTIONS, "accum", (1, 2))
+    monkeypatch.setitem(grading_ex2.OPTIONS, "optimizer_impl", ("default",))
+    at = open_page("exercise2", lang="zh")
+    at.selectbox(key="ex2g_checkpoint").set_value("segments")
+    _button(at, "运行并评分").click().run()
+    run_until(at, lambda a: any(s.value.startswith("得分") for s in a.subheader))
+    assert not at.exception
+    assert any("装得下：实测峰值" in s.value for s in at.success)
+    assert any("梯度正确" in s.value for s in at.success)
+    assert at.session_state["exercise2_progress"] >= 2
+    assert at.query_params["ex2g_checkpoint"] == "segments"
+
+
+def test_exercise3_page_solves_the_loop_and_refuses_conflicts():
+    at = open_page("exercise3")
+    at.checkbox(key="ex3g_keep_item").check().run()
+    at.checkbox(key="ex3g_keep_detach").check().run()
+    assert at.error and at.button(key="ex3g.run").disabled
+    at.checkbox(key="ex3g_keep_detach").uncheck()
+    at.checkbox(key="ex3g_zero_grad").check()
+    at.checkbox(key="ex3g_cache_none").check().run()
+    assert "losses.append(loss.item())" in at.code[0].value
+    at.button(key="ex3g.run").click().run()
+    run_until(at, lambda a: any(s.value.startswith(("Solved", "Not solved")) for s in a.subheader))
+    assert not at.exception
+    assert any(s.value == "Solved: flat and right" for s in at.subheader)
+    assert at.session_state["exercise3_progress"] == 2
+    assert at.get("vega_lite_chart"), "the memory curve is drawn"
+
+
+def test_progress_comes_back_from_the_url_and_bad_values_are_ignored():
+    at = open_page("exercise3", query={"exercise3_progress": "1"})
+    assert at.session_state["exercise3_progress"] == 1
+    assert any("1 of 2" in str(p.proto.text) for p in at.get("progress"))
+    at = open_page("exercise3", query={"exercise3_progress": "9"})
+    assert not at.exception and at.session_state["exercise3_progress"] == 0
