@@ -48,27 +48,9 @@ def base_config(meta: dict) -> tuple[ExperimentConfig, str | None]:
 
 
 def parse(field: str, raw):
-    """A URL query value for a config field -> the typed value; ValueError if unusable."""
-    if field in CHOICES:
-        if raw not in CHOICES[field]:
-            raise ValueError(raw)
-        return raw
-    if field in BOOLS:
-        if str(raw).lower() not in ("true", "false", "1", "0"):
-            raise ValueError(raw)
-        return str(raw).lower() in ("true", "1")
-    if field == "budget_mb":
-        if str(raw).lower() in ("", "none"):
-            return None
-        value = float(raw)
-        if not 1 <= value <= 10_000_000:
-            raise ValueError(raw)
-        return value
-    value = int(raw)
-    lo, hi = RANGES[field]
-    if not lo <= value <= hi:
-        raise ValueError(raw)
-    return value
+    """A URL query value for a config field -> the typed value; ConfigError (a ValueError) if unusable.
+    The engine's own rules decide (ExperimentConfig.field_value): the app keeps no copy of them."""
+    return ExperimentConfig.field_value(field, raw)
 
 
 def _widget(ns: str, field: str, default, container) -> object:
@@ -158,23 +140,15 @@ def _set_values(ns: str, **values) -> None:
         st.session_state[key(ns, field)] = value
 
 
-def explain(err: ConfigError, values: dict) -> str:
-    """The engine's ConfigError in the learner's language where the app knows the rule, else as given."""
-    v = values
-    model, width, heads = v.get("model"), v.get("width"), v.get("heads")
-    checks = {
-        "batch": v.get("batch") and v.get("accum") and v["batch"] % v["accum"]
-        and t("config.err.batch_accum", batch=v["batch"], accum=v["accum"]),
-        "heads": model == "transformer" and width and heads and (
-            (width % heads and t("config.err.heads_divide", width=width, heads=heads))
-            or ((width // heads) % 8 and t("config.err.head_dim", dim=width // heads))),
-        "width": model == "cnn" and width and width > 512 and t("config.err.cnn_width", width=width),
-        "layers": model == "cnn" and (v.get("layers") or 0) > 16 and t("config.err.cnn_layers", layers=v["layers"]),
-        "image_size": model == "cnn" and (v.get("image_size") or 0) % 4
-        and t("config.err.image_size", size=v["image_size"]),
-        "segments": t("config.err.segments", segments=v.get("segments"), layers=v.get("layers")),
-    }
-    return checks.get(err.field) or str(err)
+def explain(err: ConfigError, values: dict | None = None) -> str:
+    """The engine's ConfigError in the learner's language: its rule code and values, worded by the app."""
+    if err.code:
+        text = t("config.err." + err.code, default="", **err.params)
+        if text and err.code in ("range", "choice"):
+            return f"{t('field.' + err.field, default=err.field)}: {text}"
+        if text:
+            return text
+    return str(err)
 
 
 def _show_error(ns: str, err: ConfigError, values: dict, slots: dict) -> None:

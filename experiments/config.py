@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
+from types import SimpleNamespace
 
 MODELS = ("mlp", "cnn", "transformer")
 PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16", "bf16")
@@ -39,12 +40,17 @@ BOOLS = ("zero_grad_to_none", "inplace", "force")
 
 
 class ConfigError(ValueError):
-    """A configuration value is out of range; `field` names the offending field."""
+    """A configuration value is out of range; `field` names the offending field.
 
-    def __init__(self, field: str, message: str):
+    `code` and `params` say which rule failed with what values, so a page can word it in its own language
+    (the app's `config.err.<code>`); the message is the engine's English wording of the same."""
+
+    def __init__(self, field: str, message: str, code: str | None = None, **params):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+        self.code = code
+        self.params = params
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,16 @@ class ExperimentConfig:
             raise ConfigError(unknown[0], f"unknown field; known fields are {', '.join(sorted(known))}")
         return cls(**{k: _coerce(k, v) for k, v in data.items()})
 
+    @classmethod
+    def field_value(cls, name: str, raw):
+        """One field's value from a query string or JSON, checked by the same rules as a whole configuration
+        (rules between fields aside): how a shared link's values are read."""
+        if name not in {f.name for f in fields(cls)}:
+            raise ConfigError(name, "unknown field", "unknown")
+        value = _coerce(name, raw)
+        validate(SimpleNamespace(**(asdict(cls()) | {name: value})), single=name)
+        return value
+
 
 def _coerce(name: str, value):
     """Accept the strings that query parameters and JSON hand us, and fail with the field name."""
@@ -132,36 +148,51 @@ def _coerce(name: str, value):
     return value
 
 
-def validate(cfg: ExperimentConfig) -> None:
+def validate(cfg: ExperimentConfig, single: str | None = None) -> None:
+    """`single`: check only that field's own rules (its choices or range), not the rules between fields."""
     for name, allowed in CHOICES.items():
+        if single and name != single:
+            continue
         value = getattr(cfg, name)
         if value not in allowed:
-            raise ConfigError(name, f"got {value!r}; allowed: {', '.join(allowed)}")
+            raise ConfigError(name, f"got {value!r}; allowed: {', '.join(allowed)}", "choice", value=value,
+                              allowed=", ".join(allowed))
     for name, (lo, hi) in RANGES.items():
+        if single and name != single:
+            continue
         value = getattr(cfg, name)
         if not isinstance(value, int) or isinstance(value, bool):
-            raise ConfigError(name, f"must be an integer in [{lo}, {hi}], got {value!r}")
+            raise ConfigError(name, f"must be an integer in [{lo}, {hi}], got {value!r}", "range", value=value,
+                              lo=lo, hi=hi)
         if not lo <= value <= hi:
-            raise ConfigError(name, f"got {value}; allowed range is [{lo}, {hi}]")
+            raise ConfigError(name, f"got {value}; allowed range is [{lo}, {hi}]", "range", value=value, lo=lo, hi=hi)
     for name in BOOLS:
-        if not isinstance(getattr(cfg, name), bool):
+        if (not single or name == single) and not isinstance(getattr(cfg, name), bool):
             raise ConfigError(name, f"must be true or false, got {getattr(cfg, name)!r}")
+    if single and single != "budget_mb":
+        return
     if cfg.batch % cfg.accum:
         raise ConfigError(
-            "batch", f"batch {cfg.batch} must be divisible by accum {cfg.accum} (micro-batch = batch / accum)"
-        )
+            "batch", f"batch {cfg.batch} must be divisible by accum {cfg.accum} (micro-batch = batch / accum)",
+            "batch_accum", batch=cfg.batch, accum=cfg.accum)
     if cfg.model == "transformer" and cfg.width % cfg.heads:
-        raise ConfigError("heads", f"width {cfg.width} must be divisible by heads {cfg.heads}")
+        raise ConfigError("heads", f"width {cfg.width} must be divisible by heads {cfg.heads}",
+                          "heads_divide", width=cfg.width, heads=cfg.heads)
     if cfg.model == "transformer" and (cfg.width // cfg.heads) % 8:
-        raise ConfigError("heads", f"head dimension width/heads = {cfg.width // cfg.heads} must be a multiple of 8")
+        raise ConfigError("heads", f"head dimension width/heads = {cfg.width // cfg.heads} must be a multiple of 8",
+                          "head_dim", dim=cfg.width // cfg.heads)
     if cfg.model == "cnn" and cfg.width > 512:
-        raise ConfigError("width", f"got {cfg.width}; for the cnn, width is the channel count, allowed range is [8, 512]")
+        raise ConfigError("width", f"got {cfg.width}; for the cnn, width is the channel count, allowed range is [8, 512]",
+                          "cnn_width", width=cfg.width)
     if cfg.model == "cnn" and cfg.layers > 16:
-        raise ConfigError("layers", f"got {cfg.layers}; the cnn allows [1, 16] conv layers")
+        raise ConfigError("layers", f"got {cfg.layers}; the cnn allows [1, 16] conv layers", "cnn_layers",
+                          layers=cfg.layers)
     if cfg.model == "cnn" and cfg.image_size % 4:
-        raise ConfigError("image_size", f"got {cfg.image_size}; must be a multiple of 4")
+        raise ConfigError("image_size", f"got {cfg.image_size}; must be a multiple of 4", "image_size",
+                          size=cfg.image_size)
     if cfg.checkpoint == "segments" and cfg.segments > cfg.layers:
-        raise ConfigError("segments", f"got {cfg.segments}; at most layers = {cfg.layers} layers per segment")
+        raise ConfigError("segments", f"got {cfg.segments}; at most layers = {cfg.layers} layers per segment",
+                          "segments", segments=cfg.segments, layers=cfg.layers)
     if cfg.budget_mb is not None:
         if isinstance(cfg.budget_mb, bool) or not isinstance(cfg.budget_mb, (int, float)):
             raise ConfigError("budget_mb", f"must be a number of megabytes, got {cfg.budget_mb!r}")

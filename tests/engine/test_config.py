@@ -111,3 +111,31 @@ def test_the_queue_refuses_past_its_limit(monkeypatch):
     client.cancel(blocker)
     while client.status(blocker)["state"] == "running":
         time.sleep(0.05)
+
+
+def test_every_rule_has_a_code_the_app_words_in_both_languages():
+    """The app translates ConfigError by its code (config.err.<code>): it keeps no copy of the rules."""
+    from app.i18n import STRINGS
+
+    cases = [({"batch": 30, "accum": 4}, "batch_accum"), ({"model": "transformer", "width": 100, "heads": 3}, "heads_divide"),
+             ({"model": "transformer", "width": 96, "heads": 16}, "head_dim"), ({"model": "cnn", "width": 600}, "cnn_width"),
+             ({"model": "cnn", "width": 64, "layers": 17}, "cnn_layers"),
+             ({"model": "cnn", "width": 64, "image_size": 30}, "image_size"),
+             ({"checkpoint": "segments", "segments": 9, "layers": 8}, "segments"), ({"batch": 0}, "range"),
+             ({"precision": "fp8"}, "choice")]
+    for data, code in cases:
+        with pytest.raises(ConfigError) as err:
+            ExperimentConfig.from_dict(data)
+        assert err.value.code == code, data
+        en, zh = STRINGS["config.err." + code]
+        assert en.format(**err.value.params) and zh.format(**err.value.params)
+
+
+def test_a_single_field_from_a_link_is_checked_by_the_engine_rules():
+    assert ExperimentConfig.field_value("batch", "64") == 64
+    assert ExperimentConfig.field_value("accum", "3") == 3  # rules between fields wait for the whole config
+    assert ExperimentConfig.field_value("budget_mb", "none") is None
+    for field, raw, code in (("batch", "0", "range"), ("precision", "fp8", "choice"), ("layers", "x", None)):
+        with pytest.raises(ConfigError) as err:
+            ExperimentConfig.field_value(field, raw)
+        assert err.value.field == field and err.value.code == code
