@@ -56,7 +56,7 @@ def cpu_available_bytes() -> int | None:
     return min(available, limited)
 
 
-def device_info(choice: str = "auto") -> dict:
+def device_info(choice: str = "auto", rates: bool = True) -> dict:
     device = resolve_device(choice)
     info = {
         "type": device.type,
@@ -89,6 +89,8 @@ def device_info(choice: str = "auto") -> dict:
             free_bytes=cpu_available_bytes(),
             threads=torch.get_num_threads(),
         )
+    if not rates:
+        return info
     try:
         from .throughput import measure
 

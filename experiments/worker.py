@@ -51,11 +51,11 @@ def shared_client() -> WorkerClient:
         return _shared
 
 
-def _report_device(events) -> None:
+def _report_device(events, rates: bool = True) -> None:
     from .device_info import device_info
 
     try:
-        info = device_info() | {"shared_with_another_server": _shared_device}
+        info = device_info(rates=rates) | {"shared_with_another_server": _shared_device}
         if info["type"] == "cuda":
             import torch
 
@@ -110,7 +110,9 @@ def _worker_main(jobs, events, cancel, parent_pid: int | None = None, device_ind
         threading.Thread(target=_exit_with_parent, args=(parent_pid,), name="gml-parent-watch", daemon=True).start()
 
     # The web server asks the worker for the device view, so that only this process ever
-    # creates a CUDA context (each context costs hundreds of MiB of GPU memory).
+    # creates a CUDA context (each context costs hundreds of MiB of GPU memory). First without the
+    # device's measured rates (seconds on a busy CPU), so the first page does not wait for them.
+    _report_device(events, rates=False)
     _report_device(events)
     while True:
         item = jobs.get()
