@@ -179,6 +179,8 @@ STRINGS: dict[str, tuple[str, str]] = {
     "sandbox.bad_preset": ("The lesson's preset is invalid ({message}); using the defaults.",
                            "本课的预设无效（{message}），已改用默认值。"),
     "config.invalid": ("Invalid setting: {message}", "设置无效：{message}"),
+    "config.err.range": ("{value} is outside the allowed range [{lo}, {hi}].", "{value} 超出允许范围 [{lo}, {hi}]。"),
+    "config.err.choice": ("“{value}” is not one of: {allowed}.", "“{value}”不是可选值之一：{allowed}。"),
     "config.err.batch_accum": ("batch {batch} must be divisible by the accumulation steps {accum} "
                                "(micro-batch = batch / accum).",
                                "批大小 {batch} 必须能被累积步数 {accum} 整除（微批次 = 批大小 / 累积步数）。"),
