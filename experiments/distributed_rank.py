@@ -329,7 +329,14 @@ def _time_steps(state: TrainState, n: int, phase) -> list[float]:
 def full_parameters(model, strategy: str) -> list[torch.Tensor]:
     """Every parameter whole, on the CPU, in the module's order (a collective for FSDP2: all ranks call it)."""
     if strategy in FSDP:
-        return [p.full_tensor().detach().float().cpu().clone() for p in model.parameters()]
+        out = []
+        for p in model.parameters():
+            t = p.detach()
+            if t.device.type == "cpu" and torch.cuda.is_available():
+                # CPU-offloaded shards: NCCL gathers device tensors only, so the shard goes to this rank's GPU first.
+                t = t.to(torch.device("cuda", torch.cuda.current_device()))
+            out.append(t.full_tensor().float().cpu().clone())
+        return out
     module = model.module if hasattr(model, "module") else model
     return [p.detach().float().cpu().clone() for p in module.parameters()]
 
