@@ -37,10 +37,10 @@ def loop_of(fixes: list[str]) -> dict:
 def code(loop: dict) -> str:
     """The loop the run executes, as the learner would write it."""
     cache = {"keep": "self.cache.append(out)", "detach": "self.cache.append(out.detach())",
-             "none": "# nothing cached"}[loop["cache"]]
+             "none": "# self.cache.append(out)"}[loop["cache"]]
     keep = {"loss": "losses.append(loss)", "detach": "losses.append(loss.detach())",
             "item": "losses.append(loss.item())"}[loop["keep"]]
-    zero = "        optimizer.zero_grad(set_to_none=True)\n" if loop["zero_grad"] else ""
+    zero = "    optimizer.zero_grad(set_to_none=True)\n" if loop["zero_grad"] else ""
     return (
         "class Model(nn.Module):\n"
         "    def forward(self, x):\n"
@@ -50,10 +50,10 @@ def code(loop: dict) -> str:
         "losses = []\n"
         "for inputs, targets in loader:\n"
         f"{zero}"
-        "        loss = F.mse_loss(model(inputs), targets)\n"
-        "        loss.backward()\n"
-        "        optimizer.step()\n"
-        f"        {keep}\n"
+        "    loss = F.mse_loss(model(inputs), targets)\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+        f"    {keep}\n"
     )
 
 

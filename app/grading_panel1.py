@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from app import charts, frames, grading_view, jobs, results, sandbox, urlstate
@@ -37,7 +36,7 @@ def _parse_phase(raw):
 
 def _config_widgets(base: dict) -> dict:
     values = {}
-    cols = st.columns(2) + st.columns(3)
+    cols = st.columns(2) + st.columns(2) + st.columns(2)
     for i, field in enumerate(FIELDS):
         k = _key(field)
         urlstate.init(k, base[field], lambda raw, f=field: sandbox.parse(f, raw))
@@ -109,7 +108,8 @@ def _submit(base_cfg, config: dict, preds: dict) -> None:
                tag={"predictions": dict(preds), "config": cfg.to_dict()})
 
 
-def _row(item: dict) -> dict:
+def _line(item: dict) -> str:
+    """One prediction's grade as a line that wraps in a narrow column (a wide table would be cut off)."""
     field = item["field"]
     if field == "phase":
         def name(p):
@@ -117,12 +117,13 @@ def _row(item: dict) -> dict:
         predicted, measured, estimated = name(item["predicted"]), name(item["measured"]), name(item["estimated"])
         if item.get("tied"):
             measured += " (" + t("ex1.tie", phases=", ".join(name(p) for p in item["tied"])) + ")"
+        tolerance = t("ex1.exact")
     else:
         predicted, measured, estimated = item["predicted"], item["measured"], item["estimated"]
-    return {t("ex1.col.what"): t("ex1.field." + field), t("ex1.col.yours"): predicted,
-            t("ex1.col.measured"): measured, t("ex1.col.estimated"): estimated,
-            t("ex1.col.tolerance"): f"± {item['tolerance']}" if item["tolerance"] else t("ex1.exact"),
-            t("ex1.col.grade"): "✓" if item["ok"] else "✗"}
+        tolerance = f"± {item['tolerance']}"
+    mark = ":green[✓]" if item["ok"] else ":red[✗]"
+    return f"- {mark} **{t('ex1.field.' + field)}** — " + t("ex1.line", yours=predicted, measured=measured,
+                                                           estimated=estimated, tolerance=tolerance)
 
 
 def _show(done: dict, meta: dict) -> None:
@@ -137,9 +138,9 @@ def _show(done: dict, meta: dict) -> None:
     st.subheader(t("ex1.grade_title", correct=g["correct"], total=g["total"]))
     results.device_label(result)
     st.caption(t("ex1.config_ran", layers=result["config"]["layers"], width=result["config"]["width"],
-                 batch=result["config"]["batch"], optimizer=result["config"]["optimizer"],
-                 impl=result["config"]["optimizer_impl"]))
-    st.dataframe(pd.DataFrame([_row(item) for item in g["items"]]), hide_index=True, width="stretch")
+                 batch=result["config"]["batch"], optimizer=t("opt.optimizer." + result["config"]["optimizer"]),
+                 impl=t("opt.optimizer_impl." + result["config"]["optimizer_impl"])))
+    st.markdown("\n".join(_line(item) for item in g["items"]))
     if g["solved"]:
         st.success(t("ex1.all_right"))
     for item in g["items"]:

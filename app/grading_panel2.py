@@ -8,7 +8,6 @@ import json
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
-import pandas as pd
 import streamlit as st
 
 from app import engine, frames, grading_view, jobs, urlstate
@@ -68,7 +67,8 @@ def _device() -> tuple[str, dict | None]:
 
 
 def choice_text(choice: dict) -> str:
-    return ", ".join(f"{t('field.' + f)}: {t(f'opt.{f}.{choice[f]}', default=str(choice[f]))}" for f in CHOICE_FIELDS)
+    return t("ex2.sep").join(t("ex2.kv", field=t("field." + f), value=t(f"opt.{f}.{choice[f]}", default=str(choice[f])))
+                             for f in CHOICE_FIELDS)
 
 
 def _parser(field: str, device_type: str):
@@ -186,7 +186,7 @@ def _show(done: dict) -> None:
                      considered=best["considered"], peak=fmt_bytes(best["peak_bytes"])))
     else:
         st.warning(t("ex2.none_fits", considered=best["considered"], lowest=fmt_bytes(best["lowest_peak"])))
-    rows = []
+    lines = []
     for role, label in (("baseline", t("ex2.label.baseline")), ("candidate", t("ex2.label.candidate")),
                         ("best", t("ex2.label.best"))):
         r = got.get(role) if role != "best" else best_result
@@ -194,11 +194,11 @@ def _show(done: dict) -> None:
             continue
         net = frames.net_peak(r)
         step = (r.get("step_ms") or {}).get("median")
-        rows.append({t("col.strategy"): label, t("ex2.col.choice"): choice_text(_choice_of(r)),
-                     t("ex2.col.peak"): fmt_bytes(net), t("ex2.col.fits"): "✓" if net is not None and
-                     net <= tag["budget"] and not r.get("oom") else "✗",
-                     t("col.step_ms"): f"{step:,.2f}" if step is not None else "—"})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        fits = net is not None and net <= tag["budget"] and not r.get("oom")
+        lines.append(f"- **{label}** ({choice_text(_choice_of(r))}): " + t(
+            "ex2.run_line", peak=fmt_bytes(net), fits=":green[✓]" if fits else ":red[✗]",
+            ms=f"{step:,.2f}" if step is not None else "—"))
+    st.markdown("\n".join(lines))
 
 
 def _choice_of(result: dict) -> dict:

@@ -721,12 +721,8 @@ STRINGS: dict[str, tuple[str, str]] = {
     "ex1.grade_title": ("{correct} of {total} right", "{total} 项中答对 {correct} 项"),
     "ex1.config_ran": ("Measured: {layers} × Linear({width}), batch {batch}, {optimizer} ({impl}).",
                        "实测配置：{layers} × Linear({width})，batch {batch}，{optimizer}（{impl}）。"),
-    "ex1.col.what": ("Prediction", "预测项"),
-    "ex1.col.yours": ("Yours", "你的答案"),
-    "ex1.col.measured": ("Measured", "实测"),
-    "ex1.col.estimated": ("Estimated", "估算"),
-    "ex1.col.tolerance": ("Tolerance", "容差"),
-    "ex1.col.grade": ("Grade", "评分"),
+    "ex1.line": ("yours {yours}, measured {measured} (tolerance {tolerance}), estimated {estimated}",
+                 "你的答案 {yours}，实测 {measured}（容差 {tolerance}），估算 {estimated}"),
     "ex1.exact": ("same phase", "同一阶段"),
     "ex1.tie": ("tie with {phases}", "与{phases}并列"),
     "ex1.all_right": ("Every prediction is right.", "每一项预测都正确。"),
@@ -810,7 +806,7 @@ STRINGS: dict[str, tuple[str, str]] = {
                    "{gpu_budget}，在这里要跑好几分钟；这一版保持相同的比例（batch = 4 × width），几秒就能跑完。预算"
                    "来自估算：{gpu_budget} 是 GPU 挑战估算峰值（{gpu_peak}）的 {share} %，同样的比例乘以本模型在 CPU "
                    "上的估算峰值（{cpu_peak}）就是 {budget}。"),
-    "ex2.est_peak": ("Estimated peak of your choice", "你的选择的估算峰值"),
+    "ex2.est_peak": ("Estimated peak", "估算峰值"),
     "ex2.budget": ("Budget", "预算"),
     "ex2.est_fits": ("The estimate says it fits; the run decides.", "估算认为装得下；以实际运行为准。"),
     "ex2.est_no_fit": ("The estimate says it does not fit; you can still run it and see.",
@@ -863,9 +859,10 @@ STRINGS: dict[str, tuple[str, str]] = {
                             "它的计算量最少（先比 FLOPs，再比内核数），因为还不知道本设备的速率；估算峰值为 {peak}。"),
     "ex2.none_fits": ("None of the {considered} options fits by the estimate; the lowest estimated peak is {lowest}.",
                       "按估算，{considered} 个选项都装不下；最低的估算峰值为 {lowest}。"),
-    "ex2.col.choice": ("Choice", "选择"),
-    "ex2.col.peak": ("Peak above baseline", "高出基线的峰值"),
-    "ex2.col.fits": ("Fits", "装得下"),
+    "ex2.sep": ("; ", "；"),
+    "ex2.kv": ("{field}: {value}", "{field}：{value}"),
+    "ex2.run_line": ("peak above baseline {peak}, fits the budget {fits}, {ms} ms per step (median).",
+                     "高出基线的峰值 {peak}，是否装得下预算 {fits}，每步 {ms} ms（中位数）。"),
     "ex3.title": ("Graded: fix the leaky loop", "评分：修好泄漏的循环"),
     "ex3.intro": ("The course's loop, in a model that caches its outputs (the syllabus's third cause of leaks). Tick "
                   "the fixes you would apply. **Run and grade** runs your loop and the course's for {steps} steps. "
