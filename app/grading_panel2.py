@@ -195,9 +195,9 @@ def _show(done: dict) -> None:
         net = frames.net_peak(r)
         step = (r.get("step_ms") or {}).get("median")
         fits = net is not None and net <= tag["budget"] and not r.get("oom")
-        lines.append(f"- **{label}** ({choice_text(_choice_of(r))}): " + t(
-            "ex2.run_line", peak=fmt_bytes(net), fits=":green[✓]" if fits else ":red[✗]",
-            ms=f"{step:,.2f}" if step is not None else "—"))
+        line = t("ex2.run_line", peak=fmt_bytes(net), fits=":green[✓]" if fits else ":red[✗]",
+                 ms=f"{step:,.2f}" if step is not None else "—")
+        lines.append("- " + t("ex2.run_item", label=label, choice=choice_text(_choice_of(r)), line=line))
     st.markdown("\n".join(lines))
 
 
