@@ -23,13 +23,17 @@ PAGES = (
 
 
 # Half-width lesson columns on a projector (1024-1280 px): lesson code wraps instead of hiding its
-# expected-output comments off the right edge, and a metric shows its whole value.
+# expected-output comments off the right edge, a metric shows its whole value, and a lesson's table
+# stays inside its column (its code cells wrap) instead of drawing over the experiment beside it.
 STYLE = """<style>
 [data-testid="stMarkdownContainer"] pre, [data-testid="stMarkdownContainer"] pre code {
   white-space: pre-wrap !important; overflow-wrap: anywhere; }
 [data-testid="stMetricValue"], [data-testid="stMetricValue"] * { white-space: normal !important;
   overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; }
 [data-testid="stMetricValue"] { font-size: clamp(1.15rem, 2vw, 1.75rem); line-height: 1.25; }
+[data-testid="stMarkdownContainer"] table { display: block; max-width: 100%; overflow-x: auto; }
+[data-testid="stMarkdownContainer"] td code, [data-testid="stMarkdownContainer"] th code {
+  white-space: normal; overflow-wrap: anywhere; }
 </style>"""
 
 
