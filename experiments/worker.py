@@ -33,6 +33,7 @@ class QueueFull(RuntimeError):
 
 
 CACHE_SIZE = 256
+PROGRESS_KINDS = ("run", "timing_rounds", "distributed")  # jobs that report progress as they go
 ABANDON_CHECK_S = 2.0  # how often a running job checks that someone still waits for it
 JOB_TTL_S = 600.0  # how long a finished job's status waits for its page; results stay in the bounded cache
 
@@ -126,7 +127,7 @@ def _worker_main(jobs, events, cancel, parent_pid: int | None = None, device_ind
             events.put(("progress", job_id, {"done": done, "total": total, "label": label}))
 
         try:
-            result = execute(kind, params, progress=progress if kind in ("run", "timing_rounds") else None, should_cancel=cancel.is_set)
+            result = execute(kind, params, progress=progress if kind in PROGRESS_KINDS else None, should_cancel=cancel.is_set)
             events.put(("done", job_id, result))
         except Exception as e:  # noqa: BLE001 - every failure is reported to the page, never raised there
             events.put(("error", job_id, f"{type(e).__name__}: {e}"))
@@ -143,7 +144,7 @@ def _devices_needed(kind: str, params: dict) -> int:
     if kind != "distributed" or str(params.get("device", "auto")) == "cpu":
         return 1
     try:
-        return max(1, int(params.get("world_size", 1)))
+        return max(1, int(params.get("world_size", 2)))  # DistributedConfig's default
     except (TypeError, ValueError):
         return 1
 
@@ -430,7 +431,7 @@ class WorkerClient:
 
         try:
             result = execute(job["kind"], job["params"],
-                             progress=progress if job["kind"] in ("run", "timing_rounds") else None,
+                             progress=progress if job["kind"] in PROGRESS_KINDS else None,
                              should_cancel=should_cancel)
             self._finish(job_id, "done", result=result)
         except Exception as e:  # noqa: BLE001

@@ -7,7 +7,8 @@ meta, left, right = layout.lesson_page("home")
 
 with left:
     st.subheader(t("home.map"))
-    for lesson_id in content.LESSON_IDS[1:]:
+    # Lesson 6 runs on several devices and keeps its own data checks (tests/lessons/test_multigpu_data.py).
+    for lesson_id in (*content.LESSON_IDS[1:6], "multigpu", *content.LESSON_IDS[6:]):
         lesson = content.meta(lesson_id)
         st.page_link(f"views/{lesson_id}.py", label=t("page." + lesson_id))
         summary = content.localized(lesson.get("summary"), lang())
