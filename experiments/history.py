@@ -31,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from .allocator_model import round_size
 from .tracker import CATEGORIES, StorageTracker
 
 # The allocator keeps this many trace entries (a ring buffer; each entry with Python frames costs a few KB of
@@ -242,6 +243,10 @@ def trace_events(trace: list[dict], markers: list[int], tracked: list[tuple]) ->
     t0 = trace[start]["time_us"] if start < len(trace) and "time_us" in trace[start] else None
     for ti, e in enumerate(trace[start:]):
         action, addr, size = e.get("action"), e.get("addr"), int(e.get("size", 0))
+        if action in ("alloc", "free_completed"):
+            # The trace keeps a small request's own size (a reduction's 4-byte semaphore); memory_allocated
+            # counts the 512-byte block it got.
+            size = round_size(size)
         while k < len(markers) and markers[k] == -1:  # a marker that could not be allocated: no boundary seen
             marker_seq.append(None)
             phase, k = k - 1, k + 1
@@ -430,7 +435,7 @@ def _set_state(segs: list[dict], addr: int, size: int, want_from: str, to: str) 
 
 def undo(segs: list[dict], e: dict) -> None:
     """Step the segment state one trace entry back in time."""
-    a, addr, size = e.get("action"), e.get("addr"), int(e.get("size", 0))
+    a, addr, size = e.get("action"), e.get("addr"), round_size(int(e.get("size", 0)))
     if a == "alloc":
         _set_state(segs, addr, size, "allocated", "free")
     elif a == "free_completed":

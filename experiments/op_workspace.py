@@ -92,6 +92,9 @@ def measure(sig: str, device: torch.device) -> int:
     spec = json.loads(sig)
     func = next(f for f, n in PROBED.items() if n == spec["op"])
     args = _materialize(spec["args"], device)
+    if spec["op"] == "native_layer_norm_backward" and args[1].dtype in (torch.bfloat16, torch.float16):
+        # CUDA keeps layer norm's mean and rstd in float32 for half inputs (the replay's CPU meta says otherwise).
+        args[3], args[4] = args[3].float(), args[4].float()
     kwargs = {k: _materialize(v, device) for k, v in spec.get("kwargs", {}).items()}
     if "dtype" in kwargs and isinstance(kwargs["dtype"], str):
         kwargs["dtype"] = getattr(torch, kwargs["dtype"].removeprefix("torch."))
