@@ -14,6 +14,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import gc
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import torch
 
@@ -46,9 +51,29 @@ def run_fragmentation(pattern: str = "growing", device: str = "auto", steps: int
         raise ConfigError("device", "fragmentation is a property of the CUDA caching allocator and needs a GPU; "
                                     "the runs recorded on an NVIDIA H200 show it without one")
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    runs = {name: _one(dev, pattern, name == "expandable", steps, size_mb, budget_mb) for name in ALLOCATORS}
+    runs = {name: _in_fresh_process(dev, pattern, name == "expandable", steps, size_mb, budget_mb)
+            for name in ALLOCATORS}
     return {"kind": "fragmentation", "pattern": pattern, "steps": steps, "size_mb": size_mb, "budget_mb": budget_mb,
             "device": device_info("cuda"), "runs": runs, "started_at": started}
+
+
+def _in_fresh_process(dev, pattern: str, expandable: bool, steps: int, size_mb: int, budget_mb) -> dict:
+    """One allocator setting in a new process on the same GPU. A process that ran anything before holds cached
+    blocks (a segment kept by one live tensor keeps its free part), which would serve the pattern's requests and
+    hide the fragmentation; and PYTORCH_CUDA_ALLOC_CONF, set here as a learner would, is read at process start."""
+    root = Path(__file__).resolve().parent.parent
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    index = visible.split(",")[dev.index] if visible else str(dev.index)
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=index,
+               PYTORCH_CUDA_ALLOC_CONF=f"expandable_segments:{'True' if expandable else 'False'}",
+               PYTHONPATH=os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p))
+    args = json.dumps({"pattern": pattern, "expandable": expandable, "steps": steps, "size_mb": size_mb,
+                       "budget_mb": budget_mb})
+    done = subprocess.run([sys.executable, "-m", "experiments.fragmentation", args], env=env, cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise RuntimeError(f"the fragmentation run failed: {done.stderr.strip()[-600:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _set_expandable(on: bool) -> None:
@@ -139,3 +164,9 @@ def _blocks(seg: dict) -> list[dict]:
         out.append({"offset": addr - seg["address"], "size": b["size"], "state": state})
         at = addr + b["size"]
     return out
+
+
+if __name__ == "__main__":  # one allocator setting in this fresh process (see _in_fresh_process)
+    spec = json.loads(sys.argv[1])
+    print(json.dumps(_one(torch.device("cuda", 0), spec["pattern"], spec["expandable"], spec["steps"],
+                          spec["size_mb"], spec["budget_mb"])))
