@@ -30,13 +30,14 @@ def main() -> None:
     out = Path(args.out) if args.out else ROOT / "recorded" / jobs[0]["recording"]
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    # One launch: the ranks start once and run every strategy in turn.
-    results = run_distributed_many([job["params"] for job in jobs])
+    # One launch per strategy: ranks that ran another strategy before would carry its leftovers into the baseline.
+    results = [run_distributed_many([job["params"]])[0] for job in jobs]
     failed = 0
     for job, result in zip(jobs, results, strict=True):
         entry = {k: job[k] for k in ("id", "lesson", "label", "kind", "params")} | {"result": result}
         (out / f"{job['id']}.json").write_text(json.dumps(entry, indent=1, default=str) + "\n", encoding="utf-8")
-        peaks = ", ".join(f"rank {r['rank']} {r['peak_bytes'] / 2**20:.2f} MiB" for r in result["ranks"]
+        peaks = ", ".join(f"rank {r['rank']} {(r['peak_bytes'] - r['baseline_bytes']) / 2**20:.2f} MiB net"
+                          for r in result["ranks"]
                           if r.get("peak_bytes") is not None)
         update = result.get("update_check") or {}
         ok = not result["errors"] and update.get("ok") is not False

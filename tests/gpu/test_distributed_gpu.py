@@ -26,10 +26,11 @@ def runs():
 
     plans = [dict(BASE, strategy=s) for s in STRATEGIES] + [dict(BASE, strategy="fsdp2_zero3", precision="amp_bf16"),
                                                            dict(BASE, strategy="ddp", batch=512, checkpoint="segments")]
-    return run_distributed_many(plans)
+    # One launch per plan: ranks that ran another strategy before would carry its leftovers into the baseline.
+    return [run_distributed_many([plan])[0] for plan in plans]
 
 
-def _plain_rank(rank: int, port: int, out) -> None:
+def _plain_rank(rank: int, port: int, out, only: str) -> None:
     """DDP and FSDP2 written out: peak of steps 2-3 above what was allocated before the model, per torch.cuda."""
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -42,7 +43,7 @@ def _plain_rank(rank: int, port: int, out) -> None:
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, device_id=device)
     w = torch.randn(64, 64, device=device, requires_grad=True)
     (w @ w).sum().backward()  # the cuBLAS workspaces, before the baseline (as the engine does)
-    for strategy in ("ddp", "fsdp2_zero3"):
+    for strategy in (only,):  # one strategy per process, as the engine runs them
         torch.cuda.synchronize()
         base = torch.cuda.memory_allocated()
         torch.manual_seed(0)
@@ -75,12 +76,13 @@ def plain():
 
     from experiments.distributed import _free_port
 
-    q = multiprocessing.get_context("spawn").Queue()
-    mp.start_processes(_plain_rank, args=(_free_port(), q), nprocs=2, start_method="spawn")
     got = {}
-    while len(got) < 4:
-        rank, strategy, peak = q.get(timeout=120)
-        got[(rank, strategy)] = peak
+    for strategy in ("ddp", "fsdp2_zero3"):
+        q = multiprocessing.get_context("spawn").Queue()
+        mp.start_processes(_plain_rank, args=(_free_port(), q, strategy), nprocs=2, start_method="spawn")
+        for _ in range(2):
+            rank, strategy, peak = q.get(timeout=120)
+            got[(rank, strategy)] = peak
     return got
 
 
@@ -95,7 +97,13 @@ def test_per_rank_peak_equals_a_plain_pytorch_loop(runs, plain, index, strategy)
         reference = plain[(rank, strategy)]
         print(f"{strategy} rank {rank}: engine {engine / MIB:.2f} MiB, plain loop {reference / MIB:.2f} MiB")
         # The engine's step keeps a detached copy of the loss, and its data was copied in before the step.
-        assert abs(engine - reference) <= 2 * MIB, (strategy, rank, engine, reference)
+        # NCCL reads gradients on its own stream: a block freed on the compute stream is reused only after the
+        # collective that read it has finished, so whether one more copy of the gradients (DDP) or of this rank's
+        # gradient shard (FSDP2) is alive at the peak depends on timing. The same plain loop measured 193.3 and
+        # 225.3 MiB on two runs on 2 H200s (32.0 MiB: the model's gradients).
+        grads = LAYERS * (WIDTH * WIDTH + WIDTH) * 4 // (1 if strategy == "ddp" else 2)
+        assert min(abs(engine - reference), abs(abs(engine - reference) - grads)) <= 2 * MIB, \
+            (strategy, rank, engine, reference)
 
 
 def test_every_strategy_gives_the_single_device_update(runs):
