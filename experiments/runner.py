@@ -235,6 +235,10 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None, his
         "started_at": started.isoformat(timespec="seconds"),
     }
     if cuda:
+        # The fit check's probes and the first device report's rate measurement (large matmuls) leave cached
+        # segments; a run that starts on them gets its blocks carved differently than a fresh program would.
+        gc.collect()
+        torch.cuda.empty_cache()
         result["baseline_bytes"] = torch.cuda.memory_allocated(device)
         if budget is not None:
             total = torch.cuda.get_device_properties(device).total_memory
