@@ -79,7 +79,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--limit-gib", type=float, default=40.0, help="skip draws estimated above this")
     ap.add_argument("--out")
+    ap.add_argument("--rescore", help="a grid JSON measured on the GPU: recompute its estimates here (no GPU needed)")
+    ap.add_argument("--workspaces", help="with --rescore: the scratch-memory table the GPU's runs measured")
     args = ap.parse_args()
+    if args.rescore:
+        rescore(args)
+        return
     rng = random.Random(args.seed)
     rows, t_start = [], time.time()
     while len(rows) < args.n:
@@ -89,8 +94,8 @@ def main() -> None:
             continue
         methods = METHODS + (("replay_device",) if args.device == "cuda" else ())
         ests, transients = {}, None
-        if args.device == "cuda" and cfg.model == "cnn":
-            # The app's estimate on a GPU server includes the cuDNN workspaces its worker has measured.
+        if args.device == "cuda":
+            # The app's estimate on a GPU server includes the scratch memory its worker has measured.
             sigs = estimate(cfg, device_type="cuda")["signatures"]
             transients = measure_workspaces(sigs, resolve_device("cuda"))
         for m in methods:
@@ -117,6 +122,13 @@ def main() -> None:
         print(f"{len(rows):3d} " + " ".join(f"{m} {row[m]['error_pct']:+7.2f}%" for m in ests)
               + f"  measured {measured / MIB:10.2f} MiB  {changed}", flush=True)
     summary = {"device": args.device, "n": len(rows), "seed": args.seed, "seconds": round(time.time() - t_start, 1)}
+    summarize(rows, summary)
+    print(json.dumps(summary, indent=1))
+    if args.out:
+        Path(args.out).write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+
+
+def summarize(rows: list[dict], summary: dict) -> None:
     for m in sorted({m for r in rows for m in r if m in METHODS + ("replay_device",)}):
         errors = sorted(abs(r[m]["error_pct"]) for r in rows if m in r)
         by_model = {}
@@ -128,6 +140,30 @@ def main() -> None:
                       "worst_abs_pct": errors[-1], "within_2pct": sum(e <= 2 for e in errors),
                       "within_10pct": sum(e <= 10 for e in errors),
                       "median_abs_pct_by_model": {k: statistics.median(v) for k, v in by_model.items()}}
+
+
+def rescore(args) -> None:
+    """The estimates of a GPU grid recomputed from its configurations, with the scratch memory those runs measured
+    (experiments/op_workspace.py table): the same computation the app does before a run, no GPU needed."""
+    from experiments.op_workspace import load
+
+    data = json.loads(Path(args.rescore).read_text())
+    table = load(Path(args.workspaces)) if args.workspaces else {}
+    rows = []
+    for row in data["rows"]:
+        cfg = ExperimentConfig.from_dict({**row["config"], "device": "cuda", "steps": 2, "timing_steps": 0})
+        est = estimate(cfg, device_type="cuda", method="replay", transients=table)
+        measured = row["measured_mib"] * MIB
+        row = dict(row, replay={"estimate_mib": est["peak_bytes"] / MIB, "phase": est["peak_phase"],
+                                "error_pct": (est["peak_bytes"] - measured) / measured * 100,
+                                "unmeasured": len(est["unmeasured"])})
+        row.pop("replay_device", None)
+        rows.append(row)
+        print(f"{len(rows):3d} replay {row['replay']['error_pct']:+7.2f}%  analytic {row['analytic']['error_pct']:+7.2f}%"
+              f"  measured {row['measured_mib']:10.2f} MiB  unmeasured {len(est['unmeasured'])}  {row['config']}")
+    summary = {"device": "cuda", "n": len(rows), "rescored_from": args.rescore,
+               "workspaces": len(table), "seed": data.get("summary", {}).get("seed", args.seed)}
+    summarize(rows, summary)
     print(json.dumps(summary, indent=1))
     if args.out:
         Path(args.out).write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
