@@ -1,7 +1,7 @@
 import pandas as pd
 import streamlit as st
 
-from app import charts, content, engine, frames, jobs, layout, recorded_view, results, rounds_view
+from app import charts, content, engine, fit_view, frames, jobs, layout, recorded_view, results, rounds_view
 from app.i18n import lang, t
 from experiments.config import ConfigError, ExperimentConfig
 
@@ -76,6 +76,9 @@ with right:
         sids = {spec["label"]: spec.get("sid") for spec in done["specs"]}
         if ok:
             show_comparison([(sids.get(title) or title, title, r) for title, r in ok], meta, key="compare.live")
+
+    if valid:
+        fit_view.render(valid)
 
     if valid and meta.get("rounds"):
         with st.container(border=True):
