@@ -25,14 +25,14 @@ BASELINE_COLOR = "#bab0ac"
 FREE_COLOR = "#dcdcdc"
 
 
-def memory_chart(df: pd.DataFrame) -> alt.Chart:
-    """df from frames.memory_long: order, label, ms, series, mib."""
+def memory_chart(df: pd.DataFrame, y_max: float | None = None) -> alt.Chart:
+    """df from frames.memory_long: order, label, ms, series, mib. `y_max`: a shared scale for charts side by side."""
     order = list(dict.fromkeys(df.sort_values("order")["label"]))
     peak_name = t("series.peak")
     # Every phase label is shown (Vega hides overlapping ones by default, dropping whole steps).
     axis = alt.Axis(labelAngle=-60, labelLimit=140, labelOverlap=False, labelFontSize=10)
     x = alt.X("label:N", sort=order, title=t("axis.phase"), axis=axis)
-    y = alt.Y("mib:Q", title=t("axis.mib"))
+    y = alt.Y("mib:Q", title=t("axis.mib"), scale=alt.Scale(domain=[0, y_max]) if y_max else alt.Undefined)
     tooltip = [
         alt.Tooltip("label:N", title=t("axis.phase")),
         alt.Tooltip("series:N", title=t("axis.series")),

@@ -203,6 +203,9 @@ def render_run(result: dict, meta: dict, *, driver: bool = False, recorded_at: s
     if result.get("memory_summary"):
         with st.expander(t("result.memory_summary")):
             st.code(result["memory_summary"], language=None)
+    from app import side_by_side
+
+    side_by_side.controls(result, key, recorded=recorded_at is not None)
 
 
 def render_driver(result: dict) -> None:
