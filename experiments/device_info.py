@@ -6,6 +6,12 @@ import torch
 
 
 def resolve_device(choice: str) -> torch.device:
+    """Every entry point (run, leak, fragmentation, CLI, worker job) goes through here: one rule for "device"."""
+    from .config import DEVICES, ConfigError
+
+    if choice not in DEVICES:
+        raise ConfigError("device", f"got {choice!r}; allowed: {', '.join(DEVICES)}", "choice", value=choice,
+                          allowed=", ".join(DEVICES))
     if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
             from .config import ConfigError

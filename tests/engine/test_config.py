@@ -139,3 +139,15 @@ def test_a_single_field_from_a_link_is_checked_by_the_engine_rules():
         with pytest.raises(ConfigError) as err:
             ExperimentConfig.field_value(field, raw)
         assert err.value.field == field and err.value.code == code
+
+
+def test_every_entry_point_refuses_an_unknown_device():
+    from experiments.device_info import resolve_device
+    from experiments.jobs import execute
+
+    for bad in ("foo", "", "cuda:0 "):
+        with pytest.raises(ConfigError) as err:
+            resolve_device(bad)
+        assert err.value.field == "device" and "auto, cuda, cpu" in str(err.value)
+        with pytest.raises(ConfigError, match="device"):
+            execute("leak", {"scenario": "fixed", "steps": 2, "device": bad})
