@@ -115,7 +115,7 @@ def show_result(result: dict, meta: dict, key: str) -> None:
         st.caption(t("multigpu.measured_vs_estimated", measured=results.fmt_bytes(top), estimated=results.fmt_bytes(est)))
     update = result.get("update_check")
     if update:
-        text = t("multigpu.update_" + ("ok" if update["ok"] else "bad"), diff=update["max_abs_diff"],
+        text = t("multigpu.update_ok" if update["ok"] else "multigpu.update_bad", diff=update["max_abs_diff"],
                  update=update["max_update"])
         (st.success if update["ok"] else st.warning)(text)
     df = multigpu_charts.ranks_frame(result)

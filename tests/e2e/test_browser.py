@@ -95,6 +95,9 @@ def test_deep_link_on_a_fresh_server(server, browser):
     page = _open(browser, f"{server}/exercise2?lang=zh&exercise2_batch=64")
     _settle(page)
     expect(page.get_by_test_id("stSidebar").get_by_role("link", name="练习 2 · 让它装得下")).to_be_visible()
+    # The graded challenge comes first; the free sandbox, which the link's settings fill, is the second tab.
+    expect(page.get_by_role("button", name="运行并评分")).to_be_visible()
+    page.get_by_role("tab", name="自由实验").click()
     expect(page.get_by_role("button", name="运行实验")).to_be_visible()
     assert "exercise2_batch=64" in page.url and "lang=zh" in page.url
     page.close()

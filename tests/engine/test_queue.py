@@ -47,7 +47,7 @@ def fake(monkeypatch):
     return f
 
 
-def _wait(cond, seconds=10.0):
+def _wait(cond, seconds=30.0):
     deadline = time.monotonic() + seconds
     while not cond():
         assert time.monotonic() < deadline, "timed out"
@@ -71,17 +71,18 @@ def test_the_next_job_comes_from_the_session_served_least_recently(fake):
 def test_one_session_may_not_fill_the_queue(fake, monkeypatch):
     monkeypatch.setattr(worker, "LIMITS", Limits(max_queue_per_session=2))
     client = worker.WorkerClient(inline=True)
-    client.submit("run", {"name": "running"}, owner="A")
+    tickets = [client.submit("run", {"name": "running"}, owner="A")]
     _wait(lambda: fake.started == ["running"])
-    client.submit("run", {"name": "q1"}, owner="A")
-    client.submit("run", {"name": "q2"}, owner="A")
+    tickets += [client.submit("run", {"name": "q1"}, owner="A"), client.submit("run", {"name": "q2"}, owner="A")]
     with pytest.raises(worker.QueueFull) as refused:
         client.submit("run", {"name": "q3"}, owner="A")
     assert refused.value.per_session and "max_queue_per_session" in str(refused.value)
-    client.submit("run", {"name": "other"}, owner="B")  # another learner is not affected
-    client.submit("run", {"name": "q1"}, owner="C")  # joining an identical queued job adds nothing to the queue
+    tickets.append(client.submit("run", {"name": "other"}, owner="B"))  # another learner is not affected
+    tickets.append(client.submit("run", {"name": "q1"}, owner="C"))  # joins the queued twin: no new queue entry
     for name in ("running", "q1", "q2", "other"):
         fake.go(name)
+    # every job ends inside this test (a late one would run under the next test's stand-in)
+    _wait(lambda: all(client.status(x)["state"] == "done" for x in tickets))
 
 
 def test_jobs_of_closed_tabs_leave_the_queue_and_stop_running(fake, monkeypatch):
