@@ -49,6 +49,14 @@ def device_info() -> dict:
     return info
 
 
+def device_info_nowait() -> dict | None:
+    """The worker's device if it has reported already, else None (and the worker is started)."""
+    try:
+        return client().device_info(timeout=0)
+    except Exception:  # noqa: BLE001 - the page's device panel reports errors; the sidebar stays quiet
+        return None
+
+
 def safe_device_info() -> tuple[dict | None, str | None]:
     try:
         return device_info(), None

@@ -93,6 +93,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "home.gpu_lanes": ("{n} GPUs: one worker each, and every run goes to a free one; a multi-GPU run waits "
                        "until all the GPUs it uses are free.",
                        "{n} 块 GPU：每块一个工作进程，每次运行交给空闲的那块；多 GPU 运行会等到它用到的 GPU 全部空闲。"),
+    "sidebar.starting": ("Starting the experiment worker…", "实验工作进程正在启动……"),
     "sidebar.cpu": ("CPU mode: no GPU on this server", "CPU 模式：此服务器没有 GPU"),
     # lesson text
     "lesson.missing": ("This lesson's text is not available yet.", "本课的文字内容暂未提供。"),

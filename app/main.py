@@ -72,16 +72,25 @@ def main() -> None:
         }
     )
 
-    with st.sidebar:
-        info, _ = engine.safe_device_info()
-        if info and info.get("type") == "cuda":
+    # Never wait for the device here: right after a server start the worker is still importing torch, and
+    # the lesson must not wait for it (the parts that need the device wait where they are drawn). The slot
+    # is filled again after the page, by when the worker has usually reported.
+    slot = st.sidebar.empty()
+    device_caption(slot, engine.device_info_nowait())
+    current.run()
+    device_caption(slot, engine.device_info_nowait())
+
+
+def device_caption(slot, info: dict | None) -> None:
+    with slot.container():
+        if info is None:
+            st.caption(t("sidebar.starting"))
+        elif info.get("type") == "cuda":
             st.caption(t("sidebar.gpu", name=info.get("name", "GPU")))
             if info.get("shared_with_another_server"):
                 st.warning(t("sidebar.shared_gpu"))
         else:
             st.caption(t("sidebar.cpu"))
-
-    current.run()
 
 
 # The worker process is started with spawn, which re-imports the parent's __main__ module (this

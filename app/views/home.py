@@ -18,7 +18,11 @@ with left:
 with right:
     with st.container(border=True):
         st.subheader(t("home.device"))
-        info, err = engine.safe_device_info()
+        if engine.device_info_nowait() is None:
+            with st.spinner(t("sidebar.starting")):
+                info, err = engine.safe_device_info()
+        else:
+            info, err = engine.safe_device_info()
         if err:
             layout.error(err)
         elif info:
