@@ -9,12 +9,15 @@ the cache, so thirty students pressing Run on the same preset cost one run.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import multiprocessing as mp
 import os
+import pickle
 import queue
 import secrets
+import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -128,10 +131,32 @@ def _worker_main(jobs, events, cancel, parent_pid: int | None = None, device_ind
 
         try:
             result = execute(kind, params, progress=progress if kind in PROGRESS_KINDS else None, should_cancel=cancel.is_set)
-            events.put(("done", job_id, result))
+            events.put(("done", job_id, _result_file(result)))
         except Exception as e:  # noqa: BLE001 - every failure is reported to the page, never raised there
-            events.put(("error", job_id, f"{type(e).__name__}: {e}"))
+            events.put(("error", job_id, f"{type(e).__name__}: {e}"[:2000]))
         _report_device(events)
+
+
+def _result_file(result) -> dict:
+    """A result travels through a file, and the pipe carries only its name. A worker killed while writing a
+    long message to the pipe leaves half a message that blocks the server's reader forever (a run's result
+    with its timeline is hundreds of KB); a message under PIPE_BUF bytes is written whole or not at all."""
+    fd, path = tempfile.mkstemp(prefix="gpu-memory-lab-result-", suffix=".pickle")
+    with os.fdopen(fd, "wb") as f:
+        pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
+    return {"result_file": path}
+
+
+def _read_result(payload):
+    if isinstance(payload, dict) and set(payload) == {"result_file"}:
+        path = payload["result_file"]
+        try:
+            with open(path, "rb") as f:
+                return pickle.load(f)
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+    return payload
 
 
 def _key(kind: str, params: dict) -> str:
@@ -497,7 +522,7 @@ class WorkerClient:
             if what == "progress":
                 job["progress"] = payload
             elif what == "done":
-                self._finish(job_id, "done", result=payload)
+                self._finish(job_id, "done", result=_read_result(payload))
                 return
             elif what == "error":
                 self._finish(job_id, "error", error=payload)
