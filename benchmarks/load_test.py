@@ -1,0 +1,260 @@
+"""A class on one server: N browser sessions press Run at once, through a real `streamlit run` and real browsers.
+
+    python benchmarks/load_test.py --sessions 30 --out docs/load-test-cpu.json
+
+Loopback only, bounded in sessions and time, stops by itself. Every session opens lesson 1 with its own
+configuration in the URL (a third share one configuration, the rest differ), presses Run and waits for its
+chart. Among them: one out-of-memory run (a CPU budget), one Cancel, one "Clear caches" from the app menu, and
+one kill of the worker process while runs are queued. Reported: results shown / lost / errors, p50 and p95
+time from Run to chart, queue positions the pages showed, the server's and the workers' memory before and
+after, and whether every peak the pages show equals the same configuration run alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from playwright.async_api import async_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+BASE = {"layers": 2, "width": 64, "batch": 8, "steps": 2, "timing_steps": 2}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rss_mib(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _workers(server_pid: int) -> list[int]:
+    """The experiment workers: children of the server that run experiments.worker (not the resource tracker)."""
+    found = []
+    for pid in _children(server_pid):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "multiprocessing.spawn" in cmd or "spawn_main" in cmd:
+            found.append(pid)
+    return found
+
+
+def plan(n: int) -> list[dict]:
+    """Each session's role and configuration."""
+    sessions = []
+    for i in range(n):
+        cfg = dict(BASE) if i % 3 == 0 else dict(BASE, width=64 + 8 * (i % 40), seed=i)
+        role = "run"
+        if i == 1:
+            role, cfg = "oom", dict(BASE, width=256, batch=64, budget_mb=1, force=True)
+        elif i == 2:  # long enough to be cancelled while it runs
+            role, cfg = "cancel", dict(BASE, layers=8, width=512, batch=256, steps=20, timing_steps=100, seed=2)
+        elif i == 4:
+            role = "clear_cache"
+        elif i == 5:  # killed while its own run runs: that run must be reported as failed, the rest go on
+            role, cfg = "kill_worker", dict(BASE, layers=8, width=512, batch=256, steps=20, timing_steps=100, seed=5)
+        sessions.append({"i": i, "role": role, "config": cfg})
+    return sessions
+
+
+def _url(base: str, cfg: dict) -> str:
+    query = "&".join(f"monitoring_{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in cfg.items())
+    return f"{base}/monitoring?lang=en&{query}"
+
+
+async def _open(browser, base: str, s: dict, out: dict):
+    """Open one learner's page (one after another: thirty pages drawn at once are the load generator's
+    bottleneck on a small machine, not the server's)."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    page = await context.new_page()
+    rec = {"i": s["i"], "role": s["role"], "config": s["config"], "positions": [], "state": "lost"}
+    out[s["i"]] = rec
+    t0 = time.monotonic()
+    try:
+        await page.goto(_url(base, s["config"]), timeout=180_000)
+        await page.get_by_role("button", name="Run experiment").wait_for(timeout=180_000)
+        rec["page_s"] = round(time.monotonic() - t0, 1)
+    except Exception as e:  # noqa: BLE001 - a page that does not open is counted as an error
+        rec.update(state="error", error=f"{type(e).__name__}: {e}"[:300])
+    return context, page
+
+
+async def _session(page, context, base: str, s: dict, server_pid: int, deadline: float, out: dict) -> None:
+    rec = out[s["i"]]
+    if rec["state"] == "error":
+        await context.close()
+        return
+    try:
+        run = page.get_by_role("button", name="Run experiment")
+        if s["role"] == "clear_cache":
+            await page.keyboard.press("c")  # Streamlit's "Clear caches" shortcut, as any visitor can use it
+            clear = page.get_by_role("button", name=re.compile("Clear caches", re.I))
+            if await clear.count():
+                await clear.first.click()
+            rec["cleared_cache"] = True
+        t0 = time.monotonic()
+        await run.click()
+        results = page.locator(".st-key-monitoring-results")
+        killed = False
+        while time.monotonic() < deadline:
+            text = await page.locator("body").inner_text()
+            for m in re.finditer(r"(\d+) ahead in the queue", text):
+                rec["positions"].append(int(m.group(1)))
+            cancel = page.get_by_role("button", name="Cancel", exact=True)
+            if s["role"] == "cancel" and not rec.get("cancel_clicked") and await cancel.count():
+                await cancel.first.click()
+                rec["cancel_clicked"] = True
+            if s["role"] == "kill_worker" and not killed and "Running…" in text:
+                for pid in _workers(server_pid):
+                    os.kill(pid, signal.SIGKILL)
+                    rec.setdefault("killed", []).append(pid)
+                killed = True
+            shown = await results.inner_text() if await results.count() else ""
+            if rec.get("cancel_clicked") and ("cancelled" in shown.lower() or "cancelled" in text.lower()):
+                rec.update(state="cancelled", seconds=time.monotonic() - t0)
+                break
+            if "worker process died" in shown or "Something went wrong" in text:
+                rec.update(state="error", seconds=time.monotonic() - t0, error=shown[-300:])
+                break
+            if await results.locator(".vega-embed").count() or "out of memory" in shown.lower():
+                rec.update(state="shown", seconds=time.monotonic() - t0)
+                peak = re.search(r"Peak allocated\s*\n\s*([\d.,]+ (?:B|KiB|MiB|GiB))", shown)
+                rec["peak_text"] = peak.group(1) if peak else None
+                rec["oom"] = "out of memory" in shown.lower()
+                break
+            rec["last_text"] = text[-400:]
+            await asyncio.sleep(0.5)
+    except Exception as e:  # noqa: BLE001 - a session that breaks is counted, not fatal
+        rec.update(state="error", error=f"{type(e).__name__}: {e}"[:300])
+    finally:
+        await context.close()
+
+
+def _alone_peaks(sessions: list[dict]) -> dict[str, str]:
+    """Each distinct configuration run alone in this process: the page's peak must show the same figure."""
+    sys.path.insert(0, str(ROOT))
+    from app.frames import fmt_bytes
+    from experiments.config import ExperimentConfig
+    from experiments.runner import run_experiment
+
+    peaks = {}
+    for s in sessions:
+        key = json.dumps(s["config"], sort_keys=True)
+        if s["role"] in ("run", "cancel", "clear_cache") and key not in peaks:
+            r = run_experiment(ExperimentConfig.from_dict(dict(s["config"], device="cpu")))
+            peaks[key] = fmt_bytes(r["peak_bytes"])
+    return peaks
+
+
+async def main_async(args) -> dict:
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    streamlit = Path(sys.executable).parent / "streamlit"
+    server = subprocess.Popen([str(streamlit), "run", "app/main.py", "--server.headless", "true",
+                               "--server.address", "127.0.0.1", "--server.port", str(port),
+                               "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        t_start = time.monotonic()
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/_stcore/health", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() - t_start > 60:
+                    raise RuntimeError("the server did not start") from None
+                await asyncio.sleep(0.3)
+        sessions = plan(args.sessions)
+        out: dict[int, dict] = {}
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=CHROMIUM, args=[
+                "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+            # Warm the server (first page, worker start) before measuring memory.
+            warm = await browser.new_page()
+            await warm.goto(base + "/monitoring?lang=en")
+            await warm.get_by_role("button", name="Run experiment").wait_for(timeout=120_000)
+            await warm.close()
+            before = {"server_mib": _rss_mib(server.pid),
+                      "workers_mib": sum(_rss_mib(w) or 0 for w in _workers(server.pid))}
+            opened = [await _open(browser, base, s, out) for s in sessions]
+            deadline = time.monotonic() + args.timeout
+            # Every learner presses Run at the same moment.
+            await asyncio.gather(*(_session(page, context, base, s, server.pid, deadline, out)
+                                   for s, (context, page) in zip(sessions, opened, strict=True)))
+            await browser.close()
+        after = {"server_mib": _rss_mib(server.pid),
+                 "workers_mib": sum(_rss_mib(w) or 0 for w in _workers(server.pid)),
+                 "workers": len(_workers(server.pid))}
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    records = [out[i] for i in sorted(out)]
+    alone = _alone_peaks(sessions)
+    mismatched = [r["i"] for r in records if r["state"] == "shown" and not r.get("oom") and r["role"] != "kill_worker"
+                  and r.get("peak_text") != alone.get(json.dumps(r["config"], sort_keys=True))]
+    times = sorted(r["seconds"] for r in records if r["state"] == "shown")
+    summary = {
+        "sessions": len(records), "shown": sum(r["state"] == "shown" for r in records),
+        "cancelled": sum(r["state"] == "cancelled" for r in records),
+        "errors": sum(r["state"] == "error" and r["role"] != "kill_worker" for r in records),
+        "lost": sum(r["state"] == "lost" for r in records),
+        "killed_run_reported_failed": any(r["role"] == "kill_worker" and r["state"] == "error" for r in records),
+        "oom_shown": any(r["role"] == "oom" and r.get("oom") for r in records),
+        "p50_s": round(statistics.median(times), 1) if times else None,
+        "p95_s": round(times[min(len(times) - 1, int(0.95 * len(times)))], 1) if times else None,
+        "page_open_s_median": statistics.median([r["page_s"] for r in records if "page_s" in r] or [0]),
+        "positions_seen_by": sum(1 for r in records if r["positions"]),
+        "max_position": max((max(r["positions"]) for r in records if r["positions"]), default=0),
+        "peaks_equal_alone": not mismatched, "peak_mismatches": mismatched,
+        "memory_before": before, "memory_after": after, "cpu_cores": os.cpu_count(),
+    }
+    return {"summary": summary, "sessions": records}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sessions", type=int, default=30)
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds for all sessions together")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    if not 1 <= args.sessions <= 60:
+        sys.exit("error: --sessions must be in [1, 60] (loopback load test, bounded)")
+    report = asyncio.run(main_async(args))
+    print(json.dumps(report["summary"], indent=1))
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
