@@ -334,7 +334,7 @@ def _measure(cfg, device, rec: _Recorder, tracker: StorageTracker, holder: dict,
         result["memory_summary"] = torch.cuda.memory_summary(device, abbreviated=True)
 
     if cfg.timing_steps:
-        samples = _time_steps(state, cfg.timing_steps)
+        samples = _time_steps(state, cfg.timing_steps, rec.should_cancel)
         result["step_ms"] = _stats(samples)
         rec.tick("timing")
     with FlopCounterMode(display=False) as counter:
@@ -347,17 +347,25 @@ def _measure(cfg, device, rec: _Recorder, tracker: StorageTracker, holder: dict,
         result["tflops"] = result["flops_per_step"] / seconds / 1e12
 
 
-def _time_steps(state: TrainState, n: int) -> list[float]:
+def _time_steps(state: TrainState, n: int, should_cancel=None) -> list[float]:
+    """Un-instrumented steps for the step time. A Cancel is honoured between steps (every 10th on CUDA, where
+    the check is host time between launches): a long timing run used to ignore it until its end."""
+    def check(i: int, every: int) -> None:
+        if should_cancel is not None and i % every == 0 and should_cancel():
+            raise Cancelled()
+
     if state.device.type == "cuda":
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-        for start, end in events:
+        for i, (start, end) in enumerate(events):
+            check(i, 10)
             start.record()
             train_step(state)
             end.record()
         torch.cuda.synchronize(state.device)
         return [start.elapsed_time(end) for start, end in events]
     samples = []
-    for _ in range(n):
+    for i in range(n):
+        check(i, 1)
         t0 = time.perf_counter()
         train_step(state)
         samples.append((time.perf_counter() - t0) * 1e3)
