@@ -177,7 +177,8 @@ _LAYOUT_FAULTS = """() => {
 }"""
 
 
-@pytest.mark.parametrize(("width", "height", "lang"), [(1024, 768, "zh"), (1280, 720, "en")])
+@pytest.mark.parametrize(("width", "height", "lang"), [(w, h, lang) for w, h in ((1024, 768), (1280, 720), (1440, 900))
+                                                      for lang in ("zh", "en")])
 def test_every_page_reads_on_a_projector(server, browser, width, height, lang):
     """At projector sizes with the sidebar open: no cut metric or code, every chart has room, nothing overlaps."""
     SHOTS.mkdir(parents=True, exist_ok=True)
