@@ -17,7 +17,7 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 from .models import build_model, make_batch
-from .runner import _Recorder, _stats, warm_up_cuda
+from .runner import _Recorder, _stats, summarize_peak, warm_up_cuda
 from .strategies import AMP_DTYPES, float32_precision, make_optimizer, make_scaler
 from .tracker import CATEGORIES as BASE_CATEGORIES
 from .tracker import StorageTracker
@@ -245,16 +245,7 @@ def measure_rank(dcfg, rank: int, device: torch.device, progress=None) -> dict:
     setup = [p for p in rec.phases if p["step"] == 0]
     if setup:
         result["setup_peak_bytes"] = max(p["peak_bytes"] for p in setup)
-    if steps:
-        top = max(steps, key=lambda p: p["peak_bytes"])
-        result["peak_bytes"] = top["peak_bytes"]
-        result["peak_phase"] = {"step": top["step"], "phase": top["phase"]}
-    if result["breakdown"] is None and tracker.peak:
-        result["breakdown"] = tracker.peak_by_category()
-    if cuda and result["breakdown"] and result["peak_bytes"] is not None:
-        rest = result["peak_bytes"] - result["baseline_bytes"] - sum(result["breakdown"].values())
-        if rest > 0:
-            result["breakdown"]["other"] = rest  # not a tensor the tracker sees (workspaces, block rounding)
+    summarize_peak(result, steps, tracker, cuda)  # the training steps: every rank builds the whole model first
     return result
 
 

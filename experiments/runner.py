@@ -277,8 +277,15 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None, his
                 torch.cuda.set_per_process_memory_fraction(1.0, device)
     after = torch.cuda.memory_allocated(device) if cuda else tracker.current
     result["allocated_after_bytes"] = after
-    if rec.phases:
-        top = max(rec.phases, key=lambda p: p["peak_bytes"])
+    summarize_peak(result, rec.phases, tracker, cuda)
+    result["duration_s"] = round(time.perf_counter() - t_start, 3)
+    return result
+
+
+def summarize_peak(result: dict, phases: list[dict], tracker: StorageTracker, cuda: bool) -> None:
+    """The result's peak and its phase from `phases`, and the breakdown at the peak (single device and per rank)."""
+    if phases:
+        top = max(phases, key=lambda p: p["peak_bytes"])
         result["peak_bytes"] = top["peak_bytes"]
         result["peak_phase"] = {"step": top["step"], "phase": top["phase"]}
     if result["breakdown"] is None and tracker.peak:
@@ -289,8 +296,6 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None, his
         rest = result["peak_bytes"] - result["baseline_bytes"] - sum(result["breakdown"].values())
         if rest > 0:
             result["breakdown"]["other"] = rest
-    result["duration_s"] = round(time.perf_counter() - t_start, 3)
-    return result
 
 
 def train_phases(cfg, device, rec: _Recorder, tracker: StorageTracker, holder: dict, losses: list | None,
