@@ -386,7 +386,9 @@ STRINGS: dict[str, tuple[str, str]] = {
     "chart.time": ("Step time", "单步时间"),
     "chart.this_run": ("This run", "本次运行"),
     "chart.leak": ("Allocated memory per step", "每步已分配显存"),
-    "side.pin": ("Pin for side by side", "固定以便并排对比"),
+    "side.pin": ("Pin to compare", "固定对比"),
+    "side.pinned": ("Pinned", "固定的"),
+    "side.this": ("This one", "当前的"),
     "side.pin_help": ("Keep this result; every later result (on any page, live or recorded) is then shown beside "
                       "it on the same scale.",
                       "保留这个结果；之后的每个结果（任何页面、实时或录制的）都会与它以相同刻度并排显示。"),

@@ -54,13 +54,15 @@ def show(left: dict, left_title: str, right: dict, right_title: str, key: str) -
     frames_ = [frames.phases_frame(r) for r in (left, right)]
     longs = [frames.memory_long(df, df["reserved_mib"].notna().any()) if not df.empty else df for df in frames_]
     top = max((float(d["mib"].max()) for d in longs if not d.empty), default=0.0)
+    # Metrics in two columns; the charts one above the other, on one scale: in the half-width result column of
+    # a projector, two charts side by side would each be too narrow to read.
     cols = st.columns(2)
-    for col, result, title, df in zip(cols, (left, right), (left_title, right_title), longs, strict=True):
-        with col:
-            st.markdown(f"**{title}**")
-            col.metric(t("side.net_peak"), frames.fmt_bytes(net_peak(result)))
-            if not df.empty:
-                st.altair_chart(charts.memory_chart(df, y_max=top * 1.05), width="stretch")
+    for col, result, title in zip(cols, (left, right), (t("side.pinned"), t("side.this")), strict=True):
+        col.metric(title, frames.fmt_bytes(net_peak(result)), help=t("side.net_peak"))
+    for result, title, df in zip((left, right), (left_title, right_title), longs, strict=True):
+        st.markdown(f"**{title}** · {frames.fmt_bytes(net_peak(result))}")
+        if not df.empty:
+            st.altair_chart(charts.memory_chart(df, y_max=top * 1.05), width="stretch")
     a, b = net_peak(left), net_peak(right)
     if a and b:
         st.caption(t("side.ratio", ratio=f"{b / a:.2f}"))
