@@ -63,7 +63,10 @@ def meta(lesson_id: str) -> dict:
         data = json.loads(text)
     except json.JSONDecodeError:
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    data.setdefault("id", lesson_id)
+    return data
 
 
 def localized(value, lang: str, default: str = "") -> str:
@@ -79,9 +82,59 @@ def localized(value, lang: str, default: str = "") -> str:
 
 # --- Lesson data as experiments: configurations, leak scenarios and the recorded ids that back them ---
 
-def over_preset(meta: dict, diff: dict | None) -> dict:
-    """A configuration the lesson states as "the preset, with these differences"."""
-    return {**(meta.get("preset") or {}), **(diff or {})}
+def over_preset(meta: dict, diff: dict | None, scale: int = 1) -> dict:
+    """A configuration the lesson states as "the preset, with these differences"; `scale` > 1 sizes it for a
+    CPU (`sized`)."""
+    return sized({**(meta.get("preset") or {}), **(diff or {})}, scale)
+
+
+# Width and batch shrink together: activations grow with batch x width and the weights with width^2, so
+# dividing both by k keeps every category's share of the peak (and where the peak is), while a step's
+# matmul work falls by k^3 and the optimizer's by k^2.
+SIZED_FIELDS = ("width", "batch")
+
+
+def cpu_scale(meta: dict) -> int:
+    """How many times smaller the lesson's runs are on a machine without a GPU (meta "cpu_scale", default 1)."""
+    try:
+        return max(1, int(meta.get("cpu_scale") or 1))
+    except (TypeError, ValueError):
+        return 1
+
+
+def sized(config: dict, scale: int) -> dict:
+    """config with width and batch divided by `scale`; the batch stays a multiple of accum, and a transformer's
+    width a multiple of its heads."""
+    out = dict(config)
+    if scale <= 1:
+        return out
+    for field in SIZED_FIELDS:
+        if field in out:
+            out[field] = max(1, int(out[field]) // scale)
+    accum = int(out.get("accum") or 1)
+    if "batch" in out and out["batch"] % accum:
+        out["batch"] = max(accum, out["batch"] // accum * accum)
+    heads = int(out.get("heads") or 1)
+    if out.get("model") == "transformer" and "width" in out and out["width"] % heads:
+        out["width"] = max(heads, out["width"] // heads * heads)
+    return out
+
+
+def sized_change(meta: dict, diff: dict | None, scale: int) -> dict:
+    """A "try this" change as it applies at this size: its own fields, read off the sized configuration."""
+    full = over_preset(meta, diff, scale)
+    return {k: full[k] for k in diff or {}}
+
+
+def config_words(meta: dict, kind: str | None, scale: int) -> dict[str, str]:
+    """{{preset.<field>}} and {{try.<field>}} for a prompt's text: the values of the runs it talks about."""
+    words = {f"preset.{k}": str(v) for k, v in over_preset(meta, None, scale).items()}
+    prompt = ((meta.get("prompts") or {}).get(kind) or {}) if kind else {}
+    if prompt.get("try_change"):
+        changed = over_preset(meta, prompt["try_change"], scale)
+        words.update({f"try.{k}": str(changed[k]) for k in prompt["try_change"]})
+        words["try.micro_batch"] = str(int(changed.get("batch", 1)) // int(changed.get("accum") or 1))
+    return words
 
 
 def technique_configs(meta: dict, technique: dict) -> tuple[dict, dict]:

@@ -20,10 +20,18 @@ def page_facts(meta: dict) -> dict[str, str]:
     return facts.resolve(meta.get("facts") or {}, load_recorded)
 
 
-def text(meta: dict, value, default: str = "") -> str:
-    """A localized lesson string with its {{fact}} placeholders filled from the recorded results."""
+def text(meta: dict, value, default: str = "", kind: str | None = None) -> str:
+    """A localized lesson string with its {{fact}} placeholders filled from the recorded results, and a prompt's
+    {{preset.<field>}} / {{try.<field>}} from the runs it talks about at this page's size (app/sizing.py)."""
     raw = content.localized(value, lang(), default)
-    return facts.render(raw, page_facts(meta)) if raw else raw
+    if not raw:
+        return raw
+    values = page_facts(meta)
+    if "{{preset." in raw or "{{try." in raw:
+        from app import sizing
+
+        values = {**values, **sizing.words(meta, kind)}
+    return facts.render(raw, values)
 
 
 def _phase(name) -> str:
@@ -74,8 +82,10 @@ def config_changes(meta: dict, config: dict | None) -> list[str]:
     """'field: preset → this run' for every field in which the shown run differs from the lesson's preset."""
     if not config:
         return []
+    from app import sizing
+
     try:
-        preset = ExperimentConfig.from_dict(meta.get("preset") or {}).to_dict()
+        preset = ExperimentConfig.from_dict(sizing.preset(meta)).to_dict()
     except (ConfigError, TypeError):
         return []
     return [f"{t('field.' + k, default=k)}: {preset[k]} → {v}" for k, v in config.items()
@@ -85,7 +95,7 @@ def config_changes(meta: dict, config: dict | None) -> list[str]:
 def notice(meta: dict, kind: str, runs: dict | None, entry: dict | None = None) -> None:
     """`entry`: a prompt that is not under meta["prompts"] (a fragmentation pattern carries its own)."""
     entry = entry if entry is not None else (meta.get("prompts") or {}).get(kind) or {}
-    note = text(meta, entry.get("notice")) or t(f"prompt.{kind}.notice")
+    note = text(meta, entry.get("notice"), kind=kind) or t(f"prompt.{kind}.notice")
     outcomes = expectations.evaluate(entry.get("expect") or [], runs) if runs else []
     ok = expectations.verdict(outcomes)
     if ok is False:
@@ -112,8 +122,10 @@ def _same_experiment(a: dict, b: dict) -> bool:
 def try_this(meta: dict, kind: str, runs: dict | None, ns: str | None, previous: dict | None,
              key: str | None = None) -> None:
     entry = (meta.get("prompts") or {}).get(kind) or {}
-    st.markdown(f"**{t('prompt.try')}** {text(meta, entry.get('try')) or t(f'prompt.{kind}.try')}")
-    change = entry.get("try_change") or {}
+    st.markdown(f"**{t('prompt.try')}** {text(meta, entry.get('try'), kind=kind) or t(f'prompt.{kind}.try')}")
+    from app import sizing
+
+    change = sizing.change(meta, entry.get("try_change"))
     current = (runs or {}).get("run")
     if change and previous and current and previous.get("config") and current.get("config"):
         predicted = {**previous["config"], **change}

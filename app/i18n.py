@@ -155,6 +155,9 @@ STRINGS: dict[str, tuple[str, str]] = {
     "metric_name.peak_ratio": ("the peak relative to the run before", "峰值与之前运行之比"),
     "metric_name.peak_saving_pct": ("the peak saved (%)", "峰值节省（%）"),
     "metric_name.saved_mib": ("the memory saved (MiB)", "节省的显存（MiB）"),
+    "metric_name.saving_ratio": ("the saving on top of the other technique, over the saving alone",
+                                 "叠加在另一种技术之上的节省，与单独使用时节省之比"),
+    "metric_name.phase_peak_ratio": ("step 1's peak in this phase over step 2's", "该阶段第 1 步峰值与第 2 步之比"),
     "metric_name.step_time_ratio": ("the step time relative to the run before", "单步时间与之前运行之比"),
     "metric_name.category_ratio": ("the category relative to the run before", "该类别与之前运行之比"),
     "metric_name.category_mib": ("the category at the peak (MiB)", "峰值时刻该类别（MiB）"),
@@ -175,6 +178,18 @@ STRINGS: dict[str, tuple[str, str]] = {
     "sandbox.reset": ("Reset", "重置"),
     "sandbox.advanced": ("Advanced settings", "高级设置"),
     "sandbox.recorded": ("This exact configuration, recorded on {name}", "完全相同的配置：在 {name} 上录制的结果"),
+    "sandbox.recorded_full": ("This configuration at full size ({k}× the width and batch), recorded on {name}",
+                              "这个配置的完整尺寸（宽度和 batch 各乘 {k}），在 {name} 上录制的结果"),
+    "sizing.cpu": ("No GPU here: runs are {k}× smaller in width and batch ({width} and {batch}, not {full_width} and "
+                   "{full_batch}), so they take seconds. The peak's phase and each category's share stay; the bytes are "
+                   "about 1/{k2}. The lesson's numbers are the full size on the NVIDIA H200.",
+                   "这里没有 GPU：运行的宽度和 batch 都缩小 {k} 倍（{width} 和 {batch}，而不是 {full_width} 和 "
+                   "{full_batch}），几秒就能跑完。峰值所在的阶段和各类别的占比不变，字节数约为 1/{k2}。课文中的数字是完整尺寸在 "
+                   "NVIDIA H200 上的结果。"),
+    "sizing.use_full": ("Full size (slow on a CPU)", "完整尺寸（CPU 上很慢）"),
+    "sizing.full_now": ("Full-size preset: the estimate below says how long a run takes on this CPU.",
+                        "完整尺寸的预设：下方的估算给出它在这台 CPU 上要跑多久。"),
+    "sizing.use_cpu": ("CPU size", "CPU 尺寸"),
     "sandbox.run": ("Run experiment", "运行实验"),
     "sandbox.run_label": ("Training run", "训练运行"),
     "sandbox.bad_preset": ("The lesson's preset is invalid ({message}); using the defaults.",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import charts, engine, jobs, layout, results, urlstate
+from app import charts, content, engine, jobs, layout, results, sizing, urlstate
 from app.frames import breakdown_frame
 from app.i18n import t
 from experiments.config import BOOLS, CHOICES, RANGES, ConfigError, ExperimentConfig
@@ -39,10 +39,11 @@ def key(ns: str, field: str) -> str:
     return f"{ns}_{field}"
 
 
-def base_config(meta: dict) -> tuple[ExperimentConfig, str | None]:
-    """The lesson's preset over the engine defaults; the defaults alone if the preset is invalid."""
+def base_config(meta: dict, full: bool = False) -> tuple[ExperimentConfig, str | None]:
+    """The lesson's preset over the engine defaults, CPU-sized where this page's runs are (app/sizing.py) unless
+    `full`; the defaults alone if the preset is invalid."""
     try:
-        return ExperimentConfig.from_dict(meta.get("preset") or {}), None
+        return ExperimentConfig.from_dict(content.over_preset(meta, None) if full else sizing.preset(meta)), None
     except (ConfigError, TypeError) as exc:
         return ExperimentConfig(), str(exc)
 
@@ -89,17 +90,20 @@ def _reset(ns: str, base: ExperimentConfig) -> None:
         st.session_state[key(ns, field)] = value
 
 
-def config_widgets(ns: str, base: ExperimentConfig) -> tuple[dict, dict]:
-    """Renders the widgets; returns (raw values, one empty slot per field for its error message)."""
+def config_widgets(ns: str, base: ExperimentConfig, url_base: ExperimentConfig | None = None) -> tuple[dict, dict]:
+    """Renders the widgets; returns (raw values, one empty slot per field for its error message).
+    Widgets start at `base`; the URL holds what differs from `url_base` (the full-size preset), so a link made
+    on a CPU-sized page opens the same experiment on a GPU server too."""
     values, slots = {}, {}
     defaults = base.to_dict()
+    url_defaults = (url_base or base).to_dict()
 
     def row(*fields):
         cols = st.columns(2)
         for i, field in enumerate(fields):
             values[field] = _widget(ns, field, defaults[field], cols[i])
             slots[field] = cols[i].empty()
-            urlstate.sync(key(ns, field), values[field], defaults[field])
+            urlstate.sync(key(ns, field), values[field], url_defaults[field])
 
     # Drawn in order so that model and checkpoint (already returned) decide which fields follow;
     # a shared link with model=transformer therefore shows seq_len/heads on its very first run.
@@ -237,16 +241,33 @@ def show_estimate(cfg: ExperimentConfig) -> dict | None:
     return est
 
 
+def _full_size_recording(meta: dict, cfg: ExperimentConfig) -> dict | None:
+    """On a CPU-sized page: the H200 recording of this configuration at full size, if the project has one."""
+    k = sizing.scale(meta)
+    if k <= 1:
+        return None
+    data = cfg.to_dict()
+    if content.sized(dict(data, width=data["width"] * k, batch=data["batch"] * k), k) != data:
+        return None
+    try:
+        full = ExperimentConfig.from_dict(dict(data, width=data["width"] * k, batch=data["batch"] * k))
+    except (ConfigError, TypeError):
+        return None
+    return engine.find_recorded(full)
+
+
 def render(ns: str, meta: dict, *, driver: bool = False) -> ExperimentConfig | None:
     """The whole sandbox of a lesson page; returns the valid current config (None if invalid)."""
     base, preset_err = base_config(meta)
+    full, _ = base_config(meta, full=True)
     with st.container(border=True):
         head, reset = st.columns([3, 1], vertical_alignment="center")
         head.subheader(t("sandbox.title"))
         reset.button(t("sandbox.reset"), key=f"{ns}.reset", on_click=_reset, args=(ns, base), width="stretch")
         if preset_err:
             st.warning(t("sandbox.bad_preset", message=preset_err))
-        values, slots = config_widgets(ns, base)
+        sizing.banner(meta, ns)
+        values, slots = config_widgets(ns, base, full)
         cfg, err = validate(base, values)
         if err:
             _show_error(ns, err, values, slots)
@@ -255,10 +276,12 @@ def render(ns: str, meta: dict, *, driver: bool = False) -> ExperimentConfig | N
             st.subheader(t("estimate.title"))
             show_estimate(cfg)
     if cfg is not None:
-        recorded = engine.find_recorded(cfg)
+        recorded, label = engine.find_recorded(cfg), "sandbox.recorded"
+        if not recorded:
+            recorded, label = _full_size_recording(meta, cfg), "sandbox.recorded_full"
         if recorded:
             name = (recorded.get("device") or {}).get("name", "GPU")
-            with st.expander(t("sandbox.recorded", name=name), icon=":material/history:"):
+            with st.expander(t(label, name=name, k=sizing.scale(meta)), icon=":material/history:"):
                 results.render_run(recorded, meta, driver=driver, recorded_at=recorded.get("started_at"),
                                    key=f"{ns}.recorded", ns=ns)
     running = jobs.pending(ns)

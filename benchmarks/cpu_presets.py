@@ -1,32 +1,56 @@
-"""Every lesson preset run in the engine on the CPU: run time and median step (docs/cpu-speed.md).
+"""What a learner without a GPU waits for: every lesson's CPU-sized preset, each "try this" run, and the
+compare page's "Compare all" (every strategy, then the interleaved timing rounds), run in the engine on the
+CPU exactly as the worker runs them (docs/cpu-speed.md).
 
     python benchmarks/cpu_presets.py
 """
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
+from app import content
 from experiments.config import ExperimentConfig
+from experiments.jobs import execute
 from experiments.runner import run_experiment
 
-ROOT = Path(__file__).resolve().parent.parent
+
+def _run(config: dict) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    result = run_experiment(ExperimentConfig.from_dict({**config, "device": "cpu"}))
+    return time.perf_counter() - t0, result
 
 
 def main() -> None:
     run_experiment(ExperimentConfig(layers=2, width=64, batch=8, device="cpu"))  # imports and first-call costs
-    print("| preset | run | median step |\n|---|---|---|")
-    for meta in sorted(ROOT.glob("lessons/*/meta.json")):
-        preset = json.loads(meta.read_text()).get("preset")
-        if not preset or meta.parent.name == "multigpu":
+    print("| lesson | run | size | engine time | median step |\n|---|---|---|---|---|")
+    worst = 0.0
+    for lesson in content.LESSON_IDS:
+        meta = content.meta(lesson)
+        if "preset" not in meta or meta.get("strategies"):
             continue
-        cfg = ExperimentConfig.from_dict({**preset, "device": "cpu"})
-        t0 = time.perf_counter()
-        result = run_experiment(cfg)
-        print(f"| {meta.parent.name} | {time.perf_counter() - t0:.1f} s | {result['step_ms']['median']:.0f} ms |",
-              flush=True)
+        k = content.cpu_scale(meta)
+        runs = [("preset", None)] + [(f"try ({kind})", p["try_change"])
+                                     for kind, p in (meta.get("prompts") or {}).items() if p.get("try_change")]
+        for name, change in runs:
+            config = content.over_preset(meta, change, k)
+            seconds, result = _run(config)
+            worst = max(worst, seconds)
+            print(f"| {lesson} | {name} | {config['layers']} x {config['width']}, batch {config['batch']} | "
+                  f"{seconds:.2f} s | {result['step_ms']['median']:.1f} ms |", flush=True)
+    meta = content.meta("compare")
+    k = content.cpu_scale(meta)
+    strategies = [(s["id"], content.over_preset(meta, s.get("config"), k)) for s in meta["strategies"]]
+    t0 = time.perf_counter()
+    for _, config in strategies:
+        run_experiment(ExperimentConfig.from_dict({**config, "device": "cpu"}))
+    runs_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    execute("timing_rounds", content.rounds_params(meta, strategies, device="cpu"))
+    rounds_s = time.perf_counter() - t0
+    print(f"\nLongest single run: {worst:.2f} s.")
+    print(f"Compare all ({len(strategies)} strategies, {k}x smaller): {runs_s:.1f} s; "
+          f"the timing rounds after them: {rounds_s:.1f} s; together {runs_s + rounds_s:.1f} s.")
 
 
 if __name__ == "__main__":

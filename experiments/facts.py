@@ -15,7 +15,7 @@ import re
 from . import metrics
 from .expectations import ONE_RUN_METRICS, PAIR_METRICS
 
-PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z0-9_]+)\s*\}\}")
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z0-9_.]+)\s*\}\}")
 
 
 class FactError(ValueError):

@@ -119,6 +119,11 @@ def rounds_distinguishable(a: dict, b: dict) -> bool:
     return a["max_ms"] < b["min_ms"] or b["max_ms"] < a["min_ms"]
 
 
+def _saved(baseline: dict, result: dict) -> int | None:
+    tech, base = net_peak(result), net_peak(baseline)
+    return None if base is None or tech is None else base - tech
+
+
 def scalar(metric: str, result: dict, baseline: dict | None = None, **args) -> float | None:
     """One named figure of a result (or of a result against a baseline), as lessons and checks name them."""
     if metric == "net_peak_mib":
@@ -143,6 +148,11 @@ def scalar(metric: str, result: dict, baseline: dict | None = None, **args) -> f
         if value is None:
             return None
         return (value - (result.get("baseline_bytes") or 0)) / MIB
+    if metric == "phase_peak_ratio":
+        # Sizes cancel: a claim such as "step 1's backward peaks far below step 2's" holds at any scale.
+        a = scalar("phase_peak_mib", result, step=args["step"], phase=args["phase"])
+        b = scalar("phase_peak_mib", result, step=args["versus_step"], phase=args["phase"])
+        return None if a is None or not b else a / b
     if metric == "phase_growth_mib":
         value = phase_growth(result, args["step"], args["phase"])
         return None if value is None else value / MIB
@@ -201,6 +211,10 @@ def scalar(metric: str, result: dict, baseline: dict | None = None, **args) -> f
     if metric == "step_time_ratio":
         tech, base = step_ms(result), step_ms(baseline)
         return None if not base or tech is None else tech / base
+    if metric == "saving_ratio":
+        # What one change saves on top of another, over what it saves alone: below 1, the two overlap.
+        mine, alone = _saved(baseline, result), _saved(args["versus_baseline"], args["versus"])
+        return None if mine is None or not alone else mine / alone
     if metric == "category_ratio":
         tech, base = category_bytes(result, args["category"]), category_bytes(baseline, args["category"])
         return None if not base or tech is None else tech / base

@@ -1,7 +1,7 @@
 import pandas as pd
 import streamlit as st
 
-from app import charts, content, engine, fit_view, frames, jobs, layout, recorded_view, results, rounds_view
+from app import charts, content, engine, fit_view, frames, jobs, layout, recorded_view, results, rounds_view, sizing
 from app.i18n import lang, t
 from experiments.config import ConfigError, ExperimentConfig
 
@@ -16,7 +16,7 @@ def strategy_configs(meta: dict) -> list[tuple[str, str, ExperimentConfig | None
         sid = strategy.get("id", "?")
         title = content.localized(strategy.get("title"), lang(), sid)
         try:
-            out.append((sid, title, ExperimentConfig.from_dict(content.over_preset(meta, strategy.get("config"))), None))
+            out.append((sid, title, ExperimentConfig.from_dict(sizing.over_preset(meta, strategy.get("config"))), None))
         except (ConfigError, TypeError) as exc:
             out.append((sid, title, None, str(exc)))
     return out
@@ -45,6 +45,7 @@ with right:
     strategies = strategy_configs(meta)
     with st.container(border=True):
         st.subheader(t("compare.title"))
+        sizing.banner(meta, NS)
         if not strategies:
             st.info(t("compare.none"))
         rows = []
@@ -64,7 +65,9 @@ with right:
                      width="stretch"):
             jobs.start(NS, [{"label": title, "kind": "run", "params": cfg.to_dict(), "sid": sid}
                             for sid, title, cfg in valid])
-    recorded = [(sid, title, engine.find_recorded(cfg)) for sid, title, cfg in valid]
+    # Recorded at full size on the GPU, whatever size this page runs at.
+    full = {s.get("id"): content.over_preset(meta, s.get("config")) for s in meta.get("strategies") or []}
+    recorded = [(sid, title, engine.find_recorded(ExperimentConfig.from_dict(full[sid]))) for sid, title, _ in valid]
     recorded = [item for item in recorded if item[2]]
     if recorded:
         with st.expander(t("recorded.compare"), icon=":material/history:", expanded=not jobs.finished(NS)):

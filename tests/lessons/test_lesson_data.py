@@ -83,8 +83,13 @@ def test_lesson_data_is_valid(lesson):
         assert f.get("expect"), f"fragmentation {f['id']} has no expect"
     names = set(meta.get("facts") or {})
     for text in prose_of(meta) + [p.read_text(encoding="utf-8") for p in (content.lessons_dir() / lesson).glob("*.md")]:
-        missing = facts.placeholders(text) - names
+        missing = {n for n in facts.placeholders(text) - names if not n.startswith(("preset.", "try."))}
         assert not missing, f"{lesson}: placeholders without a fact: {sorted(missing)}"
+    for kind, prompt in (meta.get("prompts") or {}).items():
+        words = content.config_words(meta, kind, content.cpu_scale(meta))
+        for text in _texts(prompt.get("notice")) + _texts(prompt.get("try")):
+            missing = facts.placeholders(text) - names - set(words)
+            assert not missing, f"{lesson}.{kind}: placeholders without a value: {sorted(missing)}"
 
 
 def test_technique_and_strategy_configs_state_only_differences():
@@ -133,18 +138,20 @@ def test_prompt_holds_on_the_h200_recording(lesson, kind):
 
 
 def _cpu_runs(lesson: str, kind: str) -> dict:
+    """The runs a learner without a GPU sees with this prompt: the lesson's CPU-sized configurations."""
     meta = content.meta(lesson)
+    k = content.cpu_scale(meta)
     prompt = meta["prompts"][kind]
     if kind == "leak":
         return {s["id"]: cpu_run("leak", {"scenario": s["id"], "steps": 10}) for s in content.leak_scenarios(lesson)}
     if kind == "rounds":
-        strategies = [(s["id"], content.over_preset(meta, s.get("config"))) for s in meta["strategies"]]
+        strategies = [(s["id"], content.over_preset(meta, s.get("config"), k)) for s in meta["strategies"]]
         return {"rounds": cpu_run("timing_rounds", content.rounds_params(meta, strategies))}
     if meta.get("strategies") and kind in ("memory", "time"):
-        return {s["id"]: cpu_run("run", content.over_preset(meta, s.get("config"))) for s in meta["strategies"]}
-    runs = {"run": cpu_run("run", content.over_preset(meta, None))}
+        return {s["id"]: cpu_run("run", content.over_preset(meta, s.get("config"), k)) for s in meta["strategies"]}
+    runs = {"run": cpu_run("run", content.over_preset(meta, None, k))}
     if prompt.get("try_change"):
-        runs["changed"] = cpu_run("run", content.over_preset(meta, prompt["try_change"]))
+        runs["changed"] = cpu_run("run", content.over_preset(meta, prompt["try_change"], k))
     return runs
 
 

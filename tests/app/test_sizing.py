@@ -1,0 +1,39 @@
+"""Without a GPU, a lesson page starts CPU-sized, says so, names the sized values in its prompts, and switches
+to the full size and back (app/sizing.py)."""
+
+from __future__ import annotations
+
+from conftest import open_page, run_until
+
+from app import content
+
+
+def _markdown(at) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def test_a_cpu_page_starts_sized_and_its_prompts_name_the_sized_values():
+    meta = content.meta("monitoring")
+    k = content.cpu_scale(meta)
+    full, small = content.over_preset(meta, None), content.over_preset(meta, None, k)
+    at = open_page("monitoring", state={"monitoring_steps": 2, "monitoring_timing_steps": 1})
+    assert any(f"{k}× smaller" in i.value for i in at.info), [i.value for i in at.info]
+    assert at.select_slider(key="monitoring_width").value == small["width"]
+    assert at.select_slider(key="monitoring_batch").value == small["batch"]
+    # The link names the sized values, so it opens the same experiment on a server with a GPU.
+    assert at.query_params["monitoring_width"] == str(small["width"])
+    at.button(key="monitoring.run").click().run()
+    run_until(at, lambda a: "monitoring.done" in a.session_state)
+    assert not at.exception, [e.value for e in at.exception]
+    sized_batch = content.sized_change(meta, meta["prompts"]["breakdown"]["try_change"], k)["batch"]
+    assert f"Raise batch to {sized_batch} and run again" in _markdown(at)
+    at.button(key="monitoring.apply.breakdown").click().run()
+    assert at.select_slider(key="monitoring_batch").value == sized_batch
+
+    at.button(key="monitoring.sizing.full").click().run()
+    assert at.select_slider(key="monitoring_width").value == full["width"]
+    assert at.select_slider(key="monitoring_batch").value == full["batch"]
+    assert "monitoring_width" not in at.query_params
+    assert not any(f"{k}× smaller" in i.value for i in at.info)
+    at.button(key="monitoring.sizing.cpu").click().run()
+    assert at.select_slider(key="monitoring_width").value == small["width"]

@@ -1,0 +1,70 @@
+"""The CPU-sized lesson runs keep what the lessons teach: the page says the peak's phase and every category's
+share stay those of the full size and the bytes are about 1/k² of them (app/i18n.py "sizing.cpu"); checked
+here with the estimator's exact tensor bytes for every configuration a lesson runs, and by a real run."""
+
+from __future__ import annotations
+
+import pytest
+
+from app import content
+from experiments.config import ExperimentConfig
+from experiments.estimator import estimate
+from experiments.runner import run_experiment
+
+SIZED = [lesson for lesson in content.LESSON_IDS if content.cpu_scale(content.meta(lesson)) > 1]
+
+
+def _configs(meta: dict) -> list[tuple[str, dict | None]]:
+    out = [("preset", None)]
+    out += [(f"try.{kind}", p["try_change"]) for kind, p in (meta.get("prompts") or {}).items() if p.get("try_change")]
+    out += [(s["id"], s.get("config")) for s in meta.get("strategies") or []]
+    return out
+
+
+def _estimate(config: dict) -> dict:
+    return estimate(ExperimentConfig.from_dict({**config, "device": "cpu"}), device_type="cpu")
+
+
+def _shares(est: dict) -> dict[str, float]:
+    return {c: v / est["peak_bytes"] for c, v in (est.get("categories") or {}).items()}
+
+
+@pytest.mark.parametrize("lesson", SIZED)
+def test_sized_runs_keep_the_phase_and_shares_of_the_full_size(lesson):
+    meta = content.meta(lesson)
+    k = content.cpu_scale(meta)
+    for name, change in _configs(meta):
+        full, small = _estimate(content.over_preset(meta, change)), _estimate(content.over_preset(meta, change, k))
+        assert small["peak_phase"] == full["peak_phase"], f"{lesson}.{name}: the peak moved"
+        a, b = _shares(full), _shares(small)
+        for category in set(a) | set(b):
+            assert abs(a.get(category, 0) - b.get(category, 0)) < 0.01, f"{lesson}.{name}.{category}"
+        assert small["peak_bytes"] * k * k == pytest.approx(full["peak_bytes"], rel=0.02), f"{lesson}.{name}"
+
+
+def test_a_sized_run_measures_what_its_estimate_says():
+    meta = content.meta("exercise1")
+    config = content.over_preset(meta, None, content.cpu_scale(meta))
+    measured = run_experiment(ExperimentConfig.from_dict({**config, "device": "cpu", "timing_steps": 0}))
+    assert measured["peak_bytes"] - measured["baseline_bytes"] == _estimate(config)["peak_bytes"]
+
+
+def test_sized_keeps_configs_valid():
+    assert content.sized({"width": 2048, "batch": 32, "accum": 8}, 8) == {"width": 256, "batch": 8, "accum": 8}
+    assert content.sized({"width": 100, "batch": 3}, 4) == {"width": 25, "batch": 1}
+    t = content.sized({"model": "transformer", "width": 1024, "heads": 48, "batch": 8}, 4)
+    assert t["width"] % 48 == 0 and t["batch"] == 2
+    assert content.sized({"width": 64, "batch": 8}, 1) == {"width": 64, "batch": 8}
+    for lesson in content.LESSON_IDS:
+        meta = content.meta(lesson)
+        for _, change in _configs(meta):
+            ExperimentConfig.from_dict(content.over_preset(meta, change, content.cpu_scale(meta)))
+
+
+def test_prompt_texts_name_the_values_of_the_runs_they_are_shown_with():
+    meta = content.meta("exercise2")
+    k = content.cpu_scale(meta)
+    words = content.config_words(meta, "memory", k)
+    assert words["preset.batch"] == str(32 // k) and words["try.accum"] == "4"
+    assert words["try.micro_batch"] == str(32 // k // 4)
+    assert content.config_words(meta, "memory", 1)["try.micro_batch"] == "8"
