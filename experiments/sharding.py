@@ -62,11 +62,12 @@ def zero1_partition(shapes: list[tuple[int, ...]], n: int) -> list[list[int]]:
     return ranks
 
 
-def _single(cfg: ExperimentConfig, block: int) -> dict:
-    """The single-device replay of the per-rank configuration, reduced to the figures the strategies move."""
+def _single(cfg: ExperimentConfig, block: int, transients: dict[str, int] | None = None) -> dict:
+    """The single-device replay of the per-rank configuration, reduced to the figures the strategies move.
+    `transients`: scratch bytes per op signature measured on the GPU (experiments/op_workspace.py)."""
     from .replay import replay
 
-    r = replay(cfg, block=block)
+    r = replay(cfg, block=block, transients=transients)
     rows = r["phases"]
     params = next(p["allocated_bytes"] for p in rows if p["phase"] == "model")
     step2 = [p for p in rows if p["step"] == 2]
@@ -88,13 +89,13 @@ def _single(cfg: ExperimentConfig, block: int) -> dict:
     }
 
 
-def estimate_sharded(dcfg, device_type: str = "cpu") -> dict:
+def estimate_sharded(dcfg, device_type: str = "cpu", transients: dict[str, int] | None = None) -> dict:
     """Per-rank peak of `dcfg` (a distributed.DistributedConfig), its categories, and the paper's terms."""
     cfg, n, strategy = dcfg.rank_config, dcfg.world_size, dcfg.strategy
     block = 512 if device_type == "cuda" else 1
     if device_type == "cuda" and cfg.optimizer_impl == "default" and cfg.optimizer != "sgd":
         cfg = cfg.replace(optimizer_impl="foreach")  # torch's default for parameters that are all on CUDA
-    single = _single(cfg, block)
+    single = _single(cfg, block, transients if device_type == "cuda" else None)
     # The for-loop implementation's temporaries are those of its largest tensor, however few tensors a rank has.
     per_tensor = cfg.optimizer_impl == "for-loop" or (cfg.optimizer_impl == "default" and device_type != "cuda")
     blocks, root, pe = _param_shapes(cfg)
