@@ -10,6 +10,8 @@ from app.engine import get_client, session_id
 from app.i18n import t
 
 POLL_S = 0.7
+FAR_POLL_S = 2.0
+FAR_POSITION = 3
 TERMINAL = ("done", "error", "cancelled")
 
 
@@ -47,14 +49,16 @@ def submit(ns: str, specs: list[dict], tag=None) -> str | None:
 
 
 def start(ns: str, specs: list[dict], tag=None) -> None:
-    """Submit, then rerun so the polling fragment takes over; a refused submission is shown here."""
+    """Submit; the page's `poll(ns)`, which every page calls after its Run button, shows the progress in this
+    same run (no second page run per click). A refused submission is shown here; a click that arrives while
+    the page's group still runs (the button is redrawn disabled only with the result) is ignored."""
     from app import layout
 
+    if pending(ns):
+        return
     error = submit(ns, specs, tag=tag)
     if error:
         layout.error(error)
-    else:
-        st.rerun()
 
 
 def pending(ns: str) -> bool:
@@ -92,11 +96,13 @@ def _status(client, job_id: str) -> dict:
 def poll(ns: str) -> None:
     """Shows progress of the page's running group; when all its jobs ended, stores them and reruns the page."""
     if pending(ns):
-        _poll_fragment(ns)
+        group = st.session_state[_pending_key(ns)]
+        # Far back in the queue nothing changes quickly: fewer polls leave the server's time to the pages.
+        far = (group.get("last_position") or 0) > FAR_POSITION
+        st.fragment(_poll_body, run_every=FAR_POLL_S if far else POLL_S)(ns)
 
 
-@st.fragment(run_every=POLL_S)
-def _poll_fragment(ns: str) -> None:
+def _poll_body(ns: str) -> None:
     group = st.session_state.get(_pending_key(ns))
     if not group:
         return
@@ -112,6 +118,7 @@ def _poll_fragment(ns: str) -> None:
         st.session_state[_done_key(ns)] = {"specs": group["specs"], "statuses": statuses, "tag": group["tag"]}
         del st.session_state[_pending_key(ns)]
         st.rerun()
+    group["last_position"] = min((s.get("position") or 0 for s in statuses), default=0)
     _render_progress(ns, group, statuses)
 
 

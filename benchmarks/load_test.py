@@ -30,6 +30,7 @@ from playwright.async_api import async_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
+CJK = re.compile(r"[\u4e00-\u9fff]+")
 BASE = {"layers": 2, "width": 64, "batch": 8, "steps": 2, "timing_steps": 2}
 
 
@@ -126,6 +127,9 @@ async def _session(page, context, base: str, s: dict, server_pid: int, deadline:
         killed = False
         while time.monotonic() < deadline:
             text = await page.locator("body").inner_text()
+            main = await page.get_by_test_id("stMain").inner_text()
+            if CJK.search(main) and "other_language" not in rec:  # an English page showing Chinese text
+                rec["other_language"] = CJK.search(main).group(0) + " … " + main[-200:]
             for m in re.finditer(r"(\d+) ahead in the queue", text):
                 rec["positions"].append(int(m.group(1)))
             cancel = page.get_by_role("button", name="Cancel", exact=True)
@@ -235,6 +239,7 @@ async def main_async(args) -> dict:
         "p95_s": round(times[min(len(times) - 1, int(0.95 * len(times)))], 1) if times else None,
         "page_open_s_median": statistics.median([r["page_s"] for r in records if "page_s" in r] or [0]),
         "positions_seen_by": sum(1 for r in records if r["positions"]),
+        "pages_in_the_other_language": [r["i"] for r in records if r.get("other_language")],
         "max_position": max((max(r["positions"]) for r in records if r["positions"]), default=0),
         "peaks_equal_alone": not mismatched, "peak_mismatches": mismatched,
         "memory_before": before, "memory_after": after, "cpu_cores": os.cpu_count(),

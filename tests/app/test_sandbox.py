@@ -100,6 +100,21 @@ def test_cancel_stops_a_running_job():
     assert any("ancel" in w.value for w in at.warning), [w.value for w in at.warning]
 
 
+def test_one_click_submits_once_and_shows_its_progress_in_the_same_run():
+    state = small_config("monitoring") | {"monitoring_width": 1024, "monitoring_batch": 512,
+                                          "monitoring_steps": 10, "monitoring_timing_steps": 50}
+    at = open_page("monitoring", state=state)
+    at.button(key="monitoring.run").click().run()
+    group = at.session_state["monitoring.jobs"]
+    # The progress (and its Cancel) is drawn by the run the click caused, not by a second full run.
+    assert at.button(key="monitoring.cancel")
+    assert any("Training run" in m.value for m in at.markdown), [m.value for m in at.markdown]
+    at.button(key="monitoring.run").click().run()  # a second click while the first run's group is pending
+    assert at.session_state["monitoring.jobs"]["ids"] == group["ids"]
+    at.button(key="monitoring.cancel").click().run()
+    run_until(at, lambda a: "monitoring.jobs" not in a.session_state)
+
+
 def test_engine_rules_are_explained_in_chinese():
     state = small_config("analysis") | {"analysis_model": "transformer", "analysis_width": 64, "analysis_heads": 16}
     at = open_page("analysis", lang="zh", state=state)
