@@ -84,7 +84,7 @@ def _estimate(cfg_items: tuple, capacity: int | None, device_type: str, workspac
                     transients=dict(workspaces or ()))
 
 
-def _measure_later(signatures: list[str]) -> None:
+def measure_later(signatures: list[str]) -> None:
     """Ask the worker to measure these ops' scratch memory on its GPU (milliseconds, once per shape and server);
     the page's next estimate includes them."""
     try:
@@ -93,7 +93,7 @@ def _measure_later(signatures: list[str]) -> None:
         pass
 
 
-def _workspaces() -> tuple | None:
+def workspaces() -> tuple | None:
     """The cuDNN workspaces the worker has measured on its GPU so far (experiments/op_workspace.py)."""
     from pathlib import Path
 
@@ -117,9 +117,9 @@ def estimate(cfg, capacity: int | None = None) -> tuple[dict | None, str | None]
     try:
         where = device_type(cfg)
         est = _estimate(tuple(sorted(cfg.to_dict().items())), capacity, where,
-                        _workspaces() if where == "cuda" else None)
+                        workspaces() if where == "cuda" else None)
         if est.get("unmeasured"):
-            _measure_later(est["unmeasured"])
+            measure_later(est["unmeasured"])
         return est, None
     except Exception as exc:  # noqa: BLE001
         return None, f"{type(exc).__name__}: {exc}"

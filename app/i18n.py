@@ -39,6 +39,18 @@ STRINGS: dict[str, tuple[str, str]] = {
     "multigpu.batches": ("{per_rank} per rank, {total} global", "每卡 {per_rank}，全局 {total}"),
     "multigpu.estimate": ("Estimated peak per rank", "每个 rank 的估计峰值"),
     "multigpu.estimate_single": ("One device, same per-rank batch", "单设备、相同每卡批大小"),
+    "multigpu.estimate_range": ("On GPUs, NCCL reads each gradient bucket on a stream of its own, and a copy of the "
+                                "gradients ({copy}) is freed only when that stream is done: whether it is still "
+                                "allocated at the peak depends on timing, so the estimate is a range.",
+                                "在 GPU 上，NCCL 在自己的 stream 上读取每个梯度桶，一份梯度副本（{copy}）要等那个 stream "
+                                "用完才释放：峰值时它是否还占着显存取决于时序，所以估算是一个范围。"),
+    "multigpu.method.replay": ("Estimated by running FSDP2's own code on fake tensors with a fake process group: "
+                               "every shard, gathered block and gradient buffer it keeps, without allocating.",
+                               "估算方法：在假张量和假进程组上运行 FSDP2 自己的代码，它保留的每个分片、聚合的块和梯度缓冲"
+                               "都被计入，而不真正分配内存。"),
+    "multigpu.method.model": ("Estimated from one device's replay of the per-rank configuration, with what this "
+                              "strategy keeps on a rank added or divided.",
+                              "估算方法：对每卡配置做单设备回放，再按这个策略在每个 rank 上保留的东西加上或除掉。"),
     "multigpu.paper": ("The ZeRO paper's model states per rank for this model (mixed-precision Adam, Ψ = {psi} "
                        "parameters, N = {n}): DDP {ddp}, ZeRO-1 {z1}, ZeRO-2 {z2}, ZeRO-3 {z3}.",
                        "按 ZeRO 论文计算这个模型每个 rank 的模型状态（混合精度 Adam，Ψ = {psi} 个参数，N = {n}）："

@@ -2,6 +2,9 @@
 
     python3 benchmarks/record_distributed.py --device cuda --out recorded/h200x2   # a machine with 2 GPUs
     python3 benchmarks/record_distributed.py --device cpu --out recorded/cpu-gloo  # gloo, 2 processes
+    python3 benchmarks/record_distributed.py --estimates-only recorded/h200x2 --workspaces docs/benchmarks/workspaces-h200.json
+The last recomputes the per-rank estimate stored with each recording (the estimator changed, the runs did not);
+it needs no GPU.
 Writes one JSON file per strategy ({"id", "lesson", "label", "kind": "distributed", "params", "result"}), ids
 `multigpu-<recording>-<strategy id>`; strategies marked "devices" are recorded only on those devices.
 """
@@ -21,11 +24,36 @@ from experiments.distributed import run_distributed_many  # noqa: E402
 from experiments.distributed_lesson import lesson_jobs  # noqa: E402
 
 
+def estimates_only(folder: Path, workspaces: Path | None) -> None:
+    from experiments.distributed import DistributedConfig
+    from experiments.op_workspace import load
+    from experiments.sharding import estimate_sharded
+
+    table = load(workspaces) if workspaces else {}
+    for path in sorted(folder.glob("*.json")):
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        result = entry["result"]
+        device_type = "cuda" if (result.get("device") or {}).get("type") == "cuda" else "cpu"
+        est = estimate_sharded(DistributedConfig.from_dict(entry["params"]), device_type=device_type, transients=table)
+        result["estimate"] = json.loads(json.dumps(est, default=str))
+        path.write_text(json.dumps(entry, indent=1, default=str) + "\n", encoding="utf-8")
+        worst = max(r["peak_bytes"] - r["baseline_bytes"] for r in result["ranks"])
+        print(f"{entry['id']}: measured {worst / 2**20:.2f} MiB; estimate {est['peak_bytes'] / 2**20:.2f}"
+              f"–{est.get('peak_high_bytes', est['peak_bytes']) / 2**20:.2f} MiB ({est['method']})", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--device", choices=("cuda", "cpu"), required=True)
+    ap.add_argument("--device", choices=("cuda", "cpu"))
     ap.add_argument("--out", default=None, help="default: recorded/<the lesson's recording name for the device>")
+    ap.add_argument("--estimates-only", type=Path, help="a folder of recordings: recompute their estimates")
+    ap.add_argument("--workspaces", type=Path, help="with --estimates-only: the GPU's scratch-memory table")
     args = ap.parse_args()
+    if args.estimates_only:
+        estimates_only(args.estimates_only, args.workspaces)
+        return
+    if not args.device:
+        ap.error("--device is required")
     jobs = lesson_jobs(args.device)
     out = Path(args.out) if args.out else ROOT / "recorded" / jobs[0]["recording"]
     out.mkdir(parents=True, exist_ok=True)

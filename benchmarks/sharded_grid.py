@@ -119,6 +119,10 @@ def main() -> None:
                 break
             params = {**config, "device": args.device, "strategy": strategy, "world_size": args.world_size,
                       "check_update": False}
+            if args.device == "cuda":  # the scratch memory of the ops this strategy's rank runs (FSDP2's dtypes)
+                est = estimate_sharded(DistributedConfig.from_dict(params), "cuda", transients=workspaces)
+                if est.get("unmeasured"):
+                    workspaces.update(measure_workspaces(est["unmeasured"], resolve_device("cuda")))
             result = run_distributed(params)
             if result.get("errors") or result.get("oom"):
                 print(f"skipped {strategy} {config}: {result.get('errors') or 'out of memory'}", flush=True)

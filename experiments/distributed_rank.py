@@ -82,7 +82,7 @@ class ShardTracker(StorageTracker):
             if rec is None or storage is None:
                 self.watch.pop(key, None)
                 continue
-            nbytes = storage.nbytes()
+            nbytes = -(-storage.nbytes() // self.block) * self.block
             if nbytes != rec.nbytes:
                 self.current += nbytes - rec.nbytes
                 # A new record, not a mutated one: the peak snapshot taken earlier keeps the size it saw.
@@ -172,7 +172,7 @@ def sync_phase(setter, accum: int):
     return phase
 
 
-def wrap(model, strategy: str, cfg, device: torch.device):
+def wrap(model, strategy: str, cfg, device: torch.device, mesh=None):
     if strategy in ("ddp", "ddp_zero1"):
         from torch.nn.parallel import DistributedDataParallel
 
@@ -184,6 +184,8 @@ def wrap(model, strategy: str, cfg, device: torch.device):
     mp = MixedPrecisionPolicy(param_dtype=AMP_DTYPES[cfg.precision], reduce_dtype=torch.float32) \
         if cfg.precision in AMP_DTYPES else MixedPrecisionPolicy()
     kwargs = {"reshard_after_forward": strategy != "fsdp2_zero2", "mp_policy": mp}
+    if mesh is not None:  # the replay on fake tensors builds its mesh outside the fake mode
+        kwargs["mesh"] = mesh
     if strategy == "fsdp2_offload":
         kwargs["offload_policy"] = CPUOffloadPolicy()
     for block in model.blocks:  # one all-gather per block: only one block's parameters are whole at a time
@@ -208,8 +210,11 @@ def rank_batch(dcfg, rank: int, device: torch.device):
     return x[rank * b:(rank + 1) * b], y[rank * b:(rank + 1) * b]
 
 
-def measure_rank(dcfg, rank: int, device: torch.device, progress=None) -> dict:
-    """Every phase of this rank, like runner.run_experiment measures a single device."""
+def measure_rank(dcfg, rank: int, device: torch.device, progress=None, replay: dict | None = None) -> dict:
+    """Every phase of this rank, like runner.run_experiment measures a single device.
+
+    `replay`: {"tracker": factory, "recorder": class, "mesh": DeviceMesh} when experiments/sharded_replay.py runs
+    this on fake tensors (there are no losses to read then)."""
     cfg = dcfg.rank_config
     cuda = device.type == "cuda"
     with ShardTracker():
@@ -218,9 +223,10 @@ def measure_rank(dcfg, rank: int, device: torch.device, progress=None) -> dict:
         gc.collect()
         torch.cuda.empty_cache()
         warm_up_cuda(device)
-    tracker = ShardTracker()
+    replay = replay or {}
+    tracker = replay["tracker"]() if "tracker" in replay else ShardTracker()
     total = 4 + cfg.steps * (2 + 2 * cfg.accum) + (1 if cfg.timing_steps else 0)
-    rec = RankRecorder(device, tracker, progress, None, total)
+    rec = replay.get("recorder", RankRecorder)(device, tracker, progress, None, total)
     rec.accum = cfg.accum
     result = {"rank": rank, "phases": rec.phases, "baseline_bytes": torch.cuda.memory_allocated(device) if cuda else 0,
               "peak_bytes": None, "peak_phase": None, "setup_peak_bytes": None, "step_ms": None, "breakdown": None,
@@ -229,7 +235,7 @@ def measure_rank(dcfg, rank: int, device: torch.device, progress=None) -> dict:
     holder: dict = {}
     try:
         with float32_precision(cfg):
-            _train(dcfg, cfg, device, rec, tracker, holder, xs, ys, result)
+            _train(dcfg, cfg, device, rec, tracker, holder, xs, ys, result, replay or None)
     except torch.OutOfMemoryError as e:
         result["oom"] = {"phase": rec.current[0], "step": rec.current[1], "message": str(e).split("\n")[0][:600],
                          "in_use_bytes": rec.phases[-1]["peak_bytes"] if rec.phases else None}
@@ -249,7 +255,7 @@ def measure_rank(dcfg, rank: int, device: torch.device, progress=None) -> dict:
     return result
 
 
-def _train(dcfg, cfg, device, rec, tracker, holder, xs, ys, result) -> None:
+def _train(dcfg, cfg, device, rec, tracker, holder, xs, ys, result, replay=None) -> None:
     strategy = dcfg.strategy
     torch.manual_seed(cfg.seed)
     with tracker:
@@ -257,7 +263,7 @@ def _train(dcfg, cfg, device, rec, tracker, holder, xs, ys, result) -> None:
             holder["model"] = build_model(cfg, device)
         tracker.param_keys = {p.untyped_storage()._cdata for p in holder["model"].parameters()}
         with rec("wrap", 0):
-            holder["model"] = wrap(holder["model"], strategy, cfg, device)
+            holder["model"] = wrap(holder["model"], strategy, cfg, device, (replay or {}).get("mesh"))
         params = list(holder["model"].parameters())
         tracker.retag(params, "parameters")
         tracker.param_keys = {local(p).untyped_storage()._cdata for p in params}
@@ -272,7 +278,8 @@ def _train(dcfg, cfg, device, rec, tracker, holder, xs, ys, result) -> None:
         holder["state"] = rec.state = state
         for step in range(1, cfg.steps + 1):
             loss = train_step(state, step, rec)
-            result["losses"].append(float(loss))
+            if replay is None:
+                result["losses"].append(float(loss))
             del loss
     result["breakdown"] = tracker.peak_by_category()
     result["breakdown_steady"] = tracker.by_category()

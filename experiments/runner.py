@@ -48,7 +48,11 @@ def warm_up_cuda(device: torch.device) -> None:
     """
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         w = torch.randn(64, 64, device=device, dtype=dtype, requires_grad=True)
+        b = torch.randn(64, device=device, dtype=dtype, requires_grad=True)
         (w @ w).sum().backward()
+        # A Linear with a bias runs through cuBLASLt, whose own 1 MiB workspace is allocated on first use.
+        for x in (w, w.view(4, 16, 64)):
+            torch.nn.functional.linear(x, w, b).sum().backward()
     torch.cuda.synchronize(device)
 
 

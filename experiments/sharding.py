@@ -21,6 +21,7 @@ every rank runs the whole model on its own slice of the batch.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from .config import ExperimentConfig
@@ -127,6 +128,8 @@ def estimate_sharded(dcfg, device_type: str = "cpu", transients: dict[str, int] 
         else:
             cats.update(activations=A, gradients=single["grads_at_start"])
         comm = {"per_step_bytes": 2 * G * (n - 1) / n, "collective": "all-reduce of the gradients"}
+    elif strategy in REPLAYED:
+        return _replayed(dcfg, device_type, transients, single, full, pe, P, G, S, A)
     else:
         P_r, G_r, S_r, T_r = int(P * fraction), int(G * fraction), int(S * fraction), int(T * fraction)
         if strategy == "fsdp2_offload":
@@ -144,13 +147,60 @@ def estimate_sharded(dcfg, device_type: str = "cpu", transients: dict[str, int] 
         comm = {"per_step_bytes": (3 if strategy != "fsdp2_zero2" else 2) * full * (n - 1) / n,
                 "collective": "all-gather of the parameters (twice under ZeRO-3) and reduce-scatter of the gradients"}
     peak = max(train, step) + single["data"]
+    high = peak
+    if device_type == "cuda":
+        from .estimator import estimate
+
+        # What the single device's estimate finds beyond tensors (whole allocator blocks, kernels' scratch
+        # memory) is there on every rank: the same ops on the same shapes.
+        cats["other"] = estimate(cfg, device_type="cuda", transients=transients)["categories"].get("other", 0)
+        peak += cats["other"]
+        if strategy in ("ddp", "ddp_zero1"):
+            # NCCL reads a bucket on its own stream: the gradients' copy is freed only when that stream is done,
+            # so whether it is still allocated at the peak depends on timing (docs/gpu-results.md).
+            high = peak + (G or P)
     return {
-        "strategy": strategy, "world_size": n, "peak_bytes": int(peak), "categories": {k: int(v) for k, v in cats.items()},
+        "strategy": strategy, "world_size": n, "peak_bytes": int(peak), "peak_high_bytes": int(max(high, peak)),
+        "categories": {k: int(v) for k, v in cats.items()},
         "single_device_peak_bytes": single["peak_bytes"], "parameter_bytes": P, "gradient_bytes": G,
         "optimizer_state_bytes": S, "activation_bytes": A, "shard_fraction": fraction,
         "communication": comm, "zero_paper": zero_paper_bytes(full // pe, n),
         "method": "single-device replay + sharding model", "device_type": device_type,
     }
+
+
+def _replayed(dcfg, device_type: str, transients, single: dict, full: int, pe: int, P: int, G: int, S: int,
+              A: int) -> dict:
+    """FSDP2's ZeRO-2 and ZeRO-3 per rank from FSDP2 itself on fake tensors (experiments/sharded_replay.py)."""
+    from .sharded_replay import replay_rank
+
+    cuda = device_type == "cuda"
+    cfg = dcfg.config
+    if cuda and cfg.optimizer_impl == "default" and cfg.optimizer != "sgd":
+        # torch's default for parameters on CUDA; the replay's fake tensors are CPU tensors
+        dcfg = dataclasses.replace(dcfg, config=cfg.replace(optimizer_impl="foreach"))
+    r = replay_rank(dcfg, block=512 if cuda else 1, transients=transients if cuda else None)
+    peak = r["allocator_peak_bytes"] if cuda else r["peak_bytes"]
+    cats = {k: v for k, v in r["categories"].items() if k in CATEGORY_ORDER}
+    if cuda:
+        cats["other"] = max(0, peak - sum(cats.values()))  # whole blocks and scratch memory, as on one device
+    n = dcfg.world_size
+    comm = {"per_step_bytes": (3 if dcfg.strategy != "fsdp2_zero2" else 2) * full * (n - 1) / n,
+            "collective": "all-gather of the parameters (twice under ZeRO-3) and reduce-scatter of the gradients"}
+    unmeasured = [sig for sig in r["signatures"] if cuda and sig not in (transients or {})]
+    return {
+        "strategy": dcfg.strategy, "world_size": n, "peak_bytes": int(peak), "peak_phase": r["peak_phase"],
+        "categories": {k: int(v) for k, v in cats.items()},
+        "single_device_peak_bytes": single["peak_bytes"], "parameter_bytes": P, "gradient_bytes": G,
+        "optimizer_state_bytes": S, "activation_bytes": A, "shard_fraction": None, "communication": comm,
+        "zero_paper": zero_paper_bytes(full // pe, n), "signatures": r["signatures"], "unmeasured": unmeasured,
+        "method": "FSDP2 replayed on fake tensors", "device_type": device_type,
+    }
+
+
+CATEGORY_ORDER = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "autocast_copies",
+                  "communication", "data")
+REPLAYED = ("fsdp2_zero2", "fsdp2_zero3")
 
 
 def zero_paper_bytes(psi: int, n: int) -> dict:

@@ -10,10 +10,11 @@ NS = "multigpu"
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
-def _estimate(params: tuple, device_type: str) -> dict:
+def _estimate(params: tuple, device_type: str, workspaces: tuple | None) -> dict:
     from experiments.sharding import estimate_sharded
 
-    return estimate_sharded(DistributedConfig.from_dict(dict(params)), device_type=device_type)
+    return estimate_sharded(DistributedConfig.from_dict(dict(params)), device_type=device_type,
+                            transients=dict(workspaces or ()))
 
 
 def _choice(field: str, options, default, label: str, widget, **kw):
@@ -71,20 +72,30 @@ def _device_check(dcfg: DistributedConfig) -> None:
 def show_estimate(dcfg: DistributedConfig) -> None:
     device_type = engine.device_type(dcfg.config)
     try:
-        est = _estimate(tuple(sorted(dcfg.to_dict().items())), device_type)
+        est = _estimate(tuple(sorted(dcfg.to_dict().items())), device_type,
+                        engine.workspaces() if device_type == "cuda" else None)
+        if est.get("unmeasured"):
+            engine.measure_later(est["unmeasured"])
     except Exception as exc:  # noqa: BLE001 - an estimate failure is a message, not a crash
         layout.error(f"{type(exc).__name__}: {exc}")
         return
     with st.container(border=True):
         st.subheader(t("estimate.title"))
         cols = st.columns(2)
-        cols[0].metric(t("multigpu.estimate"), results.fmt_bytes(est["peak_bytes"]))
+        low, high = est["peak_bytes"], est.get("peak_high_bytes") or est["peak_bytes"]
+        cols[0].metric(t("multigpu.estimate"), results.fmt_bytes(low) if high <= low else
+                       f"{results.fmt_bytes(low)} – {results.fmt_bytes(high)}")
         cols[1].metric(t("multigpu.estimate_single"), results.fmt_bytes(est["single_device_peak_bytes"]))
         paper = est["zero_paper"]
         psi = est["parameter_bytes"] // (2 if dcfg.config.precision == "bf16" else 4)
         st.caption(t("multigpu.paper", psi=f"{psi:,}", n=dcfg.world_size,
                      **{k: results.fmt_bytes(paper[v]) for k, v in
                         (("ddp", "ddp"), ("z1", "zero1"), ("z2", "zero2"), ("z3", "zero3"))}))
+        if high > low:
+            st.caption(t("multigpu.estimate_range", copy=results.fmt_bytes(high - low)))
+        st.caption(t("multigpu.method." + ("replay" if "replayed" in est.get("method", "") else "model")))
+        if est.get("unmeasured"):
+            st.caption(t("estimate.not_predicted", n=len(est["unmeasured"])))
         what = "ddp" if dcfg.strategy.startswith("ddp") else "fsdp"
         st.caption(t("multigpu.comm", size=results.fmt_bytes(est["communication"]["per_step_bytes"]),
                      what=t("multigpu.comm." + what)))
