@@ -50,6 +50,12 @@ def _rss_mib(pid: int) -> float | None:
     return None
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of a process and its children that have exited, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def _children(pid: int) -> list[int]:
     out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
@@ -179,6 +185,7 @@ def _alone_peaks(sessions: list[dict]) -> dict[str, str]:
 
 
 async def main_async(args) -> dict:
+    cpu: dict = {}
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     streamlit = Path(sys.executable).parent / "streamlit"
@@ -211,8 +218,11 @@ async def main_async(args) -> dict:
             opened = [await _open(browser, base, s, out) for s in sessions]
             deadline = time.monotonic() + args.timeout
             # Every learner presses Run at the same moment.
+            cpu0, t0 = _cpu_s(server.pid), time.monotonic()
             await asyncio.gather(*(_session(page, context, base, s, server.pid, deadline, out)
                                    for s, (context, page) in zip(sessions, opened, strict=True)))
+            # The server's own share of the machine while the class ran (the browsers share its cores here).
+            cpu = {"server_cpu_s": round(_cpu_s(server.pid) - cpu0, 1), "wall_s": round(time.monotonic() - t0, 1)}
             await browser.close()
         after = {"server_mib": _rss_mib(server.pid),
                  "workers_mib": sum(_rss_mib(w) or 0 for w in _workers(server.pid)),
@@ -242,7 +252,7 @@ async def main_async(args) -> dict:
         "pages_in_the_other_language": [r["i"] for r in records if r.get("other_language")],
         "max_position": max((max(r["positions"]) for r in records if r["positions"]), default=0),
         "peaks_equal_alone": not mismatched, "peak_mismatches": mismatched,
-        "memory_before": before, "memory_after": after, "cpu_cores": os.cpu_count(),
+        "memory_before": before, "memory_after": after, "cpu_cores": os.cpu_count(), **cpu,
     }
     return {"summary": summary, "sessions": records}
 

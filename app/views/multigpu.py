@@ -81,11 +81,11 @@ def show_estimate(dcfg: DistributedConfig) -> None:
         return
     with st.container(border=True):
         st.subheader(t("estimate.title"))
-        cols = st.columns(2)
+        # One metric per row: two side by side cut their labels in a half-width column on a projector.
         low, high = est["peak_bytes"], est.get("peak_high_bytes") or est["peak_bytes"]
-        cols[0].metric(t("multigpu.estimate"), results.fmt_bytes(low) if high <= low else
-                       f"{results.fmt_bytes(low)} – {results.fmt_bytes(high)}")
-        cols[1].metric(t("multigpu.estimate_single"), results.fmt_bytes(est["single_device_peak_bytes"]))
+        st.metric(t("multigpu.estimate"), results.fmt_bytes(low) if high <= low else
+                  f"{results.fmt_bytes(low)} – {results.fmt_bytes(high)}")
+        st.metric(t("multigpu.estimate_single"), results.fmt_bytes(est["single_device_peak_bytes"]))
         paper = est["zero_paper"]
         psi = est["parameter_bytes"] // (2 if dcfg.config.precision == "bf16" else 4)
         st.caption(t("multigpu.paper", psi=f"{psi:,}", n=dcfg.world_size,
