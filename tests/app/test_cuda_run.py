@@ -6,7 +6,9 @@ import pytest
 import torch
 from conftest import open_page, run_until, small_config
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
+
+pytestmark = [pytest.mark.usefixtures("one_gpu_user"), pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
 
 def test_run_on_cuda_shows_cuda_results():

@@ -11,7 +11,10 @@ import multiprocessing
 import pytest
 import torch
 
-pytestmark = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA devices")
+from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
+
+pytestmark = [pytest.mark.usefixtures("one_gpu_user"),
+              pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA devices")]
 
 MIB = 2**20
 LAYERS, WIDTH, BATCH = 8, 1024, 16

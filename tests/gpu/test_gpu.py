@@ -12,8 +12,9 @@ from torch.utils.checkpoint import checkpoint
 from experiments.config import ExperimentConfig
 from experiments.leaks import run_leak
 from experiments.runner import run_experiment, warm_up_cuda
+from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+pytestmark = [pytest.mark.usefixtures("one_gpu_user"), pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
 
 def _plain_loop_peak(layers, width, batch, precision="fp32", segment=0, accum=1, steps=2):

@@ -14,8 +14,9 @@ from experiments.config import ExperimentConfig
 from experiments.fragmentation import run_fragmentation
 from experiments.leaks import run_leak
 from experiments.runner import run_experiment
+from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+pytestmark = [pytest.mark.usefixtures("one_gpu_user"), pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
 LAYERS, WIDTH = 8, 1024
 
