@@ -17,8 +17,10 @@ def _full_key(meta: dict) -> str:
 def active(meta: dict) -> bool:
     """True while this lesson's runs are CPU-sized in this session: the worker has no GPU and the learner has
     not asked for the full size on this page."""
-    if content.cpu_scale(meta) <= 1 or st.session_state.get(_full_key(meta)):
-        return False
+    return content.cpu_scale(meta) > 1 and not st.session_state.get(_full_key(meta)) and _cpu_worker()
+
+
+def _cpu_worker() -> bool:
     info, _ = engine.safe_device_info()
     return bool(info) and info.get("type") == "cpu"
 
@@ -54,8 +56,7 @@ def _set_full(meta: dict, value: bool, ns: str, config: dict) -> None:
 def banner(meta: dict, ns: str) -> None:
     """Says that (and how) this page's runs are CPU-sized, with the switch between the two sizes."""
     k = content.cpu_scale(meta)
-    info, _ = engine.safe_device_info()
-    if k <= 1 or not info or info.get("type") != "cpu":
+    if k <= 1 or not _cpu_worker():
         return
     full = content.over_preset(meta, None)
     small = content.over_preset(meta, None, k)

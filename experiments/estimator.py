@@ -169,12 +169,11 @@ def estimate(cfg: ExperimentConfig, capacity_bytes: int | None = None, device_ty
     categories = {c: int(r["categories"].get(c, 0)) for c in CATS}
     peak, phase, reserved, unmeasured = int(r["peak_bytes"]), r["peak_phase"], None, []
     if cuda:
-        alloc = r["allocator"]
         # The allocator counts whole blocks: the peak and its phase come from the model's replay of the trace.
-        i = max(range(len(alloc["marks"])), key=lambda k: alloc["marks"][k]["peak_allocated_bytes"])
-        peak, phase = int(alloc["marks"][i]["peak_allocated_bytes"]), r["phases"][i]["phase"]
+        peak, i = allocator_peak(r)
+        phase = r["phases"][i]["phase"]
         categories["other"] = max(0, peak - sum(categories.values()))
-        reserved = alloc["peak_reserved_bytes"]
+        reserved = r["allocator"]["peak_reserved_bytes"]
         unmeasured = [s for s in r["signatures"] if s not in (transients or {})]
     return analytic | {
         "categories": categories, "steady": {c: int(r["steady"].get(c, 0)) for c in CATS},
@@ -190,6 +189,13 @@ def estimate(cfg: ExperimentConfig, capacity_bytes: int | None = None, device_ty
         "unmeasured": unmeasured,
         "not_predicted": ["cudnn_workspace"] if unmeasured else [],
     }
+
+
+def allocator_peak(r: dict) -> tuple[int, int]:
+    """(the caching-allocator model's peak allocated bytes, the index of the phase it falls in) of a replay."""
+    marks = r["allocator"]["marks"]
+    i = max(range(len(marks)), key=lambda k: marks[k]["peak_allocated_bytes"])
+    return int(marks[i]["peak_allocated_bytes"]), i
 
 
 def _analytic(cfg: ExperimentConfig, capacity_bytes: int | None = None) -> dict:

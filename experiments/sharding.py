@@ -66,6 +66,7 @@ def zero1_partition(shapes: list[tuple[int, ...]], n: int) -> list[list[int]]:
 def _single(cfg: ExperimentConfig, block: int, transients: dict[str, int] | None = None) -> dict:
     """The single-device replay of the per-rank configuration, reduced to the figures the strategies move.
     `transients`: scratch bytes per op signature measured on the GPU (experiments/op_workspace.py)."""
+    from .estimator import allocator_peak
     from .replay import replay
 
     r = replay(cfg, block=block, transients=transients)
@@ -87,15 +88,19 @@ def _single(cfg: ExperimentConfig, block: int, transients: dict[str, int] | None
         "activations": max(fwd - zero, bwd - zero - grads, 0),
         "grads_at_start": zero - params - state - data,  # gradients kept from the step before (zero_grad_keep)
         "peak_bytes": int(r["peak_bytes"]), "replay_categories": r["categories"],
+        # Beyond tensors, as the single device's estimate counts it (whole allocator blocks, kernels' scratch
+        # memory): on CUDA every rank runs the same ops on the same shapes.
+        "other": max(0, allocator_peak(r)[0] - sum(r["categories"].values())),
     }
 
 
 def estimate_sharded(dcfg, device_type: str = "cpu", transients: dict[str, int] | None = None) -> dict:
     """Per-rank peak of `dcfg` (a distributed.DistributedConfig), its categories, and the paper's terms."""
+    if device_type == "cuda" and dcfg.config.optimizer_impl == "default" and dcfg.config.optimizer != "sgd":
+        # torch's default for parameters that are all on CUDA (the replays' fake tensors are CPU tensors)
+        dcfg = dataclasses.replace(dcfg, config=dcfg.config.replace(optimizer_impl="foreach"))
     cfg, n, strategy = dcfg.rank_config, dcfg.world_size, dcfg.strategy
     block = 512 if device_type == "cuda" else 1
-    if device_type == "cuda" and cfg.optimizer_impl == "default" and cfg.optimizer != "sgd":
-        cfg = cfg.replace(optimizer_impl="foreach")  # torch's default for parameters that are all on CUDA
     single = _single(cfg, block, transients if device_type == "cuda" else None)
     # The for-loop implementation's temporaries are those of its largest tensor, however few tensors a rank has.
     per_tensor = cfg.optimizer_impl == "for-loop" or (cfg.optimizer_impl == "default" and device_type != "cuda")
@@ -144,16 +149,11 @@ def estimate_sharded(dcfg, device_type: str = "cpu", transients: dict[str, int] 
             cats["temporaries"] = T_r
         else:
             cats.update(activations=A, communication=gathered + biggest)
-        comm = {"per_step_bytes": (3 if strategy != "fsdp2_zero2" else 2) * full * (n - 1) / n,
-                "collective": "all-gather of the parameters (twice under ZeRO-3) and reduce-scatter of the gradients"}
+        comm = _fsdp_communication(strategy, full, n)
     peak = max(train, step) + single["data"]
     high = peak
     if device_type == "cuda":
-        from .estimator import estimate
-
-        # What the single device's estimate finds beyond tensors (whole allocator blocks, kernels' scratch
-        # memory) is there on every rank: the same ops on the same shapes.
-        cats["other"] = estimate(cfg, device_type="cuda", transients=transients)["categories"].get("other", 0)
+        cats["other"] = single["other"]
         peak += cats["other"]
         if strategy in ("ddp", "ddp_zero1"):
             # NCCL reads a bucket on its own stream: the gradients' copy is freed only when that stream is done,
@@ -175,18 +175,13 @@ def _replayed(dcfg, device_type: str, transients, single: dict, full: int, pe: i
     from .sharded_replay import replay_rank
 
     cuda = device_type == "cuda"
-    cfg = dcfg.config
-    if cuda and cfg.optimizer_impl == "default" and cfg.optimizer != "sgd":
-        # torch's default for parameters on CUDA; the replay's fake tensors are CPU tensors
-        dcfg = dataclasses.replace(dcfg, config=cfg.replace(optimizer_impl="foreach"))
     r = replay_rank(dcfg, block=512 if cuda else 1, transients=transients if cuda else None)
     peak = r["allocator_peak_bytes"] if cuda else r["peak_bytes"]
     cats = {k: v for k, v in r["categories"].items() if k in CATEGORY_ORDER}
     if cuda:
         cats["other"] = max(0, peak - sum(cats.values()))  # whole blocks and scratch memory, as on one device
     n = dcfg.world_size
-    comm = {"per_step_bytes": (3 if dcfg.strategy != "fsdp2_zero2" else 2) * full * (n - 1) / n,
-            "collective": "all-gather of the parameters (twice under ZeRO-3) and reduce-scatter of the gradients"}
+    comm = _fsdp_communication(dcfg.strategy, full, n)
     unmeasured = [sig for sig in r["signatures"] if cuda and sig not in (transients or {})]
     return {
         "strategy": dcfg.strategy, "world_size": n, "peak_bytes": int(peak), "peak_phase": r["peak_phase"],
@@ -196,6 +191,11 @@ def _replayed(dcfg, device_type: str, transients, single: dict, full: int, pe: i
         "zero_paper": zero_paper_bytes(full // pe, n), "signatures": r["signatures"], "unmeasured": unmeasured,
         "method": "FSDP2 replayed on fake tensors", "device_type": device_type,
     }
+
+
+def _fsdp_communication(strategy: str, full: int, n: int) -> dict:
+    return {"per_step_bytes": (3 if strategy != "fsdp2_zero2" else 2) * full * (n - 1) / n,
+            "collective": "all-gather of the parameters (twice under ZeRO-3) and reduce-scatter of the gradients"}
 
 
 CATEGORY_ORDER = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "autocast_copies",
