@@ -114,16 +114,28 @@ def _steady_peak(rank_result: dict) -> int:
     return max(p["peak_bytes"] for p in rank_result["phases"] if p["step"] >= 2)
 
 
+BLOCK = P // LAYERS  # one block's parameters (or gradients), fp32
+
+
+def _late(diff: int, slack: int, buffer: int) -> bool:
+    """diff is within `slack` of 0 or of one `buffer` either way: gloo completes a collective on its own thread and
+    drops the work's tensors there, so on a loaded machine one block's all-gather output or reduce-scatter input can
+    still be alive at a moment when, on an idle one, it is gone (seen in CI: one rank of one run, 263168 bytes)."""
+    return min(abs(diff), abs(abs(diff) - buffer)) <= slack
+
+
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp2_zero3"])
 def test_per_rank_peak_equals_a_plain_pytorch_loop(runs, plain, strategy):
     for rank in (0, 1):
         engine = _steady_peak(runs[strategy]["ranks"][rank])
         reference, _ = plain[(rank, strategy)]
         # The plain loop makes its batch before counting; the engine's step keeps one detached loss (4 bytes) more.
-        # FSDP2's backward peak varies between runs of the same code by up to one (batch, width) buffer here
-        # (seen: 3.136 and 3.199 MiB): what is still alive at that moment depends on when gloo completes.
-        slack = 64 if strategy == "ddp" else BATCH * WIDTH * 4 + 1024
-        assert abs(engine - (reference + DATA)) <= slack, (strategy, rank, engine, reference)
+        if strategy == "ddp":
+            assert abs(engine - (reference + DATA)) <= 64, (strategy, rank, engine, reference)
+        else:
+            # FSDP2's backward peak also varies between runs of the same code by up to one (batch, width) buffer
+            # here (seen: 3.136 and 3.199 MiB), with gloo's timing.
+            assert _late(engine - (reference + DATA), BATCH * WIDTH * 4 + 1024, BLOCK), (rank, engine, reference)
 
 
 def test_hand_counted_state_after_the_step(runs, plain):
@@ -133,8 +145,8 @@ def test_hand_counted_state_after_the_step(runs, plain):
     assert abs(plain[(0, "ddp")][1] - 5 * P) <= 1024  # the plain loop's data is made outside its counter
     # FSDP2 ZeRO-3 at world size 2: every one of those is halved, and the buckets do not exist.
     z3_end = [p for p in runs["fsdp2_zero3"]["ranks"][0]["phases"] if p["phase"] == "optimizer_step"][-1]
-    assert abs(z3_end["allocated_bytes"] - (4 * P // 2 + DATA)) <= 1024
-    assert abs(plain[(0, "fsdp2_zero3")][1] - 4 * P // 2) <= 1024
+    assert _late(z3_end["allocated_bytes"] - (4 * P // 2 + DATA), 1024, BLOCK), z3_end["allocated_bytes"]
+    assert abs(plain[(0, "fsdp2_zero3")][1] - 4 * P // 2) <= 1024  # read after a barrier: nothing is late
 
 
 def test_every_strategy_gives_the_single_device_update(runs):
