@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import inspect
 import time
 
 import torch
@@ -187,7 +188,8 @@ def wrap(model, strategy: str, cfg, device: torch.device, mesh=None):
     if mesh is not None:  # the replay on fake tensors builds its mesh outside the fake mode
         kwargs["mesh"] = mesh
     if strategy == "fsdp2_offload":
-        kwargs["offload_policy"] = CPUOffloadPolicy()
+        # Pinned host memory is for fast copies to a GPU; the replay on fake CPU tensors (mesh given) has none.
+        kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=mesh is None)
     for block in model.blocks:  # one all-gather per block: only one block's parameters are whole at a time
         fully_shard(block, **kwargs)
     fully_shard(model, **kwargs)
@@ -199,7 +201,10 @@ def make_rank_optimizer(cfg, model, strategy: str):
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
         probe = make_optimizer(cfg, [torch.zeros(1, requires_grad=True)])
-        return ZeroRedundancyOptimizer(model.parameters(), optimizer_class=type(probe), **probe.defaults)
+        # AdamW's defaults name one setting its constructor does not take (decoupled_weight_decay).
+        accepted = inspect.signature(type(probe)).parameters
+        return ZeroRedundancyOptimizer(model.parameters(), optimizer_class=type(probe),
+                                       **{k: v for k, v in probe.defaults.items() if k in accepted})
     return make_optimizer(cfg, model.parameters())
 
 

@@ -19,7 +19,7 @@ _LOCK = threading.Lock()  # one default process group per process: replays take 
 
 
 def _classes():
-    from .distributed_rank import RankRecorder, ShardTracker
+    from .distributed_rank import RankRecorder, ShardTracker, local
     from .replay import _ReplayTracker
 
     class Tracker(ShardTracker, _ReplayTracker):
@@ -37,6 +37,60 @@ def _classes():
                 if new != old:
                     self.events += ([("free", key, 0)] if old else []) + ([("alloc", key, new)] if new else [])
 
+    class HostTracker(Tracker):
+        """Under CPU offload: what the real rank keeps in host memory is not counted. The sharded parameters
+        (from the wrap on), their gradients (FSDP2 copies each reduce-scattered shard to the host and frees the
+        device copy) and the whole optimizer step, which runs on the host. On this CPU replay those copies are
+        no-ops, so a storage leaves the count at the moment the real one would leave the GPU."""
+
+        def __init__(self, block: int, transients: dict | None):
+            super().__init__(block, transients)
+            self.host: set[int] = set()
+            self.params: list = []
+
+        def track(self, t, tag, nbytes=None):
+            if self.tag == "_optimizer_step" or local(t).untyped_storage()._cdata in self.host:
+                return
+            super().track(t, tag, nbytes)
+
+        def _hold_scratch(self, nbytes: int) -> None:
+            if self.tag != "_optimizer_step":
+                super()._hold_scratch(nbytes)
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if self.tag == "_optimizer_step":
+                return func(*args, **(kwargs or {}))
+            out = super().__torch_dispatch__(func, types, args, kwargs)
+            if func.__name__.startswith("all_gather_copy_in"):
+                # The real rank first copies each host shard to the GPU (`.to(device)`); those copies are
+                # alive until the copy-in has run.
+                self._hold_scratch(sum(local(t).untyped_storage().nbytes() for t in args[0]))
+            return out
+
+        def retag(self, tensors, tag):
+            tensors = list(tensors)
+            super().retag(tensors, tag)
+            if tag == "parameters":  # the sharded parameters, right after the wrap
+                self.params = tensors
+                self.to_host(tensors)
+
+        def resync(self) -> None:
+            super().resync()
+            self.to_host([p.grad for p in self.params if p.grad is not None])
+
+        def to_host(self, tensors) -> None:
+            for t in tensors:
+                key = local(t).untyped_storage()._cdata
+                if key in self.live:
+                    self.events.append(("free", key, 0))
+                    self.current -= self.live.pop(key).nbytes
+                    self.watch.pop(key, None)
+                    self.host.add(key)
+
+        def _free(self, key: int) -> None:
+            self.host.discard(key)
+            super()._free(key)
+
     class Recorder(RankRecorder):
         @contextlib.contextmanager
         def __call__(self, name: str, step: int, micro: int | None = None):
@@ -44,7 +98,7 @@ def _classes():
                 yield
             self.tracker.events.append(("mark", len(self.phases), 0))
 
-    return Tracker, Recorder
+    return Tracker, HostTracker, Recorder
 
 
 def replay_rank(dcfg, block: int = 1, transients: dict[str, int] | None = None) -> dict:
@@ -61,7 +115,9 @@ def replay_rank(dcfg, block: int = 1, transients: dict[str, int] | None = None) 
 
     dcfg = dataclasses.replace(dcfg, config=dcfg.config.replace(device="cpu", timing_steps=0, budget_mb=None,
                                                                   force=True), check_update=False)
-    Tracker, Recorder = _classes()
+    Tracker, HostTracker, Recorder = _classes()
+    if dcfg.strategy == "fsdp2_offload":
+        Tracker = HostTracker
     made = []
 
     def tracker():

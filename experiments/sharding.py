@@ -1,22 +1,18 @@
 """The memory estimate per rank of a data-parallel run, and "what fits": the fewest devices and the cheapest strategy.
 
-Built on the single-device replay of the per-rank configuration (experiments/replay.py: the real training step
-on fake tensors), which gives parameters P, gradients G, optimizer state S, the activations and the optimizer
-step's temporaries. Then each strategy keeps what it actually keeps on a rank:
+    ddp           the single-device replay of the per-rank configuration (experiments/replay.py: the real
+                  training step on fake tensors), plus DDP's gradient buckets: a second copy of the gradients
+                  (bucket_cap_mb=25). A DDP rank runs exactly the single device's step on its slice of the batch.
+    ddp_zero1     the same, but the optimizer steps only this rank's share of the parameters (whole tensors,
+                  largest first, to the least-loaded rank): its state and its step's temporaries come from that
+                  optimizer step replayed on fake tensors of the share, in ZeroRedundancyOptimizer's order.
+    fsdp2_*       FSDP2's own rank code replayed on fake tensors with a fake process group
+                  (experiments/sharded_replay.py); under CPU offload what lives in host memory is left out.
 
-    ddp           P + G + S + activations, plus the gradient buckets (a second copy of G, bucket_cap_mb=25)
-    ddp_zero1     P + G + S_r + buckets, S_r = the state of the parameters ZeroRedundancyOptimizer gives this
-                  rank (whole tensors, largest first, to the least-loaded rank)
-    fsdp2_zero2   P/N + G/N + S/N + activations, plus every block's gathered parameters between forward and
-                  backward (reshard_after_forward=False)
-    fsdp2_zero3   P/N + G/N + S/N + activations, plus two blocks' gathered parameters (the one running and the
-                  one prefetched) and one block's flat all-gather / reduce-scatter buffer
-    fsdp2_offload the gathered blocks and the activations; shards, gradients and state live in host memory
-
-FSDP2 shards every tensor along dim 0 into N padded chunks, so "/N" is ceil(rows / N) rows per tensor. The
-ZeRO paper's per-rank model states for mixed-precision Adam (2 + 2 + 12 bytes per parameter Ψ) are the same
-terms: 16Ψ (DDP), 4Ψ + 12Ψ/N (stage 1), 2Ψ + 14Ψ/N (stage 2), 16Ψ/N (stage 3). Activations are never divided:
-every rank runs the whole model on its own slice of the batch.
+DDP's C++ reducer does not run on fake tensors, which is why DDP is the single device plus its buckets rather
+than a replay of its own. The ZeRO paper's per-rank model states for mixed-precision Adam (2 + 2 + 12 bytes per
+parameter Ψ) are shown beside the estimate: 16Ψ (DDP), 4Ψ + 12Ψ/N (stage 1), 2Ψ + 14Ψ/N (stage 2), 16Ψ/N
+(stage 3). Activations are never divided: every rank runs the whole model on its own slice of the batch.
 """
 
 from __future__ import annotations
@@ -45,13 +41,6 @@ def _numel(shape) -> int:
     return math.prod(shape) if shape else 1
 
 
-def _shard_numel(shape, n: int) -> int:
-    """Elements of one rank's padded dim-0 chunk (FSDP2's sharded storage)."""
-    if not shape:
-        return 1
-    return math.ceil(shape[0] / n) * _numel(shape[1:])
-
-
 def zero1_partition(shapes: list[tuple[int, ...]], n: int) -> list[list[int]]:
     """ZeroRedundancyOptimizer's assignment: largest tensor first, each to the rank with the fewest elements."""
     order = sorted(range(len(shapes)), key=lambda i: _numel(shapes[i]), reverse=True)
@@ -63,6 +52,36 @@ def zero1_partition(shapes: list[tuple[int, ...]], n: int) -> list[list[int]]:
     return ranks
 
 
+def optimizer_step_bytes(cfg: ExperimentConfig, shapes: list[tuple[int, ...]], pe: int, block: int = 1) -> tuple[int, int]:
+    """(state, temporaries) of the optimizer's second step over parameters of `shapes`, in that order, on fake
+    tensors: the for-loop implementations keep one tensor's temporaries while making the next one's."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from .strategies import make_optimizer
+    from .tracker import StorageTracker
+
+    if not shapes:  # a ZeRO-1 rank beyond the number of tensors steps nothing
+        return 0, 0
+    with FakeTensorMode():
+        params = [torch.nn.Parameter(torch.empty(s, dtype=torch.bfloat16 if pe == 2 else torch.float32))
+                  for s in shapes]
+        for p in params:
+            p.grad = torch.empty_like(p)
+        optimizer = make_optimizer(cfg, params)
+        tracker = StorageTracker(block=block)
+        with tracker:
+            for p in params:  # counted from here, so that an in-place update is not their first sighting
+                tracker.track(p, "parameters")
+                tracker.track(p.grad, "gradients")
+            held = tracker.current
+            optimizer.step()
+            state = tracker.current
+            tracker.peak = state
+            optimizer.step()
+    return state - held, tracker.peak - state
+
+
 def _single(cfg: ExperimentConfig, block: int, transients: dict[str, int] | None = None) -> dict:
     """The single-device replay of the per-rank configuration, reduced to the figures the strategies move.
     `transients`: scratch bytes per op signature measured on the GPU (experiments/op_workspace.py)."""
@@ -71,27 +90,33 @@ def _single(cfg: ExperimentConfig, block: int, transients: dict[str, int] | None
 
     r = replay(cfg, block=block, transients=transients)
     rows = r["phases"]
-    params = next(p["allocated_bytes"] for p in rows if p["phase"] == "model")
     step2 = [p for p in rows if p["step"] == 2]
     before_step = [p for p in step2 if p["phase"] != "optimizer_step"][-1]["allocated_bytes"]
-    opt_peak = max(p["peak_bytes"] for p in step2 if p["phase"] == "optimizer_step")
-    fwd = max(p["peak_bytes"] for p in step2 if p["phase"] == "forward")
-    bwd = max(p["peak_bytes"] for p in step2 if p["phase"] == "backward")
+    step_peak = max(p["peak_bytes"] for p in step2 if p["phase"] == "optimizer_step")
     steady = r["steady"]
-    state, grads, data = steady.get("optimizer_state", 0), steady.get("gradients", 0), steady.get("data", 0)
-    zero = next(p["allocated_bytes"] for p in step2 if p["phase"] == "zero_grad")
+    in_step = r["peak_phase"] == "optimizer_step"
+    blocks = max(0, allocator_peak(r)[0] - int(r["peak_bytes"]))
     return {
-        "params": params, "grads": grads, "state": state, "data": data,
-        "step_temporaries": max(0, opt_peak - before_step),
-        # What forward and backward hold beyond the model states: activations, and in backward the gradient
-        # of everything before the peak. Counted without G: a sharded rank keeps only its shard of it.
-        "activations": max(fwd - zero, bwd - zero - grads, 0),
-        "grads_at_start": zero - params - state - data,  # gradients kept from the step before (zero_grad_keep)
-        "peak_bytes": int(r["peak_bytes"]), "replay_categories": r["categories"],
-        # Beyond tensors, as the single device's estimate counts it (whole allocator blocks, kernels' scratch
-        # memory): on CUDA every rank runs the same ops on the same shapes.
-        "other": max(0, allocator_peak(r)[0] - sum(r["categories"].values())),
+        "params": next(p["allocated_bytes"] for p in rows if p["phase"] == "model"),
+        "grads": steady.get("gradients", 0), "state": steady.get("optimizer_state", 0), "data": steady.get("data", 0),
+        "step_temporaries": max(0, step_peak - before_step), "step_peak": step_peak,
+        "train_peak": max(p["peak_bytes"] for p in step2 if p["phase"] in ("zero_grad", "forward", "backward")),
+        # What is alive at the forward/backward peak: the replay's peak when that is where it is.
+        "train_categories": {} if in_step else r["categories"],
+        # The caching allocator's whole blocks beyond the storages (the peaks above already hold the kernels'
+        # scratch memory): on CUDA every rank runs the same ops on the same shapes.
+        "blocks": blocks, "peak_bytes": int(r["peak_bytes"]) + blocks,
     }
+
+
+def _zero1_share(single: dict, cfg: ExperimentConfig, shapes, n: int, pe: int, block: int) -> tuple[int, int]:
+    """(state, step temporaries) of the ZeRO-1 rank that holds the most. What else the step holds (a GradScaler's
+    buffers) stays as the single device has it."""
+    S, T = single["state"], single["step_temporaries"]
+    S_all, T_all = optimizer_step_bytes(cfg, shapes, pe, block)
+    ranks = [optimizer_step_bytes(cfg, [shapes[i] for i in mine], pe, block) for mine in zero1_partition(shapes, n)]
+    ranks = [(S - S_all + s, T - T_all + t) for s, t in ranks]
+    return max(ranks, key=lambda st: max(single["train_peak"] + st[0], single["step_peak"] + st[0] + st[1] - T))
 
 
 def estimate_sharded(dcfg, device_type: str = "cpu", transients: dict[str, int] | None = None) -> dict:
@@ -102,76 +127,48 @@ def estimate_sharded(dcfg, device_type: str = "cpu", transients: dict[str, int] 
     cfg, n, strategy = dcfg.rank_config, dcfg.world_size, dcfg.strategy
     block = 512 if device_type == "cuda" else 1
     single = _single(cfg, block, transients if device_type == "cuda" else None)
-    # The for-loop implementation's temporaries are those of its largest tensor, however few tensors a rank has.
-    per_tensor = cfg.optimizer_impl == "for-loop" or (cfg.optimizer_impl == "default" and device_type != "cuda")
     blocks, root, pe = _param_shapes(cfg)
     shapes = [s for b in blocks for s in b] + root
     full = sum(_numel(s) for s in shapes) * pe
-    shard = sum(_shard_numel(s, n) for s in shapes) * pe
-    fraction = shard / full if full else 1.0
-    P, G, S, A = single["params"], single["grads"], single["state"], single["activations"]
-    T = single["step_temporaries"]
-    gathered_pe = 2 if cfg.precision in ("amp_fp16", "amp_bf16") else pe  # FSDP2's param_dtype under AMP
-    block_bytes = [sum(_numel(s) for s in b) * gathered_pe for b in blocks] or [0]
-    biggest = max(block_bytes)
-    cats = dict.fromkeys(("parameters", "gradients", "optimizer_state", "activations", "temporaries",
-                          "communication", "data"), 0)
-    cats["data"] = single["data"]
-    if strategy in ("ddp", "ddp_zero1"):
-        buckets = G or P
-        if strategy == "ddp_zero1":
-            mine = zero1_partition(shapes, n)[0]
-            share = sum(_numel(shapes[i]) for i in mine) * pe / full if full else 1.0
-            S_r, T_r = int(S * share), T if per_tensor else int(T * share)
-        else:
-            S_r, T_r = S, T
-        train = P + S_r + buckets + single["grads_at_start"] + A
-        step = P + G + S_r + buckets + T_r
-        cats.update(parameters=P, optimizer_state=S_r, communication=buckets)
-        if step >= train:
-            cats.update(gradients=G, temporaries=T_r)
-        else:
-            cats.update(activations=A, gradients=single["grads_at_start"])
-        comm = {"per_step_bytes": 2 * G * (n - 1) / n, "collective": "all-reduce of the gradients"}
-    elif strategy in REPLAYED:
-        return _replayed(dcfg, device_type, transients, single, full, pe, P, G, S, A)
+    if strategy in REPLAYED:
+        return _replayed(dcfg, device_type, transients, single, full, pe)
+    P, G, S, T = single["params"], single["grads"], single["state"], single["step_temporaries"]
+    # A DDP rank runs the single device's step on its slice, plus the buckets: so its forward, backward and
+    # optimizer-step peaks are the replay's, plus a gradient-sized copy. ZeRO-1's rank steps only its share of
+    # the parameters, in ZeroRedundancyOptimizer's order (largest first), which sets the step's temporaries.
+    buckets = G or P
+    S_r, T_r = S, T
+    if strategy == "ddp_zero1":
+        S_r, T_r = _zero1_share(single, cfg, shapes, n, pe, block)
+    train = single["train_peak"] - (S - S_r) + buckets
+    step = single["step_peak"] - (S - S_r) - (T - T_r) + buckets
+    cats = dict.fromkeys(CATEGORY_ORDER, 0)
+    cats.update(parameters=P, optimizer_state=S_r, communication=buckets, data=single["data"])
+    if step >= train:
+        cats.update(gradients=G, temporaries=T_r)
     else:
-        P_r, G_r, S_r, T_r = int(P * fraction), int(G * fraction), int(S * fraction), int(T * fraction)
-        if strategy == "fsdp2_offload":
-            P_r = G_r = S_r = T_r = 0  # on the host
-        # zero2: every block stays gathered from its forward to its backward; zero3: the block running, the one
-        # prefetched and a flat buffer. Plus one block's unsharded gradient before its reduce-scatter.
-        gathered = sum(block_bytes) if strategy == "fsdp2_zero2" else 3 * biggest
-        train = P_r + S_r + G_r + A + gathered + biggest
-        step = P_r + G_r + S_r + T_r
-        cats.update(parameters=P_r, optimizer_state=S_r, gradients=G_r)
-        if step >= train - G_r:
-            cats["temporaries"] = T_r
-        else:
-            cats.update(activations=A, communication=gathered + biggest)
-        comm = _fsdp_communication(strategy, full, n)
-    peak = max(train, step) + single["data"]
+        at = single["train_categories"]
+        cats.update({k: at.get(k, 0) for k in ("gradients", "activations", "temporaries", "autocast_copies")})
+    peak = max(train, step)
     high = peak
     if device_type == "cuda":
-        cats["other"] = single["other"]
-        peak += cats["other"]
-        if strategy in ("ddp", "ddp_zero1"):
-            # NCCL reads a bucket on its own stream: the gradients' copy is freed only when that stream is done,
-            # so whether it is still allocated at the peak depends on timing (docs/gpu-results.md).
-            high = peak + (G or P)
+        peak += single["blocks"]
+        cats["other"] = max(0, peak - sum(cats.values()))  # scratch memory and whole blocks
+        # NCCL reads a bucket on its own stream: the gradients' copy is freed only when that stream is done,
+        # so whether it is still allocated at the peak depends on timing (docs/gpu-results.md).
+        high = peak + buckets
     return {
-        "strategy": strategy, "world_size": n, "peak_bytes": int(peak), "peak_high_bytes": int(max(high, peak)),
+        "strategy": strategy, "world_size": n, "peak_bytes": int(peak), "peak_high_bytes": int(high),
         "categories": {k: int(v) for k, v in cats.items()},
-        "single_device_peak_bytes": single["peak_bytes"], "parameter_bytes": P, "gradient_bytes": G,
-        "optimizer_state_bytes": S, "activation_bytes": A, "shard_fraction": fraction,
-        "communication": comm, "zero_paper": zero_paper_bytes(full // pe, n),
-        "method": "single-device replay + sharding model", "device_type": device_type,
+        "single_device_peak_bytes": single["peak_bytes"], "parameter_bytes": P,
+        "communication": {"per_step_bytes": 2 * G * (n - 1) / n, "collective": "all-reduce of the gradients"},
+        "zero_paper": zero_paper_bytes(full // pe, n),
+        "method": "single-device replay + DDP's buckets", "device_type": device_type,
     }
 
 
-def _replayed(dcfg, device_type: str, transients, single: dict, full: int, pe: int, P: int, G: int, S: int,
-              A: int) -> dict:
-    """FSDP2's ZeRO-2 and ZeRO-3 per rank from FSDP2 itself on fake tensors (experiments/sharded_replay.py)."""
+def _replayed(dcfg, device_type: str, transients, single: dict, full: int, pe: int) -> dict:
+    """FSDP2 per rank from FSDP2 itself on fake tensors (experiments/sharded_replay.py)."""
     from .sharded_replay import replay_rank
 
     cuda = device_type == "cuda"
@@ -186,8 +183,7 @@ def _replayed(dcfg, device_type: str, transients, single: dict, full: int, pe: i
     return {
         "strategy": dcfg.strategy, "world_size": n, "peak_bytes": int(peak), "peak_phase": r["peak_phase"],
         "categories": {k: int(v) for k, v in cats.items()},
-        "single_device_peak_bytes": single["peak_bytes"], "parameter_bytes": P, "gradient_bytes": G,
-        "optimizer_state_bytes": S, "activation_bytes": A, "shard_fraction": None, "communication": comm,
+        "single_device_peak_bytes": single["peak_bytes"], "parameter_bytes": single["params"], "communication": comm,
         "zero_paper": zero_paper_bytes(full // pe, n), "signatures": r["signatures"], "unmeasured": unmeasured,
         "method": "FSDP2 replayed on fake tensors", "device_type": device_type,
     }
@@ -200,7 +196,7 @@ def _fsdp_communication(strategy: str, full: int, n: int) -> dict:
 
 CATEGORY_ORDER = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "autocast_copies",
                   "communication", "data")
-REPLAYED = ("fsdp2_zero2", "fsdp2_zero3")
+REPLAYED = ("fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload")
 
 
 def zero_paper_bytes(psi: int, n: int) -> dict:
@@ -209,24 +205,41 @@ def zero_paper_bytes(psi: int, n: int) -> dict:
 
 
 def what_fits(config: dict, capacity_bytes: int, max_world_size: int = 8, device_type: str = "cuda",
-              batch_mode: str = "per_rank") -> dict | None:
-    """The smallest world size, then the strategy with the least communication, whose per-rank estimate fits."""
+              batch_mode: str = "per_rank", transients: dict[str, int] | None = None) -> dict | None:
+    """The smallest world size, then the strategy with the least communication, whose per-rank estimate fits
+    (the top of its range, where it has one). A strategy's per-rank memory does not grow with the world size (its
+    shards shrink, and so does the per-rank batch when the global batch is fixed), so each strategy's smallest
+    fitting world size is found by bisection: about three replays per strategy instead of one per world size."""
     from .config import ConfigError
     from .distributed import DistributedConfig
     from .estimator import estimate
 
     cfg = ExperimentConfig.from_dict(config)
-    if estimate(cfg, device_type=device_type)["peak_bytes"] <= capacity_bytes:
-        return {"world_size": 1, "strategy": "single", "peak_bytes": estimate(cfg, device_type=device_type)["peak_bytes"]}
-    for n in range(2, max_world_size + 1):
-        for strategy in STRATEGY_ORDER:
-            if strategy == "fsdp2_offload" and device_type != "cuda":
-                continue
-            try:
-                dcfg = DistributedConfig(cfg, strategy=strategy, world_size=n, batch_mode=batch_mode)
-            except ConfigError:
-                continue
-            peak = estimate_sharded(dcfg, device_type)["peak_bytes"]
-            if peak <= capacity_bytes:
-                return {"world_size": n, "strategy": strategy, "peak_bytes": peak}
-    return None
+    single = estimate(cfg, device_type=device_type, transients=transients)["peak_bytes"]
+    if single <= capacity_bytes:
+        return {"world_size": 1, "strategy": "single", "peak_bytes": single}
+
+    def plan(strategy: str, n: int):
+        try:
+            return DistributedConfig(cfg, strategy=strategy, world_size=n, batch_mode=batch_mode)
+        except ConfigError:
+            return None  # e.g. a global batch that n ranks cannot split evenly
+
+    best = None
+    for strategy in STRATEGY_ORDER:
+        if strategy == "fsdp2_offload" and device_type != "cuda":
+            continue
+        limit = best["world_size"] - 1 if best else max_world_size  # a later strategy wins only with fewer ranks
+        sizes = [(n, d) for n in range(2, limit + 1) if (d := plan(strategy, n)) is not None]
+        lo, hi = 0, len(sizes) - 1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            est = estimate_sharded(sizes[mid][1], device_type, transients)
+            top = est.get("peak_high_bytes") or est["peak_bytes"]
+            if top <= capacity_bytes:
+                best = {"world_size": sizes[mid][0], "strategy": strategy, "peak_bytes": est["peak_bytes"],
+                        "peak_high_bytes": top}
+                hi = mid - 1
+            else:
+                lo = mid + 1
+    return best
