@@ -45,12 +45,18 @@ STRINGS: dict[str, tuple[str, str]] = {
                                 "在 GPU 上，NCCL 在自己的 stream 上读取每个梯度桶，一份梯度副本（{copy}）要等那个 stream "
                                 "用完才释放：峰值时它是否还占着显存取决于时序，所以估算是一个范围。"),
     "multigpu.method.replay": ("Estimated by running FSDP2's own code on fake tensors with a fake process group: "
-                               "every shard, gathered block and gradient buffer it keeps, without allocating.",
+                               "every shard, gathered block and gradient buffer it keeps, without allocating. Under "
+                               "CPU offload, what lives in host memory (the shards, their gradients and the "
+                               "optimizer step) is left out.",
                                "估算方法：在假张量和假进程组上运行 FSDP2 自己的代码，它保留的每个分片、聚合的块和梯度缓冲"
-                               "都被计入，而不真正分配内存。"),
-    "multigpu.method.model": ("Estimated from one device's replay of the per-rank configuration, with what this "
-                              "strategy keeps on a rank added or divided.",
-                              "估算方法：对每卡配置做单设备回放，再按这个策略在每个 rank 上保留的东西加上或除掉。"),
+                               "都被计入，而不真正分配内存。CPU 卸载时，放在主机内存里的东西（分片、它们的梯度和优化器"
+                               "步骤）不计入。"),
+    "multigpu.method.model": ("Estimated from one device's replay of the per-rank configuration plus DDP's gradient "
+                              "buckets: a DDP rank runs the same step on its slice of the batch, with a second copy of "
+                              "the gradients. Under ZeRO-1 the optimizer step is replayed on this rank's share of the "
+                              "parameters.",
+                              "估算方法：对每卡配置做单设备回放，再加上 DDP 的梯度桶：DDP 的每个 rank 在自己那份批次上"
+                              "执行同样的一步，外加一份梯度副本。ZeRO-1 下，优化器步骤只在这个 rank 分到的参数上回放。"),
     "multigpu.paper": ("The ZeRO paper's model states per rank for this model (mixed-precision Adam, Ψ = {psi} "
                        "parameters, N = {n}): DDP {ddp}, ZeRO-1 {z1}, ZeRO-2 {z2}, ZeRO-3 {z3}.",
                        "按 ZeRO 论文计算这个模型每个 rank 的模型状态（混合精度 Adam，Ψ = {psi} 个参数，N = {n}）："
@@ -95,7 +101,18 @@ STRINGS: dict[str, tuple[str, str]] = {
     "multigpu.fits_none": ("Nothing up to 8 devices fits {capacity} per device: activations are not divided by "
                            "data parallelism; lower the per-rank batch or checkpoint.",
                            "直到 8 个设备都装不下每个设备 {capacity}：数据并行不切分激活值；请降低每卡批大小或使用检查点。"),
-    "multigpu.capacity": ("Memory per device for “what fits” (GiB)", "“能否装下”所用的每设备显存（GiB）"),
+    "multigpu.capacity": ("Memory per device (MiB)", "每个设备的显存（MiB）"),
+    "multigpu.fits_title": ("What fits", "能装下什么"),
+    "multigpu.fits_run": ("Find the fewest devices", "找出最少的设备数"),
+    "multigpu.fits_running": ("Replaying the strategies…", "正在回放各策略…"),
+    "multigpu.fits_single": ("One device fits it: estimated {peak} of {capacity}.",
+                             "一个设备就装得下：估计 {peak}，可用 {capacity}。"),
+    "multigpu.fits_how": ("For this sandbox configuration (its batch per rank or in all, as chosen above): one "
+                          "device first, then 2 to 8 devices, and at each size the strategies in order of traffic "
+                          "(DDP, ZeRO-1, ZeRO-2, ZeRO-3, then CPU offload, which needs GPUs). A range counts by its top.",
+                          "针对上面这个沙盒配置（按上面选择的每卡或全局批大小）：先看一个设备，再看 2 到 8 个设备；"
+                          "每种设备数下按通信量从少到多尝试各策略（DDP、ZeRO-1、ZeRO-2、ZeRO-3，最后是需要 GPU 的 CPU 卸载）。"
+                          "估算是范围时按上限计。"),
     "sidebar.gpu": ("Running on GPU: {name}", "运行在 GPU：{name}"),
     "sidebar.shared_gpu": ("Another GPU Memory Lab server on this machine uses the same GPU: runs of both servers "
                            "share it, so peaks and times can be disturbed. Run one server per GPU.",

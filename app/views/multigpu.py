@@ -17,6 +17,46 @@ def _estimate(params: tuple, device_type: str, workspaces: tuple | None) -> dict
                             transients=dict(workspaces or ()))
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def _what_fits(config: tuple, capacity: int, device_type: str, mode: str, workspaces: tuple | None) -> dict | None:
+    from experiments.sharding import what_fits
+
+    return what_fits(dict(config), capacity, device_type=device_type, batch_mode=mode, transients=dict(workspaces or ()))
+
+
+def show_what_fits(dcfg: DistributedConfig) -> None:
+    """The fewest devices, then the strategy with the least traffic, that hold this configuration by the estimate."""
+    device_type = engine.device_type(dcfg.config)
+    info, _ = engine.safe_device_info()
+    # MiB, the unit of every figure here: a CPU-sized lesson's configuration needs only a few.
+    default = int((info or {}).get("total_bytes", 80 * 2**30) // 2**20) if device_type == "cuda" else 80 * 1024
+    with st.expander(t("multigpu.fits_title"), icon=":material/straighten:"):
+        mib = st.number_input(t("multigpu.capacity"), min_value=1, max_value=4 * 2**20, value=default, step=1024,
+                              key=f"{NS}_capacity")
+        capacity = int(mib) * 2**20
+        args = (tuple(sorted(dcfg.config.to_dict().items())), capacity, device_type, dcfg.batch_mode,
+                engine.workspaces() if device_type == "cuda" else None)
+        if st.button(t("multigpu.fits_run"), key=f"{NS}.fits"):
+            with st.spinner(t("multigpu.fits_running")):
+                try:
+                    st.session_state[f"{NS}.fits_result"] = (args, _what_fits(*args))
+                except Exception as exc:  # noqa: BLE001 - an estimate failure is a message, not a crash
+                    layout.error(f"{type(exc).__name__}: {exc}")
+                    return
+        shown = st.session_state.get(f"{NS}.fits_result")
+        if shown and shown[0] == args:
+            fit, cap = shown[1], results.fmt_bytes(capacity)
+            if fit is None:
+                st.warning(t("multigpu.fits_none", capacity=cap))
+            elif fit["strategy"] == "single":
+                st.success(t("multigpu.fits_single", capacity=cap, peak=results.fmt_bytes(fit["peak_bytes"])))
+            else:
+                st.success(t("multigpu.fits", capacity=cap, n=fit["world_size"],
+                             strategy=t("multigpu.opt." + fit["strategy"]),
+                             peak=results.fmt_bytes(fit.get("peak_high_bytes") or fit["peak_bytes"])))
+        st.caption(t("multigpu.fits_how"))
+
+
 def _choice(field: str, options, default, label: str, widget, **kw):
     k = f"{NS}_{field}"
     urlstate.init(k, default, lambda raw: type(default)(raw) if type(default)(raw) in options else default)
@@ -184,6 +224,7 @@ with right:
         if st.button(t("multigpu.run"), key=f"{NS}.run", type="primary", width="stretch",
                      disabled=bool(unavailable) or jobs.pending(NS)):
             jobs.start(NS, [{"label": label, "kind": "distributed", "params": dcfg.to_dict()}])
+        show_what_fits(dcfg)
     jobs.poll(NS)
     done = jobs.finished(NS)
     if done:
