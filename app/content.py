@@ -137,8 +137,9 @@ def config_words(meta: dict, kind: str | None, scale: int) -> dict[str, str]:
     return words
 
 
-def technique_configs(meta: dict, technique: dict) -> tuple[dict, dict]:
-    return over_preset(meta, technique.get("config")), over_preset(meta, technique.get("baseline"))
+def technique_configs(meta: dict, technique: dict, scale: int = 1) -> tuple[dict, dict]:
+    """(technique, baseline), each its overrides on the preset; `scale` > 1 sizes both for a CPU (`sized`)."""
+    return over_preset(meta, technique.get("config"), scale), over_preset(meta, technique.get("baseline"), scale)
 
 
 def leak_scenarios(lesson_id: str) -> list[dict]:

@@ -578,6 +578,8 @@ STRINGS: dict[str, tuple[str, str]] = {
     "opt.measured.step_time_ratio": ("Step time vs baseline", "单步时间 / 基线"),
     "opt.source": ("Measured on {source}.", "测量设备：{source}。"),
     "opt.cpu_source": ("CPU (not a GPU prediction)", "CPU（不代表 GPU）"),
+    "opt.sized_source": ("{source}, both runs {k}× smaller in width and batch than on a GPU",
+                         "{source}，两次运行的宽度和 batch 都比 GPU 上小 {k} 倍"),
     "opt.recorded": ("Recorded on a real GPU", "在真实 GPU 上录制的结果"),
     "opt.recorded_source": ("{name} (recorded)", "{name}（录制）"),
     "opt.holds": ("The claim holds here.", "在这里，这个说法成立。"),

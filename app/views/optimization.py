@@ -12,6 +12,7 @@ from app import (
     recorded_view,
     results,
     sandbox,
+    sizing,
     urlstate,
 )
 from app.i18n import lang, t
@@ -21,9 +22,10 @@ from experiments.config import ConfigError, ExperimentConfig
 COMPUTE_BOUND_TFLOPS = 20
 
 
-def configs(meta: dict, technique: dict) -> tuple[ExperimentConfig, ExperimentConfig]:
-    """Technique and baseline configs: each one's overrides on top of the lesson preset."""
-    config, baseline = content.technique_configs(meta, technique)
+def configs(meta: dict, technique: dict, scale: int = 1) -> tuple[ExperimentConfig, ExperimentConfig]:
+    """Technique and baseline configs: each one's overrides on top of the lesson preset, `scale` times smaller in
+    width and batch on a CPU (every pair's estimated saving stays within a point: tests/lessons/test_cpu_sizing)."""
+    config, baseline = content.technique_configs(meta, technique, scale)
     return ExperimentConfig.from_dict(config), ExperimentConfig.from_dict(baseline)
 
 
@@ -76,7 +78,8 @@ def technique_tab(meta: dict, technique: dict) -> None:
     st.markdown(f"**{t('opt.claim')}** {claim}")
     st.caption(t("opt.claimed_range", metric=t("opt.measured." + metric, default=metric), range=claimed))
     try:
-        tech_cfg, base_cfg = configs(meta, technique)
+        tech_cfg, base_cfg = configs(meta, technique, sizing.scale(meta))
+        full_pair = configs(meta, technique)  # what the GPU recordings are of
     except (ConfigError, TypeError) as exc:
         layout.error(str(exc))
         return
@@ -107,6 +110,8 @@ def technique_tab(meta: dict, technique: dict) -> None:
             tech, base = statuses[0]["result"], statuses[1]["result"]
             device = tech.get("device") or {}
             source = device.get("name", "?") if device.get("type") == "cuda" else t("opt.cpu_source")
+            if tech["config"].get("width") != full_pair[0].width:
+                source = t("opt.sized_source", source=source, k=full_pair[0].width // tech["config"]["width"])
             verdict(meta, technique, tech, base, source)
             pairs = [(t("opt.technique"), tech), (t("opt.baseline"), base)]
             df = frames.compare_frame(pairs)
@@ -114,7 +119,7 @@ def technique_tab(meta: dict, technique: dict) -> None:
             sdf = frames.step_time_frame([(label, r.get("step_ms")) for label, r in pairs])
             if not sdf.empty:
                 st.altair_chart(charts.step_time_chart(sdf), width="stretch")
-    pair = _recorded_pair(tech_cfg, base_cfg)
+    pair = _recorded_pair(*full_pair)
     if pair:
         info, _ = engine.safe_device_info()
         # Without a GPU the recorded verdict is the one that matters, so it starts open.

@@ -58,6 +58,23 @@ def test_claim_is_measured_and_judged(tiny_lessons):
         assert any(s.value == "The claim holds here." for s in at.success)
 
 
+def test_without_a_gpu_the_pair_runs_sized_and_says_so(tiny_lessons):
+    meta_path = tiny_lessons / "optimization" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["cpu_scale"] = 4
+    meta_path.write_text(json.dumps(meta))
+    at = open_page("optimization")
+    at.button(key="optimization.tiny_sgd.run").click().run()
+    run_until(at, lambda a: "optimization.tiny_sgd.done" in a.session_state)
+    statuses = at.session_state["optimization.tiny_sgd.done"]["statuses"]
+    if statuses[0]["result"]["device"]["type"] != "cpu":
+        pytest.skip("sizing is for a worker without a GPU")
+    # Both runs of the pair are 4x smaller in width and batch, and the verdict's source says so.
+    assert [(s["result"]["config"]["width"], s["result"]["config"]["batch"]) for s in statuses] == [(16, 4)] * 2
+    assert any("4× smaller in width and batch" in c.value for c in at.caption)
+    assert any(s.value == "The claim holds here." for s in at.success)
+
+
 def test_compare_runs_every_strategy(tiny_lessons):
     at = open_page("compare", lang="zh")
     at.button(key="compare.run").click().run()
