@@ -5,6 +5,8 @@ real rank keeps: the sharded parameters, gradients and state, the all-gathered b
 before their reduce-scatter and those kept across the micro-batches of an accumulation. For CUDA the allocation
 trace goes through the caching-allocator model (whole blocks) and the scratch memory measured per op.
 
+Under CPU offload the same replay leaves out what the real rank keeps in host memory (HostTracker).
+
 What fake tensors cannot show is timing: on GPUs a buffer used by a collective on another stream is freed only
 when that stream is done with it.
 """

@@ -247,6 +247,17 @@ def test_fsdp2_replay_matches_the_gloo_ranks_at_three_and_four_ranks(seed, ws):
         assert max(peaks) <= 1.25 * est, (plan, est, peaks)
 
 
+def test_offload_estimate_keeps_nothing_of_the_host_on_the_device():
+    """FSDP2 with CPU offload, replayed: the shards, their gradients and Adam's state are in host memory, so the
+    device holds none of them, and its peak is ZeRO-3's without at least the shards and the state."""
+    offload = estimate_sharded(DistributedConfig.from_dict(dict(BASE, strategy="fsdp2_offload")), "cuda")
+    zero3 = estimate_sharded(DistributedConfig.from_dict(dict(BASE, strategy="fsdp2_zero3")), "cuda")
+    cats = offload["categories"]
+    assert cats["parameters"] == cats["gradients"] == cats["optimizer_state"] == 0
+    assert cats["communication"] > 0 and cats["activations"] > 0 and cats["data"] == DATA
+    assert offload["peak_bytes"] <= zero3["peak_bytes"] - P // 2 - P  # the shards (P/2) and Adam's state (2P/2)
+
+
 def test_zero1_step_temporaries_follow_its_parameter_order():
     """ZeroRedundancyOptimizer steps its share largest first; Adam's for-loop makes sqrt(v) and the denominator
     of one tensor while the last tensor's denominator is still alive: 3 W for two W-sized tensors in a row."""
