@@ -218,8 +218,8 @@ def rank_batch(dcfg, rank: int, device: torch.device):
 def measure_rank(dcfg, rank: int, device: torch.device, progress=None, replay: dict | None = None) -> dict:
     """Every phase of this rank, like runner.run_experiment measures a single device.
 
-    `replay`: {"tracker": factory, "recorder": class, "mesh": DeviceMesh} when experiments/sharded_replay.py runs
-    this on fake tensors (there are no losses to read then)."""
+    `replay`: {"tracker": factory, "recorder": class, "mesh": DeviceMesh, "wrap_scaler": callable} when
+    experiments/sharded_replay.py runs this on fake tensors (there are no losses to read then)."""
     cfg = dcfg.rank_config
     cuda = device.type == "cuda"
     with ShardTracker():
@@ -275,6 +275,8 @@ def _train(dcfg, cfg, device, rec, tracker, holder, xs, ys, result, replay=None)
         with rec("optimizer", 0):
             holder["optimizer"] = make_rank_optimizer(cfg, holder["model"], strategy)
             holder["scaler"] = make_scaler(cfg, device)
+            if replay and holder["scaler"] is not None:  # fake tensors have no values to decide a skip on
+                holder["scaler"] = replay["wrap_scaler"](holder["scaler"])
         with rec("data", 0):
             holder["inputs"], holder["targets"] = xs.to(device).clone(), ys.to(device).clone()
         state = TrainState(cfg, device, holder["model"], _StateView(holder["optimizer"]), holder["scaler"],

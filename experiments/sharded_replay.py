@@ -114,6 +114,7 @@ def replay_rank(dcfg, block: int = 1, transients: dict[str, int] | None = None) 
 
     from .allocator_model import replay_trace
     from .distributed_rank import measure_rank
+    from .replay import _NeverSkippingScaler
 
     dcfg = dataclasses.replace(dcfg, config=dcfg.config.replace(device="cpu", timing_steps=0, budget_mb=None,
                                                                   force=True), check_update=False)
@@ -134,7 +135,8 @@ def replay_rank(dcfg, block: int = 1, transients: dict[str, int] | None = None) 
             mesh = init_device_mesh("cpu", (dcfg.world_size,))
             with FakeTensorMode(allow_non_fake_inputs=True):
                 result = measure_rank(dcfg, 0, torch.device("cpu"),
-                                      replay={"tracker": tracker, "recorder": Recorder, "mesh": mesh})
+                                      replay={"tracker": tracker, "recorder": Recorder, "mesh": mesh,
+                                              "wrap_scaler": _NeverSkippingScaler})
         finally:
             dist.destroy_process_group()
     if result.get("oom") or result.get("peak_bytes") is None:

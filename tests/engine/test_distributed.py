@@ -258,6 +258,16 @@ def test_offload_estimate_keeps_nothing_of_the_host_on_the_device():
     assert offload["peak_bytes"] <= zero3["peak_bytes"] - P // 2 - P  # the shards (P/2) and Adam's state (2P/2)
 
 
+@pytest.mark.parametrize("strategy", ["fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload"])
+def test_fsdp2_replay_runs_under_fp16_with_its_grad_scaler(strategy):
+    """GradScaler decides a skip from a value (`.item()`), which fake tensors do not have: the replay keeps the
+    scaler's allocations without the decision. fp16 and bf16 tensors are the same size, so the only difference
+    is the scaler's own scale, found-inf and growth tensors (a 512-byte block each on CUDA)."""
+    peaks = [estimate_sharded(DistributedConfig.from_dict(dict(BASE, strategy=strategy, precision=p)), "cuda")
+             for p in ("amp_bf16", "amp_fp16")]
+    assert 0 < peaks[1]["peak_bytes"] - peaks[0]["peak_bytes"] <= 3 * 512
+
+
 def test_zero1_step_temporaries_follow_its_parameter_order():
     """ZeroRedundancyOptimizer steps its share largest first; Adam's for-loop makes sqrt(v) and the denominator
     of one tensor while the last tensor's denominator is still alive: 3 W for two W-sized tensors in a row."""
