@@ -60,6 +60,11 @@ class DistributedConfig:
         if self.per_rank_batch % self.config.accum:
             raise ConfigError("batch", f"per-rank batch {self.per_rank_batch} must be divisible by accum "
                                        f"{self.config.accum}")
+        if (self.strategy.startswith("fsdp2") and self.config.optimizer_impl == "fused"
+                and self.config.optimizer.startswith("sgd")):
+            # torch has no DTensor rule for aten._fused_sgd_: the sharded step would stop with NotImplementedError.
+            raise ConfigError("optimizer_impl", "got 'fused'; FSDP2's sharded parameters have no fused SGD "
+                                                "step: allowed with SGD are default, foreach and for-loop")
 
     @property
     def per_rank_batch(self) -> int:

@@ -340,6 +340,7 @@ def test_what_fits_finds_what_a_full_scan_finds():
     ({"batch_mode": "global", "batch": 63}, "batch"),
     ({"batch": 6, "accum": 4}, "batch"),
     ({"layers": 0}, "layers"),
+    ({"strategy": "fsdp2_zero3", "optimizer": "sgd_momentum", "optimizer_impl": "fused"}, "optimizer_impl"),
 ])
 def test_bad_input_names_the_field(params, field):
     with pytest.raises(ConfigError) as err:
