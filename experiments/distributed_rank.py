@@ -18,7 +18,7 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 from .models import build_model, make_batch
-from .runner import _Recorder, _stats, summarize_peak, warm_up_cuda
+from .runner import _Recorder, _stats, release, summarize_peak, warm_up_cuda
 from .strategies import AMP_DTYPES, float32_precision, make_optimizer, make_scaler
 from .tracker import CATEGORIES as BASE_CATEGORIES
 from .tracker import StorageTracker
@@ -246,12 +246,7 @@ def measure_rank(dcfg, rank: int, device: torch.device, progress=None, replay: d
                          "in_use_bytes": rec.phases[-1]["peak_bytes"] if rec.phases else None}
         del e
     finally:
-        rec.state = None
-        holder.clear()
-        gc.collect()
-        if cuda:
-            torch.cuda.synchronize(device)
-            torch.cuda.empty_cache()
+        release(rec, holder, device)
     steps = [p for p in rec.phases if p["step"] >= 1]
     setup = [p for p in rec.phases if p["step"] == 0]
     if setup:

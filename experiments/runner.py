@@ -271,19 +271,24 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None, his
         if rec.history is not None:
             # After an OOM or a cancel: the timeline up to that moment (and recording always stops here).
             result["history"] = rec.history.finish()
-        rec.state = None
-        holder.clear()
-        gc.collect()
-        if cuda:
-            torch.cuda.synchronize(device)
-            torch.cuda.empty_cache()
-            if budget is not None:
-                torch.cuda.set_per_process_memory_fraction(1.0, device)
+        release(rec, holder, device)
+        if cuda and budget is not None:
+            torch.cuda.set_per_process_memory_fraction(1.0, device)
     after = torch.cuda.memory_allocated(device) if cuda else tracker.current
     result["allocated_after_bytes"] = after
     summarize_peak(result, rec.phases, tracker, cuda)
     result["duration_s"] = round(time.perf_counter() - t_start, 3)
     return result
+
+
+def release(rec: _Recorder, holder: dict, device: torch.device) -> None:
+    """Drops every tensor of the run and gives the allocator's cache back: after a finish, an OOM or a cancel."""
+    rec.state = None
+    holder.clear()
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
 
 
 def summarize_peak(result: dict, phases: list[dict], tracker: StorageTracker, cuda: bool) -> None:
