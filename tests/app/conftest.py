@@ -17,6 +17,18 @@ PAGES = ("home", "monitoring", "analysis", "optimization", "leaks", "compare", "
 SMALL = {"model": "mlp", "layers": 2, "width": 64, "batch": 8, "accum": 1, "steps": 2, "timing_steps": 2}
 
 
+@pytest.fixture(autouse=True)
+def _worker_idle_after_each_test():
+    """A test may end while its job still runs in the inline worker's thread; the next test in this process (an
+    engine test, say) would share the process with that model: wait until the worker is idle."""
+    yield
+    from experiments import worker
+
+    client, deadline = worker._shared, time.time() + 60
+    while client is not None and client.queue_length() and time.time() < deadline:
+        time.sleep(0.1)
+
+
 def open_page(page: str, lang: str = "en", state: dict | None = None, query: dict | None = None) -> AppTest:
     at = AppTest.from_file(MAIN, default_timeout=60)
     if lang:
