@@ -201,6 +201,12 @@ def record_jobs(lesson_id: str) -> list[dict]:
                          "label": {lang: f"{localized(tech.get('title'), lang, tech['id'])} "
                                          f"({'technique' if which == 'config' else 'baseline'})"
                                    for lang in ("en", "zh")}})
+        if tech.get("rounds"):  # a time claim: the pair's step times from interleaved rounds, not from two runs
+            jobs.append({"id": f"{lesson_id}-{tech['id']}-rounds", "kind": "timing_rounds",
+                         "params": rounds_params({"rounds": tech["rounds"]}, [("config", config), ("baseline", baseline)]),
+                         "label": {lang: f"{localized(tech.get('title'), lang, tech['id'])} "
+                                         f"({'interleaved rounds' if lang == 'en' else '交替多轮计时'})"
+                                   for lang in ("en", "zh")}})
     strategies = []
     for s in m.get("strategies") or []:
         strategies.append((s["id"], over_preset(m, s.get("config"))))

@@ -269,6 +269,12 @@ STRINGS: dict[str, tuple[str, str]] = {
                    "每次优化器更新的样本数；必须能被累积步数整除。"),
     "help.accum": ("The batch is split into this many micro-batches; gradients are summed before the step.",
                    "批被拆成这么多个微批次；梯度累加后再更新参数。"),
+    "help.precision": (("FP32 is what a script that sets nothing gets: matmuls in full fp32, cuDNN convolutions in "
+                        "TF32. Strict FP32 also sets torch.backends.cudnn.allow_tf32 = False; TF32 matmuls also sets "
+                        "torch.set_float32_matmul_precision(\"high\")."),
+                       "FP32 就是什么都不设置的脚本得到的：矩阵乘法用完整的 fp32，cuDNN 卷积用 TF32。严格 FP32 另外设置 "
+                       "torch.backends.cudnn.allow_tf32 = False；TF32 矩阵乘另外设置 "
+                       "torch.set_float32_matmul_precision(\"high\")。"),
     "help.checkpoint": ("Recompute activations in backward instead of keeping them.",
                         "在反向传播时重算激活，而不是一直保存。"),
     "help.steps": ("Instrumented steps; step 1 allocates the optimizer state, step 2 shows the steady state.",
@@ -285,7 +291,8 @@ STRINGS: dict[str, tuple[str, str]] = {
     "opt.model.mlp": ("MLP (Linear + ReLU)", "MLP（Linear + ReLU）"),
     "opt.model.cnn": ("CNN (Conv + ReLU)", "CNN（卷积 + ReLU）"),
     "opt.model.transformer": ("Transformer", "Transformer"),
-    "opt.precision.fp32": ("FP32", "FP32"),
+    "opt.precision.fp32": ("FP32 (PyTorch defaults)", "FP32（PyTorch 默认）"),
+    "opt.precision.fp32_strict": ("Strict FP32 (no TF32)", "严格 FP32（不用 TF32）"),
     "opt.precision.tf32": ("TF32 matmuls", "TF32 矩阵乘"),
     "opt.precision.amp_fp16": ("AMP fp16 (autocast + GradScaler)", "AMP fp16（autocast + GradScaler）"),
     "opt.precision.amp_bf16": ("AMP bf16 (autocast)", "AMP bf16（autocast）"),

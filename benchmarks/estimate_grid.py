@@ -142,6 +142,19 @@ def summarize(rows: list[dict], summary: dict) -> None:
                       "median_abs_pct_by_model": {k: statistics.median(v) for k, v in by_model.items()}}
 
 
+def _measured_with_tf32_off(table: dict[str, int]) -> dict[str, int]:
+    """The table as a run with cuDNN's TF32 switch off saw it: each convolution's workspace under the switch's
+    default is the one measured with it off. Rows marked `"cudnn_tf32": false` were measured that way by an
+    engine that turned the switch off for every precision but tf32 (half-precision convolutions included); a
+    precision choice reproduces it only for fp32 (fp32_strict)."""
+    out = dict(table)
+    for sig, value in table.items():
+        spec = json.loads(sig)
+        if spec.get("tf32") is False:
+            out[json.dumps(dict(spec, tf32=True), sort_keys=True, default=str)] = value
+    return out
+
+
 def rescore(args) -> None:
     """The estimates of a GPU grid recomputed from its configurations, with the scratch memory those runs measured
     (experiments/op_workspace.py table): the same computation the app does before a run, no GPU needed."""
@@ -152,7 +165,8 @@ def rescore(args) -> None:
     rows = []
     for row in data["rows"]:
         cfg = ExperimentConfig.from_dict({**row["config"], "device": "cuda", "steps": 2, "timing_steps": 0})
-        est = estimate(cfg, device_type="cuda", method="replay", transients=table)
+        transients = table if row.get("cudnn_tf32", True) else _measured_with_tf32_off(table)
+        est = estimate(cfg, device_type="cuda", method="replay", transients=transients)
         measured = row["measured_mib"] * MIB
         row = dict(row, replay={"estimate_mib": est["peak_bytes"] / MIB, "phase": est["peak_phase"],
                                 "error_pct": (est["peak_bytes"] - measured) / measured * 100,

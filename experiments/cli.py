@@ -15,6 +15,12 @@ FLAG_FIELDS = {
 }
 
 
+# What each precision computes in; argparse shows it under --precision.
+PRECISION_HELP = ("fp32: PyTorch's defaults (matmuls in full fp32, cuDNN convolutions in TF32); fp32_strict: no TF32 "
+                  "(torch.backends.cudnn.allow_tf32 = False); tf32: TF32 for matmuls too; amp_fp16, amp_bf16: autocast; "
+                  "bf16: weights too")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit status 2, like every other bad input
         self.exit(2, f"error: {message}\n")
@@ -24,8 +30,9 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
     for name, typ in FLAG_FIELDS.items():
         flag = "--" + name.replace("_", "-")
         # Parsed as strings so the config's own validation names the field in its message.
+        text = f"one of {', '.join(CHOICES[name])}" if name in CHOICES else typ.__name__
         p.add_argument(flag, dest=name, default=None, metavar=name.upper(),
-                       help=f"one of {', '.join(CHOICES[name])}" if name in CHOICES else typ.__name__)
+                       help=f"{text}. {PRECISION_HELP}" if name == "precision" else text)
     p.add_argument("--zero-grad-keep", dest="zero_grad_to_none", action="store_const", const=False, default=None,
                    help="zero_grad(set_to_none=False): keep gradient tensors between steps")
     p.add_argument("--inplace", dest="inplace", action="store_const", const=True, default=None)
@@ -116,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_distributed_flags(dist_p)
     est_p = sub.add_parser("estimate", help="print the analytical estimate only")
     _add_config_flags(est_p)
-    guard_p = sub.add_parser("guard", help="compare the configuration's gradients with the fp32 baseline")
+    guard_p = sub.add_parser("guard", help="compare the configuration's gradients with the strict fp32 baseline (no TF32)")
     _add_config_flags(guard_p)
     leak_p = sub.add_parser("leak", help="run a leak scenario and print allocated memory per step")
     leak_p.add_argument("--scenario", required=True)

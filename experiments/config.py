@@ -7,7 +7,9 @@ from dataclasses import asdict, dataclass, fields
 from types import SimpleNamespace
 
 MODELS = ("mlp", "cnn", "transformer")
-PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16", "bf16")
+# fp32 is PyTorch's defaults (matmuls in full fp32, cuDNN convolutions in TF32); fp32_strict has no TF32 at all;
+# tf32 lets matmuls use it too (experiments/fp32_math.py).
+PRECISIONS = ("fp32", "fp32_strict", "tf32", "amp_fp16", "amp_bf16", "bf16")
 CHECKPOINTS = ("none", "per_layer", "segments")
 OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
 OPTIMIZER_IMPLS = ("default", "foreach", "fused", "for-loop")

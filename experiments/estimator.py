@@ -95,8 +95,10 @@ def _layers(cfg: ExperimentConfig) -> tuple[list[Layer], Layer, int, int]:
     # cnn
     # cuDNN's convolution-backward workspace is not a tensor; its size depends on the algorithm
     # cuDNN picks. Calibrated on an NVIDIA H200 (docs/gpu-results.md): about 4.5x the layer's
-    # output in fp32 (no TF32). In half precision a smaller workspace (~37 MiB at batch 8) appears
-    # early in backward and is not modelled: those estimates run about 10% low.
+    # output in strict fp32 (cuDNN's TF32 off; PyTorch's default lets it use TF32, and picks other
+    # algorithms: the replay's measured workspaces, not this rule, follow that). In half precision a
+    # smaller workspace (~37 MiB at batch 8) appears early in backward and is not modelled: those
+    # estimates run about 10% low.
     ws_factor = 4.5 if act == 4 else 1.35
     c_in = 3
     for i, (size, pooled) in enumerate(cnn_spatial_sizes(cfg)):

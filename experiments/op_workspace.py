@@ -24,6 +24,8 @@ from pathlib import Path
 
 import torch
 
+from .fp32_math import convolutions_use_tf32, fp32_mode
+
 # Ops whose real kernels take scratch memory that depends on the algorithm or launch configuration.
 PROBED = {torch.ops.aten.convolution.default: "convolution",
           torch.ops.aten.convolution_backward.default: "convolution_backward",
@@ -44,13 +46,14 @@ def _describe(value):
 
 
 def signature(func, args, kwargs=None) -> str | None:
-    """A stable key for one probed op call: op, argument shapes and dtypes, and cuDNN's TF32 switch."""
+    """A stable key for one probed op call: op, argument shapes and dtypes, and whether cuDNN may use TF32 for a
+    convolution (on by PyTorch's default; off only in strict fp32), which changes the algorithm and its workspace."""
     name = PROBED.get(func)
     if name is None:
         return None
     spec = {"op": name, "args": _describe(list(args))}
     if name.startswith("convolution"):
-        spec["tf32"] = bool(torch.backends.cudnn.allow_tf32)
+        spec["tf32"] = convolutions_use_tf32()
     if kwargs:
         spec["kwargs"] = {k: _describe(v) for k, v in kwargs.items()}
     return json.dumps(spec, sort_keys=True, default=str)
@@ -98,10 +101,8 @@ def measure(sig: str, device: torch.device) -> int:
     kwargs = {k: _materialize(v, device) for k, v in spec.get("kwargs", {}).items()}
     if "dtype" in kwargs and isinstance(kwargs["dtype"], str):
         kwargs["dtype"] = getattr(torch, kwargs["dtype"].removeprefix("torch."))
-    old = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = spec.get("tf32", False)
     peak_extra, out = 0, None
-    try:
+    with fp32_mode("fp32" if spec.get("tf32", False) else "fp32_strict"):
         for _ in range(2):  # the first call may build cuDNN's plan for the shape; a run's peak spans both
             del out
             torch.cuda.synchronize(device)
@@ -110,8 +111,6 @@ def measure(sig: str, device: torch.device) -> int:
             out = func(*args, **kwargs)
             torch.cuda.synchronize(device)
             peak_extra = max(peak_extra, torch.cuda.max_memory_allocated(device) - before)
-    finally:
-        torch.backends.cudnn.allow_tf32 = old
     outs = [t for t in (out if isinstance(out, (list, tuple)) else [out]) if isinstance(t, torch.Tensor)]
     out_bytes = sum(_round(t.untyped_storage().nbytes()) for t in outs)
     del out, outs, args, kwargs

@@ -24,6 +24,8 @@ from .strategies import float32_precision
 from .tracker import StorageTracker
 
 _FULL_SIZE_REDUCTIONS = {torch.ops.aten.mse_loss.default}
+# cuDNN's ops: with PyTorch's defaults their fp32 arithmetic runs in TF32 while matmuls' does not.
+_CONVOLUTIONS = {torch.ops.aten.convolution, torch.ops.aten.convolution_backward}
 _LOCK = threading.Lock()
 
 
@@ -45,6 +47,7 @@ class _ReplayTracker(StorageTracker):
     kernels = 0
     bytes_moved = 0
     flops = 0
+    conv_flops = 0
 
     def __init__(self, block: int = 1, transients: dict[str, int] | None = None):
         super().__init__(block=block)
@@ -76,7 +79,10 @@ class _ReplayTracker(StorageTracker):
             # FlopCounterMode's own formulas, without its module hooks (they would change what autograd keeps).
             count = flop_registry.get(func._overloadpacket)
             if count is not None:
-                self.flops += count(*args, **(kwargs or {}), out_val=out)
+                n = count(*args, **(kwargs or {}), out_val=out)
+                self.flops += n
+                if func._overloadpacket in _CONVOLUTIONS:
+                    self.conv_flops += n
         return out
 
     def _hold_scratch(self, nbytes: int) -> None:
@@ -162,7 +168,7 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients) -> 
 
     # The tracker rounded sizes to blocks already; the model rounds the requests itself.
     allocator = replay_trace(tracker.events)
-    step = {"flops": int(tracker.flops), "kernels": tracker.kernels,
+    step = {"flops": int(tracker.flops), "conv_flops": int(tracker.conv_flops), "kernels": tracker.kernels,
             "bytes": int(tracker.bytes_moved)}
     return {"peak_bytes": top["peak_bytes"], "peak_phase": top["phase"], "categories": categories,
             "steady": steady, "phases": rec.phases, "step": step, "allocator": allocator,

@@ -7,6 +7,7 @@ import contextlib
 import torch
 
 from .config import ExperimentConfig
+from .fp32_math import fp32_mode, mode_of
 
 AMP_DTYPES = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
 
@@ -46,16 +47,8 @@ def optimizer_state_tensors(opt: torch.optim.Optimizer):
                 yield value
 
 
-@contextlib.contextmanager
 def float32_precision(cfg: ExperimentConfig):
-    """fp32 means full fp32 matmuls and convolutions; tf32 lets both use TF32 tensor cores."""
-    old_matmul = torch.get_float32_matmul_precision()
-    old_cudnn = torch.backends.cudnn.allow_tf32
-    tf32 = cfg.precision == "tf32"
-    torch.set_float32_matmul_precision("high" if tf32 else "highest")
-    torch.backends.cudnn.allow_tf32 = tf32
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(old_matmul)
-        torch.backends.cudnn.allow_tf32 = old_cudnn
+    """The fp32 arithmetic of cfg's precision for the duration of a block (experiments/fp32_math.py): fp32 is
+    PyTorch's defaults (matmuls in full fp32, cuDNN convolutions in TF32), fp32_strict turns TF32 off for
+    convolutions too, tf32 turns it on for matmuls too."""
+    return fp32_mode(mode_of(cfg.precision))

@@ -8,6 +8,8 @@ import time
 
 import torch
 
+from .fp32_math import fp32_mode
+
 
 def _timed(fn, device: torch.device, repeat: int) -> float:
     """Seconds per call of fn, after one warm-up call."""
@@ -28,18 +30,14 @@ def measure(device_type: str) -> dict:
     cuda = device_type == "cuda"
     n = 4096 if cuda else 512
     rates = {}
-    old = torch.get_float32_matmul_precision()
-    try:
-        for name, dtype, precision in (("fp32", torch.float32, "highest"), ("tf32", torch.float32, "high"),
-                                       ("bf16", torch.bfloat16, "highest"), ("fp16", torch.float16, "highest")):
-            if not cuda and name in ("tf32", "fp16"):
-                continue
-            torch.set_float32_matmul_precision(precision)
+    for name, dtype, mode in (("fp32", torch.float32, "fp32"), ("tf32", torch.float32, "tf32"),
+                              ("bf16", torch.bfloat16, "fp32"), ("fp16", torch.float16, "fp32")):
+        if not cuda and name in ("tf32", "fp16"):
+            continue
+        with fp32_mode(mode):
             a = torch.randn(n, n, device=device, dtype=dtype)
             seconds = _timed(lambda a=a: a @ a, device, 10 if cuda else 3)
-            rates[name] = 2 * n**3 / seconds / 1e12
-    finally:
-        torch.set_float32_matmul_precision(old)
+        rates[name] = 2 * n**3 / seconds / 1e12
     if not cuda:
         rates.setdefault("tf32", rates["fp32"])
         rates.setdefault("fp16", rates["bf16"])

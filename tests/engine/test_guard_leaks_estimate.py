@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from experiments import op_workspace
@@ -22,6 +24,18 @@ def test_checkpointing_and_accumulation_keep_the_gradients(changes):
 def test_amp_gradients_are_within_the_documented_tolerance(precision):
     r = check_gradients(ExperimentConfig(**dict(BASE, layers=20, width=256), precision=precision))
     assert r["ok"] and r["max_rel_diff"] > 0  # close, but not identical: a real half-precision run
+
+
+def test_the_guard_compares_with_strict_fp32_and_allows_tf32_error_only_where_tf32_runs():
+    from experiments.guard import TOLERANCE, tolerance
+
+    cnn = ExperimentConfig(model="cnn", layers=2, width=8, batch=4, image_size=16, device="cpu")
+    r = check_gradients(cnn)
+    # On a CPU no op uses TF32: PyTorch's fp32 defaults compute exactly what strict fp32 computes.
+    assert r["baseline_precision"] == "fp32_strict" and r["max_abs_diff"] == 0 and r["tolerance"] == TOLERANCE["fp32"]
+    # On a GPU a CNN's fp32 convolutions run in TF32 by default; an MLP's fp32 matmuls do not.
+    assert tolerance(cnn, "cuda") == TOLERANCE["tf32"] > tolerance(cnn.replace(precision="fp32_strict"), "cuda")
+    assert tolerance(cnn.replace(model="mlp", width=64), "cuda") == TOLERANCE["fp32"] == tolerance(cnn, "cpu")
 
 
 def test_the_syllabus_late_binding_checkpoint_lambda_is_caught():
@@ -116,9 +130,15 @@ def test_measured_workspaces_land_in_the_peak_at_their_convolution():
     assert with_ws["categories"]["other"] >= huge  # the workspace is not a tensor: its own category
     one = estimate(cfg, device_type="cuda", transients={plain["signatures"][0]: huge})
     assert one["peak_bytes"] < with_ws["peak_bytes"] and one["peak_phase"] == "forward"
-    # the key is the op's shapes, dtypes and cuDNN's TF32 switch: fp32 convolutions are different signatures
+    # the key is the op's shapes, dtypes and cuDNN's TF32 switch. PyTorch's fp32 default lets cuDNN use TF32, as
+    # tf32 does: the same convolutions. Strict fp32 turns it off: other algorithms, other signatures.
     fp32 = estimate(cfg.replace(precision="fp32"), device_type="cuda", transients=table)
-    assert [s for s in fp32["unmeasured"] if "convolution" in s] == [s for s in fp32["signatures"] if "convolution" in s]
+    assert fp32["signatures"] == plain["signatures"] and fp32["unmeasured"] == []
+    strict = estimate(cfg.replace(precision="fp32_strict"), device_type="cuda", transients=table)
+    convolutions = [s for s in strict["signatures"] if "convolution" in s]
+    assert len(convolutions) == 6 and [s for s in strict["unmeasured"] if "convolution" in s] == convolutions
+    assert all(json.loads(s)["tf32"] is False for s in convolutions)
+    assert all(json.loads(s)["tf32"] is True for s in plain["signatures"] if "convolution" in s)
 
 
 def test_predicted_step_time_range_covers_the_recorded_h200_runs():
@@ -138,6 +158,21 @@ def test_predicted_step_time_range_covers_the_recorded_h200_runs():
         total += 1
         inside += step["low_ms"] <= result["step_ms"]["median"] <= step["high_ms"]
     assert total >= 20 and inside >= 0.9 * total, (inside, total)
+
+
+def test_predicted_compute_takes_convolutions_at_the_tf32_rate_unless_fp32_is_strict():
+    from experiments.steptime import predict_step_ms
+
+    cnn = ExperimentConfig(model="cnn", layers=3, width=16, batch=4, image_size=32)
+    step = estimate(cnn, device_type="cuda")["step"]
+    mlp = estimate(ExperimentConfig(layers=2, width=64, batch=8), device_type="cuda")["step"]
+    assert 0 < step["conv_flops"] < step["flops"] and mlp["conv_flops"] == 0
+    rates = {"tflops": {"fp32": 50.0, "tf32": 400.0, "bf16": 800.0, "fp16": 800.0}, "bandwidth_gbs": 4000.0,
+             "op_us": 20.0}
+    conv, rest = step["conv_flops"], step["flops"] - step["conv_flops"]
+    for precision, conv_rate, rest_rate in (("fp32", 400, 50), ("fp32_strict", 50, 50), ("tf32", 400, 400)):
+        got = predict_step_ms(step, rates, precision, "cuda")["compute_ms"]
+        assert got == pytest.approx((conv / conv_rate + rest / rest_rate) / 1e9), precision
 
 
 def test_replay_counts_the_flops_the_runner_counts():
