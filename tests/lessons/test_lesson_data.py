@@ -179,6 +179,7 @@ def test_leak_scenario_expectation_holds_on_h200_and_cpu(scenario):
 def test_fragmentation_expectations_hold_on_the_h200_recording():
     for f in content.meta("analysis").get("fragmentation") or []:
         result = load_recorded(f"analysis-frag-{f['id']}")
+        assert result is not None, f"analysis-frag-{f['id']} is not recorded: run benchmarks/record_results.py on the GPU"
         outcomes = expectations.evaluate(f["expect"], result["runs"])
         assert expectations.verdict(outcomes) is True, f"{f['id']}: {outcomes}"
 
