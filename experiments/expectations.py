@@ -21,6 +21,7 @@ ONE_RUN_METRICS = {
     "phase_peak_mib", "phase_growth_mib", "step_ms", "step_spread_pct", "tflops", "leak_growth_bytes",
     "leak_growth_kib", "frag_unallocated_mib", "frag_reserved_mib", "frag_allocated_mib", "round_median_ms",
     "round_spread_pct", "round_ratio", "round_separation_pct", "phase_peak_ratio", "frag_larger_fits", "host_mib", "driver_outside_mib",
+    "leak_gc_freed_kib", "gc_freed_per_step",
     "state_bytes_per_param", "profile_self_mib", "profile_total_mib",
 }
 PAIR_METRICS = {"peak_saving_pct", "peak_ratio", "saved_mib", "step_time_ratio", "category_ratio", "saving_ratio"}

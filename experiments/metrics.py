@@ -193,6 +193,15 @@ def scalar(metric: str, result: dict, baseline: dict | None = None, **args) -> f
     if metric == "leak_growth_kib":
         value = leak_growth(result)
         return None if value is None else value / 2**10
+    if metric == "leak_gc_freed_kib":
+        value = result.get("gc_freed_bytes")
+        return None if value is None else value / 2**10
+    if metric == "gc_freed_per_step":
+        # What gc.collect() freed after the loop, in one kept model output per step: 1 when every step left one
+        # output in a reference cycle, 0 when what the loop keeps is still referenced (a real leak) or nothing.
+        value, unit, rows = result.get("gc_freed_bytes"), output_bytes(result), result.get("per_step") or []
+        steps = rows[-1]["step"] if rows else 0
+        return None if value is None or not unit or not steps else value / steps / unit
     if metric == "frag_unallocated_mib":
         value = frag_unallocated(result)
         return None if value is None else value / MIB

@@ -73,3 +73,28 @@ def test_fragmentation_bad_input_names_the_field(kwargs, field):
     with pytest.raises(ConfigError) as err:
         run_fragmentation(**kwargs)
     assert err.value.field == field
+
+
+def test_what_gc_collect_freed_after_a_leak_run():
+    run = {"batch": 64, "width": 512, "gc_freed_bytes": 10 * 64 * 512 * 4,
+           "per_step": [{"step": i, "allocated_bytes": 0} for i in range(11)]}
+    assert metrics.scalar("leak_gc_freed_kib", run) == 1280
+    assert metrics.scalar("gc_freed_per_step", run) == 1  # one output per step, as a reference cycle leaves it
+    assert metrics.scalar("gc_freed_per_step", dict(run, gc_freed_bytes=0)) == 0
+    assert metrics.scalar("gc_freed_per_step", {"batch": 64, "width": 512}) is None  # recorded before it was measured
+
+
+def test_the_reference_cycle_scenario_is_freed_by_gc_collect_and_a_real_leak_is_not():
+    """Each step's output held by an object that refers to itself: it grows like cached outputs, yet gc.collect()
+    frees all of it; the cached outputs are still referenced by the module, so gc.collect() frees nothing."""
+    import gc
+
+    from experiments.leaks import run_leak
+
+    enabled = gc.isenabled()
+    out = 64 * 512 * 4
+    cycle = run_leak("reference_cycle", steps=6, device="cpu")
+    cached = run_leak("cache_outputs", steps=6, device="cpu")
+    assert cycle["growth_bytes_per_step"] == cached["growth_bytes_per_step"] == out
+    assert cycle["gc_freed_bytes"] == 6 * out and cached["gc_freed_bytes"] == 0
+    assert gc.isenabled() == enabled  # the run turned the collector off for itself only

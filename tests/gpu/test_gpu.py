@@ -116,6 +116,11 @@ def test_kept_scalar_loss_after_backward_keeps_one_block():
     assert r["growth_bytes_per_step"] == 512
 
 
+def test_a_reference_cycle_holds_device_memory_until_gc_collect():
+    r = run_leak("reference_cycle", steps=6, device="cuda", batch=64, width=512)
+    assert r["growth_bytes_per_step"] == 64 * 512 * 4 and r["gc_freed_bytes"] == 6 * 64 * 512 * 4
+
+
 def test_growing_allocations_fragment_the_default_allocator_not_expandable_segments():
     from experiments.fragmentation import run_fragmentation
 

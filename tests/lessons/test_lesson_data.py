@@ -171,6 +171,7 @@ def test_prompt_holds_on_a_cpu_run(lesson, kind):
 def test_leak_scenario_expectation_holds_on_h200_and_cpu(scenario):
     entry = {s["id"]: s for s in content.leak_scenarios("leaks")}[scenario]
     recorded = load_recorded(content.leak_recorded_id(scenario))
+    assert recorded is not None, f"{content.leak_recorded_id(scenario)} is not recorded: run benchmarks/record_results.py"
     for source, result in (("H200", recorded), ("CPU", cpu_run("leak", {"scenario": scenario, "steps": 10}))):
         outcomes = expectations.evaluate(entry["expect_check"], {"run": result})
         assert expectations.verdict(outcomes) is True, f"{scenario} on {source}: {outcomes}"
