@@ -226,3 +226,17 @@ def test_prompts_quote_no_unrecorded_numbers(lesson):
 def test_the_lint_catches_what_it_should():
     assert bare_numbers("AMP was 1.4× slower and saved 19 % (about 960 MiB)") == ["1.4×", "19 %", "960 MiB"]
     assert bare_numbers("“memory saving: about 40-50%” and `x = 3.5 ms` and {{saving}} % and 20 MiB segments") == []
+
+
+def test_the_home_pages_lesson_map_names_every_lesson_page():
+    """The map's first column names each numbered lesson page by its title (lesson 6 was missing once)."""
+    from app.i18n import STRINGS
+
+    pages = {k: v for k, v in STRINGS.items() if k.startswith("page.") and v[0][:1].isdigit()}
+    assert len(pages) >= 6
+    for index, language in enumerate(("en", "zh")):
+        text = (content.lessons_dir() / "home" / f"lesson.{language}.md").read_text(encoding="utf-8")
+        rows = {line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ")}
+        missing = [title[index].split(" · ", 1)[1] for title in pages.values()
+                   if title[index].split(" · ", 1)[1] not in rows]
+        assert not missing, f"home/lesson.{language}.md: the lesson map has no row for {missing}"
