@@ -123,6 +123,8 @@ def leak_table(results: list[tuple[str, dict]], verdicts: dict | None = None) ->
             row[t("col.as_expected")] = "—" if verdict is None else ("✓" if verdict else "✗")
         row[t("col.first_mib")] = mib(per_step[0]["allocated_bytes"]) if per_step else None
         row[t("col.last_mib")] = mib(per_step[-1]["allocated_bytes"]) if per_step else None
+        if result.get("gc_freed_bytes") is not None:  # results recorded before it was measured have none
+            row[t("col.gc_freed")] = fmt_bytes(result["gc_freed_bytes"])
         rows.append(row)
     return pd.DataFrame(rows)
 

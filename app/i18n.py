@@ -61,8 +61,15 @@ STRINGS: dict[str, tuple[str, str]] = {
                        "parameters, N = {n}): DDP {ddp}, ZeRO-1 {z1}, ZeRO-2 {z2}, ZeRO-3 {z3}.",
                        "按 ZeRO 论文计算这个模型每个 rank 的模型状态（混合精度 Adam，Ψ = {psi} 个参数，N = {n}）："
                        "DDP {ddp}，ZeRO-1 {z1}，ZeRO-2 {z2}，ZeRO-3 {z3}。"),
+    "multigpu.paper_run": ("The same stages for what this configuration trains with (fp32 parameters, gradients and "
+                           "optimizer state unless it is pure bf16; AMP keeps all three in fp32): DDP {ddp}, ZeRO-1 "
+                           "{z1}, ZeRO-2 {z2}, ZeRO-3 {z3}.",
+                           "按这个配置实际的训练方式计算同样的各阶段（除纯 bf16 外，参数、梯度和优化器状态都是 fp32；"
+                           "AMP 也把三者都保留为 fp32）：DDP {ddp}，ZeRO-1 {z1}，ZeRO-2 {z2}，ZeRO-3 {z3}。"),
     "multigpu.comm": ("Traffic per rank and step: about {size} ({what}).", "每个 rank 每步的通信量：约 {size}（{what}）。"),
     "multigpu.comm.ddp": ("all-reduce of the gradients", "对梯度做 all-reduce"),
+    "multigpu.comm.ddp_zero1": ("all-reduce of the gradients, then a broadcast of each rank's updated parameters",
+                                "对梯度做 all-reduce，然后每个 rank 广播自己更新过的参数"),
     "multigpu.comm.fsdp": ("all-gathers of the parameters and a reduce-scatter of the gradients",
                            "对参数做 all-gather，对梯度做 reduce-scatter"),
     "multigpu.run": ("Run on every rank", "在每个 rank 上运行"),
@@ -79,6 +86,15 @@ STRINGS: dict[str, tuple[str, str]] = {
     "multigpu.chart.ranks": ("Every rank, phase by phase", "每个 rank，逐阶段"),
     "multigpu.chart.breakdown": ("At each rank's peak, by category", "每个 rank 峰值时刻的分类"),
     "multigpu.chart.compare": ("Strategies side by side: one rank's peak", "策略并排：一个 rank 的峰值"),
+    "multigpu.memory": ("Memory", "内存"),
+    "multigpu.memory.device": ("Device memory (in the peak)", "设备内存（计入峰值）"),
+    "multigpu.memory.host": ("Host memory (CPU offload, not in the peak)", "主机内存（CPU 卸载，不计入峰值）"),
+    "multigpu.host_bar": ("{label}: host memory", "{label}：主机内存"),
+    "multigpu.host_peak": ("plus {size} of host memory at most (not in the peak)",
+                           "另有最多 {size} 主机内存（不计入峰值）"),
+    "multigpu.host_mixed": ("This CPU-offload recording counted host and device memory together, so its categories "
+                            "are left out; record it again to see them apart.",
+                            "这份 CPU 卸载的录制结果把主机内存和设备内存算在了一起，所以不显示它的分类；重新录制后即可分开查看。"),
     "multigpu.chart.time": ("Step time with communication", "含通信的单步耗时"),
     "multigpu.peak": ("Peak of rank {rank}", "rank {rank} 的峰值"),
     "multigpu.measured_vs_estimated": ("measured {measured}, estimated {estimated}", "实测 {measured}，估计 {estimated}"),
@@ -109,9 +125,12 @@ STRINGS: dict[str, tuple[str, str]] = {
                              "一个设备就装得下：估计 {peak}，可用 {capacity}。"),
     "multigpu.fits_how": ("For this sandbox configuration (its batch per rank or in all, as chosen above): one "
                           "device first, then 2 to 8 devices, and at each size the strategies in order of traffic "
-                          "(DDP, ZeRO-1, ZeRO-2, ZeRO-3, then CPU offload, which needs GPUs). A range counts by its top.",
+                          "(DDP and ZeRO-2 about 2Ψ per step, ZeRO-1 and ZeRO-3 about 3Ψ; with accumulation FSDP2 "
+                          "gathers again in every micro-batch), CPU offload last, which needs GPUs. A range counts by "
+                          "its top.",
                           "针对上面这个沙盒配置（按上面选择的每卡或全局批大小）：先看一个设备，再看 2 到 8 个设备；"
-                          "每种设备数下按通信量从少到多尝试各策略（DDP、ZeRO-1、ZeRO-2、ZeRO-3，最后是需要 GPU 的 CPU 卸载）。"
+                          "每种设备数下按通信量从少到多尝试各策略（DDP 和 ZeRO-2 每步约 2Ψ，ZeRO-1 和 ZeRO-3 约 3Ψ；"
+                          "梯度累积时 FSDP2 每个微批次都要重新聚合），最后才是需要 GPU 的 CPU 卸载。"
                           "估算是范围时按上限计。"),
     "sidebar.gpu": ("Running on GPU: {name}", "运行在 GPU：{name}"),
     "sidebar.shared_gpu": ("Another GPU Memory Lab server on this machine uses the same GPU: runs of both servers "
@@ -202,6 +221,19 @@ STRINGS: dict[str, tuple[str, str]] = {
     "metric_name.frag_unallocated_mib": ("reserved but unallocated (MiB)", "已保留但未分配（MiB）"),
     "metric_name.frag_reserved_mib": ("reserved at the end (MiB)", "结束时的保留显存（MiB）"),
     "metric_name.frag_allocated_mib": ("allocated at the end (MiB)", "结束时的已分配显存（MiB）"),
+    "metric_name.frag_larger_fits": ("larger blocks that fit", "装下的较大块数"),
+    "metric_name.driver_outside_mib": ("device memory in use outside PyTorch's allocator (MiB)",
+                                       "PyTorch 分配器之外占用的设备内存（MiB）"),
+    "metric_name.leak_gc_freed_kib": ("what gc.collect() freed after the loop (KiB)", "循环结束后 gc.collect() 释放的量（KiB）"),
+    "metric_name.gc_freed_per_step": ("what gc.collect() freed, in model outputs per step",
+                                      "gc.collect() 释放的量，以每步的模型输出计"),
+    "metric_name.host_mib": ("the host memory a rank held at most (MiB)", "一个 rank 最多占用的主机内存（MiB）"),
+    "metric_name.state_bytes_per_param": ("model-state bytes per parameter after a step",
+                                          "一步之后每个参数的模型状态字节数"),
+    "metric_name.profile_self_mib": ("the operator's self memory in the profiler table (MiB)",
+                                     "profiler 表中该算子的自身显存（MiB）"),
+    "metric_name.profile_total_mib": ("the operator's total memory in the profiler table (MiB)",
+                                      "profiler 表中该算子的总显存（MiB）"),
     # sandbox
     "sandbox.title": ("Experiment", "实验"),
     "sandbox.reset": ("Reset", "重置"),
@@ -514,6 +546,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "col.growth_bytes_per_step": ("Growth per step", "每步增长"),
     "col.first_mib": ("First step (MiB)", "第一步（MiB）"),
     "col.last_mib": ("Last step (MiB)", "最后一步（MiB）"),
+    "col.gc_freed": ("Then freed by gc.collect()", "随后 gc.collect() 释放"),
     "col.strategy": ("Strategy", "策略"),
     "col.net_peak_mib": ("Peak above baseline (MiB)", "高于基线的峰值（MiB）"),
     "col.abs_peak_mib": ("Peak allocated (MiB)", "峰值已分配（MiB）"),

@@ -1,6 +1,7 @@
 """Record the multi-GPU lesson's data-parallel runs (lessons/multigpu/meta.json), per rank.
 
     python3 benchmarks/record_distributed.py --device cuda --out recorded/h200x2   # a machine with 2 GPUs
+    python3 benchmarks/record_distributed.py --device cuda --only fsdp2_offload     # only these strategy ids
     python3 benchmarks/record_distributed.py --device cpu --out recorded/cpu-gloo  # gloo, 2 processes
     python3 benchmarks/record_distributed.py --estimates-only recorded/h200x2 --workspaces docs/benchmarks/workspaces-h200.json
 The last recomputes the per-rank estimate stored with each recording (the estimator changed, the runs did not);
@@ -48,6 +49,7 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="default: recorded/<the lesson's recording name for the device>")
     ap.add_argument("--estimates-only", type=Path, help="a folder of recordings: recompute their estimates")
     ap.add_argument("--workspaces", type=Path, help="with --estimates-only: the GPU's scratch-memory table")
+    ap.add_argument("--only", nargs="*", default=None, help="record only these strategy ids of the lesson")
     args = ap.parse_args()
     if args.estimates_only:
         estimates_only(args.estimates_only, args.workspaces)
@@ -56,6 +58,11 @@ def main() -> None:
         ap.error("--device is required")
     jobs = lesson_jobs(args.device)
     out = Path(args.out) if args.out else ROOT / "recorded" / jobs[0]["recording"]
+    if args.only is not None:
+        unknown = set(args.only) - {job["strategy_id"] for job in jobs}
+        if unknown:
+            ap.error(f"--only: unknown strategy ids {sorted(unknown)}; known: {[j['strategy_id'] for j in jobs]}")
+        jobs = [job for job in jobs if job["strategy_id"] in args.only]
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     # One launch per strategy: ranks that ran another strategy before would carry its leftovers into the baseline.

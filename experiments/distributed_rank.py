@@ -12,6 +12,7 @@ import contextlib
 import gc
 import inspect
 import time
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -21,7 +22,7 @@ from .models import build_model, make_batch
 from .runner import _Recorder, _stats, release, summarize_peak, warm_up_cuda
 from .strategies import AMP_DTYPES, float32_precision, make_optimizer, make_scaler
 from .tracker import CATEGORIES as BASE_CATEGORIES
-from .tracker import StorageTracker
+from .tracker import StorageTracker, _Record
 from .training import TrainState, train_step
 
 CATEGORIES = BASE_CATEGORIES + ("communication",)
@@ -41,11 +42,22 @@ def local(t):
 class ShardTracker(StorageTracker):
     """The engine's storage tracker for a rank: DTensors are counted by their local shard, collective buffers
     and all-gathered parameters are "communication", and storages FSDP2 resizes in place (its unsharded
-    parameters are freed with `storage.resize_(0)`, which no dispatch mode sees) are re-read at every op."""
+    parameters are freed with `storage.resize_(0)`, which no dispatch mode sees) are re-read at every op.
 
-    def __init__(self, budget_bytes: int | None = None, block: int = 1):
+    `device`: the rank's device. When it is not the CPU, storages in host memory (CPU offload's shards, their
+    gradients, the optimizer state and its step) are counted apart (`host_*`): they are not in the device's peak,
+    and summing them into it would show offload saving nothing."""
+
+    host_apart = False  # subclasses that skip this __init__ (the fake-tensor replay's) keep everything together
+
+    def __init__(self, budget_bytes: int | None = None, block: int = 1, device=None):
         super().__init__(budget_bytes=budget_bytes, block=block)
         self.watch: dict[int, object] = {}  # storage key -> weakref to a storage that FSDP2 resizes
+        self.host_apart = device is not None and torch.device(device).type != "cpu"
+        self.host: dict[int, _Record] = {}  # storage key -> record, host memory only (never in self.live)
+        self.host_current = 0
+        self.host_peak = 0
+        self.host_peak_snapshot: dict[int, _Record] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.resync()
@@ -57,10 +69,43 @@ class ShardTracker(StorageTracker):
         return super().storage_nbytes(func, args, local(t))
 
     def track(self, t, tag, nbytes=None):
-        super().track(local(t), tag, nbytes)
+        t = local(t)
+        if self.host_apart and t.device.type == "cpu":
+            self._track_host(t, tag, nbytes)
+        else:
+            super().track(t, tag, nbytes)
+
+    def _track_host(self, t, tag, nbytes=None) -> None:
+        st = t.untyped_storage()
+        key = st._cdata
+        if key in self.host:
+            return
+        rec = self.host[key] = _Record(st.nbytes() if nbytes is None else nbytes, tag)
+        self._refs[key] = weakref.ref(st, lambda _ref, key=key: self._free_host(key))
+        self.host_current += rec.nbytes
+        if self.host_current > self.host_peak:
+            self.host_peak = self.host_current
+            self.host_peak_snapshot = dict(self.host)
+
+    def _free_host(self, key: int) -> None:
+        rec = self.host.pop(key, None)
+        self._refs.pop(key, None)
+        if rec is not None:
+            self.host_current -= rec.nbytes
 
     def retag(self, tensors, tag):
-        super().retag((local(t) for t in tensors if isinstance(t, torch.Tensor)), tag)
+        tensors = [local(t) for t in tensors if isinstance(t, torch.Tensor)]
+        super().retag(tensors, tag)
+        for t in tensors if self.host_apart else ():
+            rec = self.host.get(t.untyped_storage()._cdata)
+            if rec is not None:
+                rec.tag = tag
+
+    def retag_live(self, from_tag: str, to_tag: str) -> None:
+        super().retag_live(from_tag, to_tag)
+        for rec in self.host.values() if self.host_apart else ():
+            if rec.tag == from_tag:
+                rec.tag = to_tag
 
     def begin_phase(self, tag: str) -> None:
         # What wrapping allocates beside the shards (DDP's gradient buckets) exists to communicate.
@@ -72,10 +117,16 @@ class ShardTracker(StorageTracker):
             totals[rec.tag if rec.tag in totals else "temporaries"] += rec.nbytes
         return totals
 
+    def host_peak_by_category(self) -> dict[str, int]:
+        return self.by_category(self.host_peak_snapshot)
+
     def reset_peak(self) -> None:
         """Start the run's peak here (the training steps), leaving the setup's build-then-shard moment out."""
         self.peak = self.current
         self.peak_snapshot = dict(self.live)
+        if self.host_apart:
+            self.host_peak = self.host_current
+            self.host_peak_snapshot = dict(self.host)
 
     def resync(self) -> None:
         for key, ref in list(self.watch.items()):
@@ -121,8 +172,6 @@ class ShardTracker(StorageTracker):
 
 
 def _weak(storage):
-    import weakref
-
     return weakref.ref(storage)
 
 
@@ -229,13 +278,14 @@ def measure_rank(dcfg, rank: int, device: torch.device, progress=None, replay: d
         torch.cuda.empty_cache()
         warm_up_cuda(device)
     replay = replay or {}
-    tracker = replay["tracker"]() if "tracker" in replay else ShardTracker()
+    tracker = replay["tracker"]() if "tracker" in replay else ShardTracker(device=device)
     total = 4 + cfg.steps * (2 + 2 * cfg.accum) + (1 if cfg.timing_steps else 0)
     rec = replay.get("recorder", RankRecorder)(device, tracker, progress, None, total)
     rec.accum = cfg.accum
     result = {"rank": rank, "phases": rec.phases, "baseline_bytes": torch.cuda.memory_allocated(device) if cuda else 0,
               "peak_bytes": None, "peak_phase": None, "setup_peak_bytes": None, "step_ms": None, "breakdown": None,
-              "breakdown_steady": None, "oom": None, "losses": [], "driver": None}
+              "breakdown_steady": None, "host_breakdown": None, "host_peak_bytes": None, "oom": None, "losses": [],
+              "driver": None}
     xs, ys = rank_batch(dcfg, rank, device)
     holder: dict = {}
     try:
@@ -285,6 +335,10 @@ def _train(dcfg, cfg, device, rec, tracker, holder, xs, ys, result, replay=None)
             del loss
     result["breakdown"] = tracker.peak_by_category()
     result["breakdown_steady"] = tracker.by_category()
+    if tracker.host_apart:
+        # Host memory of the training steps, at its own peak (CPU offload): a second series, never the device's.
+        result["host_breakdown"] = tracker.host_peak_by_category()
+        result["host_peak_bytes"] = tracker.host_peak
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
         result["driver"] = {"free_bytes": free, "total_bytes": total}

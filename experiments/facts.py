@@ -28,6 +28,8 @@ def value(spec: dict, load) -> float | None:
     if metric not in ONE_RUN_METRICS | PAIR_METRICS:
         raise FactError(f"unknown metric {metric!r}")
     result = load(spec.get("run"))
+    if result is not None and spec.get("allocator"):
+        result = (result.get("runs") or {}).get(spec["allocator"])  # one allocator setting of a fragmentation run
     if result is None:
         return None
     baseline = None
@@ -35,7 +37,7 @@ def value(spec: dict, load) -> float | None:
         baseline = load(spec.get("baseline"))
         if baseline is None:
             return None
-    args = {k: spec[k] for k in ("category", "step", "phase", "strategy", "versus") if k in spec}
+    args = {k: spec[k] for k in ("category", "step", "phase", "strategy", "versus", "row") if k in spec}
     return metrics.scalar(metric, result, baseline, **args)
 
 

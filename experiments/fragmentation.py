@@ -6,8 +6,13 @@ with the default allocator and with expandable segments.
   one segment grows in place instead.
 - "holes": blocks in the 1-10 MiB class share 20 MiB segments; freeing every other one leaves holes
   that a later, larger request cannot use, so reserved stays well above allocated.
-With a budget, "holes" ends in a real out-of-memory error whose message reports the bytes "reserved
-by PyTorch but unallocated".
+- "carved": one large block is freed first (a big activation of an earlier phase), so the blocks that
+  follow are carved out of its cached segment; every other one is freed, then blocks twice the size are
+  requested one at a time. The default allocator can neither merge the holes nor give them back (the
+  segment still holds live blocks), while an expandable segment unmaps whole free 20 MiB pages and maps
+  them again where the larger block goes: with holes of whole pages, more larger blocks fit a budget.
+With a budget, "holes" and "carved" end in a real out-of-memory error whose message reports the bytes
+"reserved by PyTorch but unallocated".
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import torch
 from .config import ConfigError
 from .device_info import device_info, resolve_device
 
-PATTERNS = ("growing", "holes")
+PATTERNS = ("growing", "holes", "carved")
 ALLOCATORS = ("standard", "expandable")
 LIMITS = {"steps": (2, 64), "size_mb": (1, 1024)}
 MIB = 2**20
@@ -115,12 +120,22 @@ def _one(dev, pattern: str, expandable: bool, steps: int, size_mb: int, budget_m
                 t = alloc(size_mb * MIB + i * 2 * MIB)
                 del t
                 mark("free", 0)
-        else:
+        elif pattern == "holes":
             live = [alloc(size_mb * MIB) for _ in range(steps)]
             for i in range(0, steps, 2):
                 live[i] = None
                 mark("free", 0)
             live += [alloc(2 * size_mb * MIB) for _ in range(steps // 2)]
+        else:
+            first = alloc(steps * size_mb * MIB)
+            del first
+            mark("free", 0)
+            live = [alloc(size_mb * MIB) for _ in range(steps)]
+            for i in range(0, steps, 2):
+                live[i] = None
+                mark("free", 0)
+            for _ in range(steps // 2):
+                live.append(alloc(2 * size_mb * MIB))  # one at a time: those that fit stay allocated
     except torch.OutOfMemoryError as e:
         oom = {"message": str(e).split("\n")[0][:800]}
         mark("oom", 0)

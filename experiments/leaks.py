@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import gc
 
@@ -19,6 +20,7 @@ SCENARIOS = (
     "cache_outputs",  # a module keeps every output it returns
     "cache_outputs_detached",  # ... with .detach(): the storage is shared, so nothing changes
     "no_zero_grad",  # gradients accumulate in place: wrong, but no growth
+    "reference_cycle",  # each step's output kept by an object in a reference cycle: only gc.collect() frees it
     "fixed",  # losses.append(loss.item()), zero_grad, nothing cached
     "exercise_loop",  # the course's exercise-3 loop with a caching module; `loop` picks which habits are fixed
 )
@@ -66,6 +68,32 @@ class _CachingMLP(nn.Module):
         elif self.cache_mode == "detach":
             self.cache.append(out.detach())
         return out
+
+
+class _StepLog:
+    """A record of one step that refers to itself through a bound method, a common accidental reference cycle:
+    reference counting never frees it, only Python's cyclic garbage collector does."""
+
+    def __init__(self, output: torch.Tensor):
+        self.output = output
+        self.report = self.describe
+
+    def describe(self) -> tuple:
+        return tuple(self.output.shape)
+
+
+@contextlib.contextmanager
+def _collector_off(off: bool):
+    """Python's cyclic collector runs after so many object allocations, not when memory is short. Off for the
+    reference-cycle run, whose staircase then does not depend on when it would have run."""
+    was = gc.isenabled()
+    if off:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def worst_case_bytes(steps: int, batch: int, width: int, layers: int) -> int:
@@ -121,7 +149,8 @@ def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 
     kept: list = []
     censuses: list = []
     grad_error = None
-    with tracker:
+    log = None  # the reference-cycle scenario's record of the current step
+    with tracker, _collector_off(scenario == "reference_cycle"):
         cache = {"cache_outputs": "keep", "cache_outputs_detached": "detach"}.get(scenario)
         if habits:
             cache = None if habits["cache"] == "none" else habits["cache"]
@@ -135,6 +164,8 @@ def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 
             if scenario != "no_zero_grad" and (habits is None or habits["zero_grad"]):
                 opt.zero_grad(set_to_none=True)
             out = model(x)
+            if scenario == "reference_cycle":
+                log = _StepLog(out)  # rebinding it next step leaves the old record, output and all, to the collector
             # mse_loss allocates its result at the (batch, width) broadcast shape and resize_s it to
             # 0-dim; a resize never shrinks a storage, so a kept loss pins batch x width x 4 bytes.
             # The hand-written mean is a reduction with a real 0-dim output.
@@ -157,6 +188,10 @@ def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 
             if step >= steps - 1 and steps >= 2:
                 # The census at the end of the last two steps: what one more step added, and who holds it.
                 censuses.append(census.take(tracker, {"losses": kept, "model": model, "optimizer": opt, "x": x, "y": y}))
+        del log  # now every step's record is unreachable: only a reference cycle still holds one
+        before = allocated()
+        gc.collect()
+        gc_freed = before - allocated()
     # Growth per step over the second half, after the first step's gradients appeared.
     half = per_step[len(per_step) // 2 :]
     growth = (half[-1]["allocated_bytes"] - half[0]["allocated_bytes"]) / max(1, half[-1]["step"] - half[0]["step"])
@@ -167,4 +202,4 @@ def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 
         torch.cuda.empty_cache()
     return {"scenario": scenario, "device": device_info(dev.type), "per_step": per_step,
             "growth_bytes_per_step": growth, "started_at": started, "batch": batch, "width": width, "layers": layers,
-            "census": tensor_census, **({"loop": habits, "gradient_error": grad_error} if habits else {})}
+            "census": tensor_census, "gc_freed_bytes": gc_freed, **({"loop": habits, "gradient_error": grad_error} if habits else {})}

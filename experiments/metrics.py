@@ -114,6 +114,31 @@ def frag_unallocated(result: dict) -> int | None:
     return end["reserved_bytes"] - end["allocated_bytes"]
 
 
+def frag_larger_fits(run: dict) -> int | None:
+    """How many requests of a holes pattern's larger size were served: the allocations after its last free."""
+    points = run.get("points") or []
+    frees = [i for i, p in enumerate(points) if p.get("op") == "free"]
+    if not points or not frees:
+        return None
+    return sum(1 for p in points[frees[-1] + 1:] if p.get("op") == "alloc")
+
+
+def state_bytes_per_parameter(result: dict) -> float | None:
+    """Model states a rank (or a device) holds after a step (parameters, gradients and optimizer state, the steady
+    breakdown), per parameter of the whole model: 16 for fp32 Adam on one device, 16/N under ZeRO-3."""
+    steady, params = result.get("breakdown_steady"), parameter_bytes(result)
+    if not steady or not params:
+        return None
+    element = 2 if (result.get("config") or {}).get("precision") == "bf16" else 4
+    held = sum(steady.get(k, 0) for k in ("parameters", "gradients", "optimizer_state"))
+    return held / (params / element)
+
+
+def profile_row(result: dict, row: str) -> dict | None:
+    """The profiler table's row whose name starts with `row` (the table sums each operator's calls)."""
+    return next((r for r in result.get("rows") or [] if str(r.get("name", "")).startswith(row)), None)
+
+
 def rounds_distinguishable(a: dict, b: dict) -> bool:
     """Two strategies of a timing_rounds result differ only when their ranges over whole rounds do not overlap."""
     return a["max_ms"] < b["min_ms"] or b["max_ms"] < a["min_ms"]
@@ -168,6 +193,15 @@ def scalar(metric: str, result: dict, baseline: dict | None = None, **args) -> f
     if metric == "leak_growth_kib":
         value = leak_growth(result)
         return None if value is None else value / 2**10
+    if metric == "leak_gc_freed_kib":
+        value = result.get("gc_freed_bytes")
+        return None if value is None else value / 2**10
+    if metric == "gc_freed_per_step":
+        # What gc.collect() freed after the loop, in one kept model output per step: 1 when every step left one
+        # output in a reference cycle, 0 when what the loop keeps is still referenced (a real leak) or nothing.
+        value, unit, rows = result.get("gc_freed_bytes"), output_bytes(result), result.get("per_step") or []
+        steps = rows[-1]["step"] if rows else 0
+        return None if value is None or not unit or not steps else value / steps / unit
     if metric == "frag_unallocated_mib":
         value = frag_unallocated(result)
         return None if value is None else value / MIB
@@ -177,6 +211,25 @@ def scalar(metric: str, result: dict, baseline: dict | None = None, **args) -> f
     if metric == "frag_allocated_mib":
         value = (result.get("end") or {}).get("allocated_bytes")
         return None if value is None else value / MIB
+    if metric == "frag_larger_fits":
+        return frag_larger_fits(result)
+    if metric == "host_mib":
+        value = result.get("host_peak_bytes")
+        return None if value is None else value / MIB
+    if metric == "driver_outside_mib":
+        # What the driver reports in use on the device beyond what PyTorch's allocator reserved (at the end of the
+        # measured steps): the CUDA context, NCCL's own buffers, other processes' contexts on that GPU.
+        driver, rows = result.get("driver") or {}, result.get("phases") or []
+        reserved = rows[-1].get("reserved_bytes") if rows else None
+        if not driver or reserved is None:
+            return None
+        return (driver["total_bytes"] - driver["free_bytes"] - reserved) / MIB
+    if metric == "state_bytes_per_param":
+        return state_bytes_per_parameter(result)
+    if metric in ("profile_self_mib", "profile_total_mib"):
+        found = profile_row(result, args["row"])
+        key = "self_device_memory_bytes" if metric == "profile_self_mib" else "device_memory_bytes"
+        return None if found is None or key not in found else found[key] / MIB
     if metric == "round_median_ms":
         rows = [r for r in result.get("strategies") or [] if r.get("id") == args["strategy"]]
         return rows[0]["median_ms"] if rows else None

@@ -12,7 +12,15 @@
 DDP's C++ reducer does not run on fake tensors, which is why DDP is the single device plus its buckets rather
 than a replay of its own. The ZeRO paper's per-rank model states for mixed-precision Adam (2 + 2 + 12 bytes per
 parameter Ψ) are shown beside the estimate: 16Ψ (DDP), 4Ψ + 12Ψ/N (stage 1), 2Ψ + 14Ψ/N (stage 2), 16Ψ/N
-(stage 3). Activations are never divided: every rank runs the whole model on its own slice of the batch.
+(stage 3); and the same stages for what this configuration trains with (fp32 Adam: 4 + 4 + 8 bytes). Activations
+are never divided: every rank runs the whole model on its own slice of the batch.
+
+Traffic per rank and step, in parameter-sized units Ψ (ring collectives move (N - 1)/N of that): DDP all-reduces
+the gradients (2Ψ); ZeRO-1 as torch runs it (DDP + ZeroRedundancyOptimizer) all-reduces them too, then every rank
+broadcasts the parameters it updated (+Ψ: 3Ψ, not the paper's 2Ψ, which reduce-scatters instead); FSDP2
+all-gathers every block before its forward (and under ZeRO-3 again before its backward) and reduce-scatters the
+gradients. With accumulation FSDP2 gathers again in every micro-batch (it reshards after each backward) and
+reduces on the last; DDP and ZeRO-1 communicate once per step.
 """
 
 from __future__ import annotations
@@ -23,8 +31,31 @@ import math
 from .config import ExperimentConfig
 from .models import build_model
 
-STRATEGY_ORDER = ("ddp", "ddp_zero1", "fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload")  # least communication first
 MIB = 2**20
+
+
+def traffic_units(strategy: str, accum: int = 1) -> int:
+    """Per-rank traffic of one step in Ψ (the model's parameter bytes), before the ring's (N - 1)/N."""
+    if strategy == "ddp":
+        return 2  # all-reduce of the gradients
+    if strategy == "ddp_zero1":
+        return 3  # the same all-reduce, then each rank broadcasts the parameters it stepped
+    gathers = accum if strategy == "fsdp2_zero2" else 2 * accum  # ZeRO-3 gathers again for the backward
+    return gathers + 1  # and one reduce-scatter of the gradients
+
+
+def traffic_bytes(strategy: str, parameter_bytes: int, n: int, accum: int = 1) -> float:
+    return traffic_units(strategy, accum) * parameter_bytes * (n - 1) / n
+
+
+def strategy_order(accum: int = 1) -> tuple[str, ...]:
+    """The strategies by their traffic, least first (ties: the simpler one first); CPU offload comes last whatever
+    its traffic, because it also copies every shard across PCIe and runs the optimizer step on the CPU."""
+    return tuple(sorted(("ddp", "ddp_zero1", "fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload"),
+                        key=lambda s: (s == "fsdp2_offload", traffic_units(s, accum))))
+
+
+STRATEGY_ORDER = strategy_order()
 
 
 def _param_shapes(cfg: ExperimentConfig) -> tuple[list[list[tuple[int, ...]]], list[tuple[int, ...]], int]:
@@ -161,8 +192,10 @@ def estimate_sharded(dcfg, device_type: str = "cpu", transients: dict[str, int] 
         "strategy": strategy, "world_size": n, "peak_bytes": int(peak), "peak_high_bytes": int(high),
         "categories": {k: int(v) for k, v in cats.items()},
         "single_device_peak_bytes": single["peak_bytes"], "parameter_bytes": P,
-        "communication": {"per_step_bytes": 2 * G * (n - 1) / n, "collective": "all-reduce of the gradients"},
-        "zero_paper": zero_paper_bytes(full // pe, n),
+        "communication": {"per_step_bytes": traffic_bytes(strategy, full, n),
+                          "collective": "all-reduce of the gradients" + (
+                              ", then a broadcast of each rank's updated parameters" if strategy == "ddp_zero1" else "")},
+        "zero_paper": zero_paper_bytes(full // pe, n), "zero_this_run": zero_run_bytes(cfg, full // pe, n),
         "method": "single-device replay + DDP's buckets", "device_type": device_type,
     }
 
@@ -178,20 +211,17 @@ def _replayed(dcfg, device_type: str, transients, single: dict, full: int, pe: i
     if cuda:
         cats["other"] = max(0, peak - sum(cats.values()))  # whole blocks and scratch memory, as on one device
     n = dcfg.world_size
-    comm = _fsdp_communication(dcfg.strategy, full, n)
+    comm = {"per_step_bytes": traffic_bytes(dcfg.strategy, full, n, dcfg.config.accum),
+            "collective": "all-gather of the parameters (twice under ZeRO-3) and reduce-scatter of the gradients"}
     unmeasured = [sig for sig in r["signatures"] if cuda and sig not in (transients or {})]
     return {
         "strategy": dcfg.strategy, "world_size": n, "peak_bytes": int(peak), "peak_phase": r["peak_phase"],
         "categories": {k: int(v) for k, v in cats.items()},
         "single_device_peak_bytes": single["peak_bytes"], "parameter_bytes": single["params"], "communication": comm,
-        "zero_paper": zero_paper_bytes(full // pe, n), "signatures": r["signatures"], "unmeasured": unmeasured,
+        "zero_paper": zero_paper_bytes(full // pe, n), "zero_this_run": zero_run_bytes(dcfg.config, full // pe, n),
+        "signatures": r["signatures"], "unmeasured": unmeasured,
         "method": "FSDP2 replayed on fake tensors", "device_type": device_type,
     }
-
-
-def _fsdp_communication(strategy: str, full: int, n: int) -> dict:
-    return {"per_step_bytes": (3 if strategy != "fsdp2_zero2" else 2) * full * (n - 1) / n,
-            "collective": "all-gather of the parameters (twice under ZeRO-3) and reduce-scatter of the gradients"}
 
 
 CATEGORY_ORDER = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "autocast_copies",
@@ -199,14 +229,30 @@ CATEGORY_ORDER = ("parameters", "gradients", "optimizer_state", "activations", "
 REPLAYED = ("fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload")
 
 
+def zero_stage_bytes(psi: int, n: int, param: int, grad: int, state: int) -> dict:
+    """Model states per rank at each ZeRO stage, from the bytes per parameter of each (Ψ parameters, N ranks)."""
+    return {"ddp": (param + grad + state) * psi, "zero1": (param + grad) * psi + state * psi / n,
+            "zero2": param * psi + (grad + state) * psi / n, "zero3": (param + grad + state) * psi / n}
+
+
 def zero_paper_bytes(psi: int, n: int) -> dict:
-    """The ZeRO paper's model states per rank for mixed-precision Adam (K = 12): Ψ parameters, N ranks."""
-    return {"ddp": 16 * psi, "zero1": 4 * psi + 12 * psi / n, "zero2": 2 * psi + 14 * psi / n, "zero3": 16 * psi / n}
+    """The ZeRO paper's model states per rank for mixed-precision Adam: 2 + 2 + 12 bytes (K = 12)."""
+    return zero_stage_bytes(psi, n, 2, 2, 12)
+
+
+STATE_TENSORS = {"sgd": 0, "sgd_momentum": 1, "adam": 2, "adamw": 2}  # state tensors per parameter
+
+
+def zero_run_bytes(cfg: ExperimentConfig, psi: int, n: int) -> dict:
+    """The same stages for what this configuration trains with: fp32 parameters, gradients and state unless it is
+    pure bf16 (AMP keeps all three in fp32; lesson 3)."""
+    pe = 2 if cfg.precision == "bf16" else 4
+    return zero_stage_bytes(psi, n, pe, pe, STATE_TENSORS[cfg.optimizer] * pe)
 
 
 def what_fits(config: dict, capacity_bytes: int, max_world_size: int = 8, device_type: str = "cuda",
               batch_mode: str = "per_rank", transients: dict[str, int] | None = None) -> dict | None:
-    """The smallest world size, then the strategy with the least communication, whose per-rank estimate fits
+    """The smallest world size, then the strategy with the least traffic (strategy_order), whose per-rank estimate fits
     (the top of its range, where it has one). A strategy's per-rank memory does not grow with the world size (its
     shards shrink, and so does the per-rank batch when the global batch is fixed), so each strategy's smallest
     fitting world size is found by bisection: about three replays per strategy instead of one per world size."""
@@ -226,7 +272,7 @@ def what_fits(config: dict, capacity_bytes: int, max_world_size: int = 8, device
             return None  # e.g. a global batch that n ranks cannot split evenly
 
     best = None
-    for strategy in STRATEGY_ORDER:
+    for strategy in strategy_order(cfg.accum):
         if strategy == "fsdp2_offload" and device_type != "cuda":
             continue
         limit = best["world_size"] - 1 if best else max_world_size  # a later strategy wins only with fewer ranks

@@ -128,15 +128,17 @@ def show_estimate(dcfg: DistributedConfig) -> None:
         st.metric(t("multigpu.estimate_single"), results.fmt_bytes(est["single_device_peak_bytes"]))
         paper = est["zero_paper"]
         psi = est["parameter_bytes"] // (2 if dcfg.config.precision == "bf16" else 4)
+        stages = (("ddp", "ddp"), ("z1", "zero1"), ("z2", "zero2"), ("z3", "zero3"))
         st.caption(t("multigpu.paper", psi=f"{psi:,}", n=dcfg.world_size,
-                     **{k: results.fmt_bytes(paper[v]) for k, v in
-                        (("ddp", "ddp"), ("z1", "zero1"), ("z2", "zero2"), ("z3", "zero3"))}))
+                     **{k: results.fmt_bytes(paper[v]) for k, v in stages}))
+        if est.get("zero_this_run"):
+            st.caption(t("multigpu.paper_run", **{k: results.fmt_bytes(est["zero_this_run"][v]) for k, v in stages}))
         if high > low:
             st.caption(t("multigpu.estimate_range", copy=results.fmt_bytes(high - low)))
         st.caption(t("multigpu.method." + ("replay" if "replayed" in est.get("method", "") else "model")))
         if est.get("unmeasured"):
             st.caption(t("estimate.not_predicted", n=len(est["unmeasured"])))
-        what = "ddp" if dcfg.strategy.startswith("ddp") else "fsdp"
+        what = dcfg.strategy if dcfg.strategy.startswith("ddp") else "fsdp"
         st.caption(t("multigpu.comm", size=results.fmt_bytes(est["communication"]["per_step_bytes"]),
                      what=t("multigpu.comm." + what)))
         df = multigpu_charts.categories_frame([(t("source.estimated"), est["categories"])])
@@ -159,6 +161,8 @@ def show_result(result: dict, meta: dict, key: str) -> None:
     for col, rank in zip(cols, ranks, strict=False):
         net = None if rank.get("peak_bytes") is None else rank["peak_bytes"] - (rank.get("baseline_bytes") or 0)
         col.metric(t("multigpu.peak", rank=rank["rank"]), results.fmt_bytes(net))
+        if multigpu_charts.rank_breakdowns(rank, result)[1]:
+            col.caption(t("multigpu.host_peak", size=results.fmt_bytes(rank["host_peak_bytes"])))
         if rank.get("oom"):
             col.error(t("multigpu.oom", rank=rank["rank"], phase=rank["oom"]["phase"], step=rank["oom"]["step"]))
     if est is not None and ranks:
@@ -173,7 +177,10 @@ def show_result(result: dict, meta: dict, key: str) -> None:
     if not df.empty:
         st.markdown(f"##### {t('multigpu.chart.ranks')}")
         st.altair_chart(multigpu_charts.ranks_chart(df), width="stretch")
-    bdf = multigpu_charts.categories_frame([(t("multigpu.rank", rank=r["rank"]), r.get("breakdown")) for r in ranks])
+    split = [(t("multigpu.rank", rank=r["rank"]), *multigpu_charts.rank_breakdowns(r, result)) for r in ranks]
+    if any(device is None and r.get("breakdown") for r, (_, device, _h) in zip(ranks, split, strict=True)):
+        st.caption(t("multigpu.host_mixed"))
+    bdf = multigpu_charts.categories_frame(split)
     if not bdf.empty:
         st.markdown(f"##### {t('multigpu.chart.breakdown')}")
         st.altair_chart(multigpu_charts.categories_chart(bdf), width="stretch")
@@ -198,8 +205,10 @@ def comparison(meta: dict, key: str) -> None:
         titles = {s["id"]: content.localized(s.get("short") or s.get("title"), lang(), s["id"])
                   for s in meta.get("strategies") or []}
         full = {s["id"]: content.localized(s.get("title"), lang(), s["id"]) for s in meta.get("strategies") or []}
-        items = [(titles.get(sid, sid), r.get("breakdown")) for sid, r in runs.items()]
+        items = [(titles.get(sid, sid), *multigpu_charts.rank_breakdowns(r, r)) for sid, r in runs.items()]
         st.markdown(f"##### {t('multigpu.chart.compare')}")
+        if any(device is None for _, device, _h in items):
+            st.caption(t("multigpu.host_mixed"))
         layout.chart(multigpu_charts.categories_chart(multigpu_charts.categories_frame(items)), meta, "memory", runs,
                      key=f"{key}.memory")
         layout.prompts(meta, "breakdown", runs, key=f"{key}.breakdown")

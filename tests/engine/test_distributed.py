@@ -385,3 +385,147 @@ def test_runs_from_a_daemonic_process_like_the_classroom_worker():
     p.start()
     assert q.get(timeout=120) == ([], True, 2)
     p.join()
+
+
+# --- traffic: what the sandbox's strategies send, counted at the c10d ops, against the model the estimate uses
+
+class _Payload(torch.utils._python_dispatch.TorchDispatchMode):
+    """One rank's ring traffic in bytes, before the ring's (N - 1)/N: an all-reduce moves its payload twice (a
+    reduce-scatter and an all-gather), a broadcast, an all-gather's output and a reduce-scatter's input once."""
+
+    WHICH = {"allreduce_": (0, 2), "broadcast_": (0, 1), "_allgather_base_": (0, 1), "_reduce_scatter_base_": (1, 1)}
+
+    def __init__(self):
+        super().__init__()
+        self.bytes = 0
+        self.unknown: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "c10d":
+            name = func.__name__.split(".")[0]
+            if name in self.WHICH:
+                index, times = self.WHICH[name]
+                tensors = torch.utils._pytree.tree_flatten(args[index])[0]
+                self.bytes += times * sum(t.numel() * t.element_size() for t in tensors)
+            elif name != "barrier":
+                self.unknown.add(name)
+        return func(*args, **(kwargs or {}))
+
+
+def _traffic_rank(rank: int, port: int, out, plans: list[dict]) -> None:
+    """The sandbox's own wrap, optimizer and step; the second step's collectives are counted."""
+    import torch.distributed as dist
+
+    from experiments.distributed_rank import make_rank_optimizer, rank_batch, sync_phase, sync_setter, wrap
+    from experiments.models import build_model
+    from experiments.training import TrainState, train_step
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    cpu = torch.device("cpu")
+    for plan in plans:
+        dcfg = DistributedConfig.from_dict(plan)
+        cfg = dcfg.rank_config
+        torch.manual_seed(0)
+        model = wrap(build_model(cfg, cpu), dcfg.strategy, cfg, cpu)
+        x, y = rank_batch(dcfg, rank, cpu)
+        state = TrainState(cfg, cpu, model, make_rank_optimizer(cfg, model, dcfg.strategy), None, x, y)
+        phase = sync_phase(sync_setter(model, dcfg.strategy), cfg.accum)
+        train_step(state, 0, phase)  # step 1 creates the optimizer state
+        counted = _Payload()
+        with counted:
+            train_step(state, 0, phase)
+        out.put((rank, dcfg.strategy, cfg.accum, counted.bytes, sorted(counted.unknown)))
+    dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def traffic():
+    import multiprocessing
+
+    import torch.multiprocessing as mp
+
+    from experiments.distributed import _free_port
+
+    small = dict(BASE, layers=3, width=64, batch=8, steps=2, timing_steps=0)
+    plans = [dict(small, strategy=s, accum=a) for s in CPU_STRATEGIES for a in (1, 2)]
+    q = multiprocessing.get_context("spawn").Queue()
+    mp.start_processes(_traffic_rank, args=(_free_port(), q, plans), nprocs=2, start_method="spawn")
+    got = {}
+    for _ in range(2 * len(plans)):
+        rank, strategy, accum, nbytes, unknown = q.get(timeout=120)
+        assert not unknown, (strategy, unknown)
+        got[(rank, strategy, accum)] = nbytes
+    return got, 3 * (64 * 64 + 64) * 4
+
+
+def test_traffic_model_is_what_each_strategy_sends(traffic):
+    """ZeRO-1 as torch runs it (DDP + ZeroRedundancyOptimizer) all-reduces every gradient and then broadcasts every
+    updated parameter: 3Ψ, half as much again as DDP, where the ZeRO paper's stage 1 moves 2Ψ. FSDP2 gathers per
+    micro-batch and reduces once; DDP and ZeRO-1 communicate once per step whatever the accumulation."""
+    from experiments.sharding import traffic_units
+
+    got, params = traffic
+    for (rank, strategy, accum), nbytes in got.items():
+        # DDP also broadcasts a few bytes of its own state each forward.
+        assert nbytes / params == pytest.approx(traffic_units(strategy, accum), abs=0.01), (rank, strategy, accum)
+    assert traffic_units("ddp_zero1") == 1.5 * traffic_units("ddp")
+
+
+def test_estimate_and_what_fits_use_the_traffic_model():
+    from experiments.sharding import strategy_order, traffic_bytes
+
+    est = {s: estimate_sharded(DistributedConfig.from_dict(dict(BASE, strategy=s)))["communication"]["per_step_bytes"]
+           for s in CPU_STRATEGIES}
+    assert est["ddp"] == traffic_bytes("ddp", P, 2) == P  # 2Ψ · (N - 1)/N at two ranks
+    assert est["ddp_zero1"] == est["fsdp2_zero3"] == 1.5 * est["ddp"]
+    assert est["fsdp2_zero2"] == est["ddp"]
+    # Least traffic first, offload last: with accumulation ZeRO-2 gathers in every micro-batch and falls behind.
+    assert strategy_order() == ("ddp", "fsdp2_zero2", "ddp_zero1", "fsdp2_zero3", "fsdp2_offload")
+    assert strategy_order(accum=4) == ("ddp", "ddp_zero1", "fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload")
+
+
+def test_zero_stages_in_this_runs_bytes_beside_the_papers():
+    """The paper counts mixed-precision Adam (2 + 2 + 12 bytes per parameter); the sandbox trains fp32 Adam
+    (4 + 4 + 8), SGD with momentum keeps one state tensor, pure bf16 halves everything."""
+    from experiments.config import ExperimentConfig
+    from experiments.sharding import zero_paper_bytes, zero_run_bytes
+
+    psi, n = 1000, 4
+    assert zero_paper_bytes(psi, n) == {"ddp": 16000, "zero1": 4000 + 3000, "zero2": 2000 + 3500, "zero3": 4000}
+    fp32 = zero_run_bytes(ExperimentConfig.from_dict({"optimizer": "adam"}), psi, n)
+    assert fp32 == {"ddp": 16000, "zero1": 8000 + 2000, "zero2": 4000 + 3000, "zero3": 4000}
+    momentum = zero_run_bytes(ExperimentConfig.from_dict({"optimizer": "sgd_momentum", "precision": "bf16"}), psi, n)
+    assert momentum == {"ddp": 6000, "zero1": 4000 + 500, "zero2": 2000 + 1000, "zero3": 1500}
+    est = estimate_sharded(DistributedConfig.from_dict(dict(BASE, strategy="ddp_zero1")))
+    assert est["zero_this_run"]["zero1"] == (8 + 8 / 2) * (P // 4)
+
+
+def test_a_gpu_ranks_tracker_counts_host_memory_apart():
+    """CPU offload keeps shards, their gradients and Adam's state in host memory: on a rank whose device is not the
+    CPU (the meta device stands in for a GPU here) those storages are a series of their own, never in the device's
+    count, its peak or its categories."""
+    from experiments.distributed_rank import ShardTracker
+
+    tracker = ShardTracker(device=torch.device("meta"))
+    with tracker:
+        tracker.begin_phase("_forward")
+        on_device = torch.empty(1000, device="meta")
+        state = torch.zeros(500)
+        tracker.retag([state], "optimizer_state")
+        tracker.reset_peak()
+        step_temp = state * 2
+        del step_temp
+    assert (tracker.current, tracker.peak) == (4000, 4000)
+    assert tracker.by_category()["temporaries"] == 4000 and tracker.by_category()["optimizer_state"] == 0
+    assert (tracker.host_current, tracker.host_peak) == (2000, 4000)
+    host = tracker.host_peak_by_category()
+    assert (host["optimizer_state"], host["temporaries"]) == (2000, 2000)
+    del state
+    assert tracker.host_current == 0 and tracker.current == 4000
+    del on_device
+    together = ShardTracker()  # a CPU rank (gloo): its host memory is its device memory
+    with together:
+        kept = torch.zeros(500)
+    assert together.current == 2000 and not together.host_apart
+    del kept

@@ -126,6 +126,23 @@ def test_sharding_lowers_the_per_rank_peak_and_costs_time(runs):
     assert by["ddp"]["breakdown"]["communication"] > 0
 
 
+def test_offload_keeps_host_memory_apart_from_the_device_peak(runs):
+    """FSDP2 + CPU offload: the shards, their gradients and Adam's state are host memory, a series of their own; the
+    device's categories hold none of them and add up to at most the device's net peak."""
+    params = LAYERS * (WIDTH * WIDTH + WIDTH) * 4
+    offload = runs[4]
+    assert offload["strategy"] == "fsdp2_offload"
+    for rank in offload["ranks"]:
+        device, host = rank["breakdown"], rank["host_breakdown"]
+        print(f"offload rank {rank['rank']}: device {device}, host {host}, host peak {rank['host_peak_bytes']}")
+        assert device["parameters"] == device["optimizer_state"] == 0
+        assert sum(v for k, v in device.items() if k != "other") <= rank["peak_bytes"] - rank["baseline_bytes"]
+        assert host["parameters"] == params // 2 and host["optimizer_state"] >= params  # two moments of the shard
+        assert rank["host_peak_bytes"] >= 2 * params
+    for r in runs[:4]:  # the other strategies keep only Adam's step counters on the host
+        assert all(rank["host_peak_bytes"] < MIB for rank in r["ranks"]), r["strategy"]
+
+
 def test_estimate_accuracy_per_rank(runs):
     errors = []
     for r in runs:

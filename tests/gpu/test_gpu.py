@@ -116,6 +116,11 @@ def test_kept_scalar_loss_after_backward_keeps_one_block():
     assert r["growth_bytes_per_step"] == 512
 
 
+def test_a_reference_cycle_holds_device_memory_until_gc_collect():
+    r = run_leak("reference_cycle", steps=6, device="cuda", batch=64, width=512)
+    assert r["growth_bytes_per_step"] == 64 * 512 * 4 and r["gc_freed_bytes"] == 6 * 64 * 512 * 4
+
+
 def test_growing_allocations_fragment_the_default_allocator_not_expandable_segments():
     from experiments.fragmentation import run_fragmentation
 
@@ -146,6 +151,25 @@ def test_holes_leave_reserved_but_unallocated_memory_and_the_oom_message_names_i
     assert oom and "reserved by PyTorch but unallocated" in oom["message"]
     assert b["runs"]["standard"]["end"]["reserved_bytes"] <= 256 * 2**20
     assert torch.cuda.memory_allocated() == before  # everything given back after the OOM
+
+
+def test_expandable_segments_fit_more_only_where_the_holes_are_whole_pages_of_one_segment():
+    """40 MiB holes under a 600 MiB budget. Carved out of one cached segment, the default allocator can give none of
+    them back (fits one 80 MiB block, from the budget's spare room) while expandable segments unmap their whole
+    20 MiB pages (fit until the live blocks fill the budget). Each in a segment of its own, both settings fit alike."""
+    from experiments.fragmentation import run_fragmentation
+    from experiments.metrics import frag_larger_fits
+
+    carved = run_fragmentation("carved", device="cuda", steps=12, size_mb=40, budget_mb=600)["runs"]
+    fits = {k: frag_larger_fits(v) for k, v in carved.items()}
+    own = {k: frag_larger_fits(v) for k, v in
+           run_fragmentation("holes", device="cuda", steps=12, size_mb=40, budget_mb=600)["runs"].items()}
+    print("carved:", fits, "own segments:", own)
+    assert fits["standard"] <= 1 < 3 <= fits["expandable"]
+    assert carved["standard"]["oom"] and carved["expandable"]["oom"]
+    std = carved["standard"]["end"]
+    assert std["reserved_bytes"] - std["allocated_bytes"] >= 6 * 40 * 2**20 * 0.9  # the six holes stay reserved
+    assert own["standard"] == own["expandable"] >= 3
 
 
 def test_timing_rounds_on_cuda_interleaves_strategies():

@@ -189,6 +189,7 @@ def test_prompt_holds_on_a_cpu_run(lesson, kind):
 def test_leak_scenario_expectation_holds_on_h200_and_cpu(scenario):
     entry = {s["id"]: s for s in content.leak_scenarios("leaks")}[scenario]
     recorded = load_recorded(content.leak_recorded_id(scenario))
+    assert recorded is not None, f"{content.leak_recorded_id(scenario)} is not recorded: run benchmarks/record_results.py"
     for source, result in (("H200", recorded), ("CPU", cpu_run("leak", {"scenario": scenario, "steps": 10}))):
         outcomes = expectations.evaluate(entry["expect_check"], {"run": result})
         assert expectations.verdict(outcomes) is True, f"{scenario} on {source}: {outcomes}"
@@ -197,6 +198,7 @@ def test_leak_scenario_expectation_holds_on_h200_and_cpu(scenario):
 def test_fragmentation_expectations_hold_on_the_h200_recording():
     for f in content.meta("analysis").get("fragmentation") or []:
         result = load_recorded(f"analysis-frag-{f['id']}")
+        assert result is not None, f"analysis-frag-{f['id']} is not recorded: run benchmarks/record_results.py on the GPU"
         outcomes = expectations.evaluate(f["expect"], result["runs"])
         assert expectations.verdict(outcomes) is True, f"{f['id']}: {outcomes}"
 
@@ -248,3 +250,17 @@ def test_prompts_quote_no_unrecorded_numbers(lesson):
 def test_the_lint_catches_what_it_should():
     assert bare_numbers("AMP was 1.4× slower and saved 19 % (about 960 MiB)") == ["1.4×", "19 %", "960 MiB"]
     assert bare_numbers("“memory saving: about 40-50%” and `x = 3.5 ms` and {{saving}} % and 20 MiB segments") == []
+
+
+def test_the_home_pages_lesson_map_names_every_lesson_page():
+    """The map's first column names each numbered lesson page by its title (lesson 6 was missing once)."""
+    from app.i18n import STRINGS
+
+    pages = {k: v for k, v in STRINGS.items() if k.startswith("page.") and v[0][:1].isdigit()}
+    assert len(pages) >= 6
+    for index, language in enumerate(("en", "zh")):
+        text = (content.lessons_dir() / "home" / f"lesson.{language}.md").read_text(encoding="utf-8")
+        rows = {line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ")}
+        missing = [title[index].split(" · ", 1)[1] for title in pages.values()
+                   if title[index].split(" · ", 1)[1] not in rows]
+        assert not missing, f"home/lesson.{language}.md: the lesson map has no row for {missing}"
