@@ -212,7 +212,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "sizing.cpu": ("No GPU here: runs are {k}× smaller in width and batch ({width} and {batch}, not {full_width} and "
                    "{full_batch}), so they take seconds. The peak's phase and each category's share stay; the bytes are "
                    "about 1/{k2}. The lesson's numbers are the full size on the NVIDIA H200.",
-                   "这里没有 GPU：运行的宽度和 batch 都缩小 {k} 倍（{width} 和 {batch}，而不是 {full_width} 和 "
+                   "这里没有 GPU：运行的宽度和 batch 都缩小到 1/{k}（{width} 和 {batch}，而不是 {full_width} 和 "
                    "{full_batch}），几秒就能跑完。峰值所在的阶段和各类别的占比不变，字节数约为 1/{k2}。课文中的数字是完整尺寸在 "
                    "NVIDIA H200 上的结果。"),
     "sizing.use_full": ("Full size (slow on a CPU)", "完整尺寸（CPU 上很慢）"),
@@ -580,7 +580,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "opt.source": ("Measured on {source}.", "测量设备：{source}。"),
     "opt.cpu_source": ("CPU (not a GPU prediction)", "CPU（不代表 GPU）"),
     "opt.sized_source": ("{source}, both runs {k}× smaller in width and batch than on a GPU",
-                         "{source}，两次运行的宽度和 batch 都比 GPU 上小 {k} 倍"),
+                         "{source}，两次运行的宽度和 batch 都只有 GPU 上的 1/{k}"),
     "opt.recorded": ("Recorded on a real GPU", "在真实 GPU 上录制的结果"),
     "opt.recorded_source": ("{name} (recorded)", "{name}（录制）"),
     "opt.holds": ("The claim holds here.", "在这里，这个说法成立。"),
