@@ -206,3 +206,18 @@ def rounds_chart(df: pd.DataFrame) -> alt.Chart:
     ticks = alt.Chart(df).mark_tick(thickness=3, size=22, color="black").encode(x="median:Q", y=y)
     # The legend on top shares the chart's height with the rows.
     return (points + ticks).properties(height=80 + 36 * df["label"].nunique())
+
+
+def paired_chart(df: pd.DataFrame, versus: str) -> alt.Chart:
+    """df from frames.paired_frame: each round's ratio as a point, their median as a tick, 1 (as fast as
+    `versus`) as a rule. A log axis puts 0.5 and 2 equally far from 1."""
+    y = alt.Y("label:N", title=None, sort=None, axis=alt.Axis(labelLimit=220))
+    x = alt.X("ratio:Q", title=t("axis.paired_ratio", versus=versus), scale=alt.Scale(type="log", zero=False))
+    points = alt.Chart(df).mark_circle(size=60, opacity=0.7).encode(
+        x=x, y=y, color=alt.Color("round:O", title=t("axis.round"), legend=alt.Legend(orient="top")),
+        tooltip=[alt.Tooltip("label:N", title=t("col.strategy")), alt.Tooltip("round:O", title=t("axis.round")),
+                 alt.Tooltip("ratio:Q", title=t("axis.paired_ratio", versus=versus), format=".3f")],
+    )
+    ticks = alt.Chart(df).mark_tick(thickness=3, size=22, color="black").encode(x="median:Q", y=y)
+    one = alt.Chart(pd.DataFrame({"ratio": [1.0]})).mark_rule(strokeDash=[4, 3], color="#888").encode(x="ratio:Q")
+    return (one + points + ticks).properties(height=80 + 36 * df["label"].nunique())

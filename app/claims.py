@@ -6,7 +6,8 @@ from experiments import metrics
 
 
 def measure(metric: str, technique: dict, baseline: dict) -> float | None:
-    """peak_saving_pct: % less peak memory than the baseline; step_time_ratio: technique step time / baseline."""
+    """peak_saving_pct: % less peak memory than the baseline; step_time_ratio: technique step time / baseline, of
+    one pair of runs (a time claim is judged over interleaved rounds: holds_over_rounds)."""
     if technique.get("oom") or baseline.get("oom"):
         return None
     return metrics.scalar(metric, technique, baseline)
@@ -30,3 +31,19 @@ def fmt_range(metric: str, claimed_range) -> str:
         return "—"
     lo, hi = claimed_range
     return f"{lo:g}–{hi:g} %" if metric == "peak_saving_pct" else f"{lo:g}–{hi:g}×"
+
+
+def holds_over_rounds(summary: dict | None, claimed_range) -> bool | None:
+    """A time claim against interleaved rounds (experiments.metrics.paired): it holds when every round's ratio lies
+    in the claimed range, fails when none does; otherwise, or with too few rounds, the rounds cannot decide."""
+    if summary is None or not claimed_range or len(claimed_range) != 2:
+        return None
+    if summary["rounds"] < metrics.VERDICT_MIN_ROUNDS:
+        return None
+    lo, hi = claimed_range
+    inside = [lo <= r <= hi for r in summary["ratios"]]
+    if all(inside):
+        return True
+    if not any(inside):
+        return False
+    return None

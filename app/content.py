@@ -163,11 +163,38 @@ def try_recorded_id(lesson_id: str, kind: str) -> str:
     return f"{lesson_id}-try-{kind}"
 
 
-def rounds_params(meta: dict, strategies: list[tuple[str, dict]], device: str | None = None) -> dict:
-    cfg = meta.get("rounds") or {}
+def rounds_params(meta: dict, strategies: list[tuple[str, dict]], device: str | None = None,
+                  spec: dict | None = None) -> dict:
+    """A timing_rounds job over `strategies`; rounds, steps and warm-up from `spec` (default: meta "rounds")."""
+    cfg = spec if spec is not None else meta.get("rounds") or {}
     items = [{"id": sid, "config": dict(c, device=device) if device else c} for sid, c in strategies]
     return {"strategies": items, "rounds": int(cfg.get("rounds", 3)), "steps": int(cfg.get("steps", 10)),
             "warmup": int(cfg.get("warmup", 2))}
+
+
+# A rounds set is a group of configurations a lesson compares in time (meta "rounds_sets"), timed together in
+# interleaved rounds; its first strategy is the one the others are paired against. Every time ratio a lesson
+# states is read from one (experiments/facts.py: paired_ratio).
+
+def rounds_sets(meta: dict) -> list[dict]:
+    return [s for s in meta.get("rounds_sets") or [] if isinstance(s, dict) and s.get("id") and s.get("strategies")]
+
+
+def rounds_set(meta: dict, set_id: str) -> dict | None:
+    return next((s for s in rounds_sets(meta) if s["id"] == set_id), None)
+
+
+def rounds_set_recorded_id(lesson_id: str, set_id: str) -> str:
+    return f"{lesson_id}-rounds-{set_id}"
+
+
+def rounds_set_params(meta: dict, rset: dict, scale: int = 1, device: str | None = None,
+                      only: tuple[str, ...] | None = None) -> dict:
+    """The set's timing_rounds job (`only`: these strategies, in the set's order), `scale` times smaller on a
+    CPU."""
+    strategies = [(s["id"], over_preset(meta, s.get("config"), scale)) for s in rset["strategies"]
+                  if only is None or s["id"] in only]
+    return rounds_params(meta, strategies, device, spec=rset)
 
 
 def record_jobs(lesson_id: str) -> list[dict]:
@@ -201,12 +228,6 @@ def record_jobs(lesson_id: str) -> list[dict]:
                          "label": {lang: f"{localized(tech.get('title'), lang, tech['id'])} "
                                          f"({'technique' if which == 'config' else 'baseline'})"
                                    for lang in ("en", "zh")}})
-        if tech.get("rounds"):  # a time claim: the pair's step times from interleaved rounds, not from two runs
-            jobs.append({"id": f"{lesson_id}-{tech['id']}-rounds", "kind": "timing_rounds",
-                         "params": rounds_params({"rounds": tech["rounds"]}, [("config", config), ("baseline", baseline)]),
-                         "label": {lang: f"{localized(tech.get('title'), lang, tech['id'])} "
-                                         f"({'interleaved rounds' if lang == 'en' else '交替多轮计时'})"
-                                   for lang in ("en", "zh")}})
     strategies = []
     for s in m.get("strategies") or []:
         strategies.append((s["id"], over_preset(m, s.get("config"))))
@@ -215,6 +236,11 @@ def record_jobs(lesson_id: str) -> list[dict]:
     if strategies and m.get("rounds"):
         jobs.append({"id": f"{lesson_id}-rounds", "kind": "timing_rounds", "params": rounds_params(m, strategies),
                      "label": label("step time in interleaved rounds", "交替多轮计时")})
+    for rset in rounds_sets(m):
+        lab = rset.get("title") or {}
+        jobs.append({"id": rounds_set_recorded_id(lesson_id, rset["id"]), "kind": "timing_rounds",
+                     "params": rounds_set_params(m, rset),
+                     "label": label(localized(lab, "en", rset["id"]), localized(lab, "zh", rset["id"]))})
     for s in m.get("leak_scenarios") or []:
         if isinstance(s, dict) and s.get("id"):  # defined here, not a reference
             jobs.append({"id": leak_recorded_id(s["id"]), "kind": "leak",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import layout, leak_sandbox, recorded_view, sandbox
+from app import layout, leak_sandbox, recorded_view, rounds_view, sandbox
 from app.i18n import t
 
 
@@ -28,4 +28,6 @@ def render(lesson_id: str, graded, leaks: bool = False) -> None:
                 st.subheader(t("leak.baseline"))
                 st.caption(t("leak.baseline_explain"))
             sandbox.render(lesson_id, meta)
+            # The time ratios the answer quotes, paired by round: recorded, and runnable here.
+            rounds_view.set_boxes(lesson_id, meta)
             recorded_view.browser(lesson_id)

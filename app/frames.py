@@ -227,3 +227,16 @@ def rounds_frame(result: dict, titles: dict[str, str]) -> pd.DataFrame:
         for r, ms in enumerate(s.get("round_ms") or []):
             rows.append({"label": titles.get(s["id"], s["id"]), "round": r + 1, "ms": ms, "median": s["median_ms"]})
     return pd.DataFrame(rows, columns=["label", "round", "ms", "median"])
+
+
+def paired_frame(result: dict, titles: dict[str, str], versus: str) -> pd.DataFrame:
+    """One row per strategy (other than `versus`) and round: its time over `versus`'s in that round."""
+    from experiments.metrics import paired
+
+    rows = []
+    for s in result.get("strategies") or []:
+        summary = None if s["id"] == versus else paired(result, s["id"], versus)
+        for r, ratio in enumerate((summary or {}).get("ratios") or []):
+            rows.append({"label": titles.get(s["id"], s["id"]), "round": r + 1, "ratio": ratio,
+                         "median": summary["median"]})
+    return pd.DataFrame(rows, columns=["label", "round", "ratio", "median"])

@@ -244,7 +244,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "sizing.cpu": ("No GPU here: runs are {k}× smaller in width and batch ({width} and {batch}, not {full_width} and "
                    "{full_batch}), so they take seconds. The peak's phase and each category's share stay; the bytes are "
                    "about 1/{k2}. The lesson's numbers are the full size on the NVIDIA H200.",
-                   "这里没有 GPU：运行的宽度和 batch 都缩小 {k} 倍（{width} 和 {batch}，而不是 {full_width} 和 "
+                   "这里没有 GPU：运行的宽度和 batch 都缩小到 1/{k}（{width} 和 {batch}，而不是 {full_width} 和 "
                    "{full_batch}），几秒就能跑完。峰值所在的阶段和各类别的占比不变，字节数约为 1/{k2}。课文中的数字是完整尺寸在 "
                    "NVIDIA H200 上的结果。"),
     "sizing.use_full": ("Full size (slow on a CPU)", "完整尺寸（CPU 上很慢）"),
@@ -504,6 +504,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "axis.mib": ("MiB", "MiB"),
     "axis.operation": ("Allocation or free, in order", "依次的分配或释放"),
     "axis.round": ("Round", "轮次"),
+    "axis.paired_ratio": ("Step time over {versus}'s, same round", "单步耗时 ÷ 同一轮 {versus} 的单步耗时"),
     "axis.ms": ("Phase duration, instrumented (ms; synchronised per phase, longer than the timed step)", "阶段耗时，插桩测得（毫秒；每阶段同步，比计时的单步更长）"),
     "axis.series": ("Series", "系列"),
     "axis.category": ("Category", "类别"),
@@ -619,10 +620,29 @@ STRINGS: dict[str, tuple[str, str]] = {
     "opt.source": ("Measured on {source}.", "测量设备：{source}。"),
     "opt.cpu_source": ("CPU (not a GPU prediction)", "CPU（不代表 GPU）"),
     "opt.sized_source": ("{source}, both runs {k}× smaller in width and batch than on a GPU",
-                         "{source}，两次运行的宽度和 batch 都比 GPU 上小 {k} 倍"),
+                         "{source}，两次运行的宽度和 batch 都只有 GPU 上的 1/{k}"),
     "opt.recorded": ("Recorded on a real GPU", "在真实 GPU 上录制的结果"),
     "opt.recorded_source": ("{name} (recorded)", "{name}（录制）"),
     "opt.holds": ("The claim holds here.", "在这里，这个说法成立。"),
+    "opt.one_pair": ("One run of each: a step time moves by tens of percent between runs of the same code, so one "
+                     "pair judges no speed claim. The verdict comes from interleaved rounds.",
+                     "每个配置只跑了一次：同样的代码，这次和下次运行的单步耗时就会相差百分之几十，所以一对运行判断不了关于速度的"
+                     "说法。结论要看交替多轮计时。"),
+    "opt.rounds.run": ("Time them in interleaved rounds ({rounds} rounds)", "交替多轮计时（{rounds} 轮）"),
+    "opt.measured.paired_ratio": ("Step time vs baseline, round by round (median)",
+                                  "单步时间 / 基线，逐轮配对（中位数）"),
+    "opt.paired_spread": ("Between {lo}× and {hi}× over {rounds} rounds; the claim: {range}.",
+                          "{rounds} 轮中在 {lo}× 到 {hi}× 之间；说法：{range}。"),
+    "opt.rounds.holds": ("The claim holds here: every round's ratio lies in the claimed range.",
+                         "在这里，这个说法成立：每一轮的比值都落在说法的范围内。"),
+    "opt.rounds.not_holds": ("The claim does not hold here: no round's ratio lies in the claimed range.",
+                             "在这里，这个说法不成立：没有一轮的比值落在说法的范围内。"),
+    "opt.rounds.undecided": ("No verdict: some rounds lie in the claimed range and some outside it, or there are "
+                             "fewer than {min} rounds.",
+                             "无法判断：有的轮落在说法的范围内，有的在范围外，或者不到 {min} 轮。"),
+    "opt.rounds.not_recorded": ("The interleaved rounds for this claim are not recorded on a GPU yet; the recorded "
+                                "pair is one run of each and gives no verdict.",
+                                "这个说法的交替多轮计时尚未在 GPU 上录制；录制的那一对运行每个只跑了一次，给不出结论。"),
     "opt.not_holds": ("The claim does not hold here.", "在这里，这个说法不成立。"),
     "opt.no_verdict": ("No verdict: the metric could not be measured (out of memory, or no timing steps).",
                        "无法判断：该指标无法测量（显存不足，或计时步数为 0）。"),
@@ -786,12 +806,34 @@ STRINGS: dict[str, tuple[str, str]] = {
                        "每个点是一轮的中位数；黑色短线是各轮中位数的中位数。"),
     "rounds.run": ("Time all strategies in interleaved rounds", "交替多轮计时所有策略"),
     "rounds.recorded": ("Interleaved rounds recorded on {name}", "在 {name} 上录制的交替多轮计时"),
-    "rounds.distinct": ("{a} and {b}: the ranges over rounds do not overlap — a real difference.",
-                        "{a} 与 {b}：各轮的范围不重叠——这是真实的差别。"),
-    "rounds.same": ("{a} and {b}: the ranges over rounds overlap — no difference this measurement can show.",
-                    "{a} 与 {b}：各轮的范围重叠——这次测量显示不出差别。"),
-    "rounds.line": ("**{name}**: {median} ms over rounds (range {lo}–{hi}), {ratio}× the first strategy",
-                    "**{name}**：各轮中位数 {median} 毫秒（范围 {lo}–{hi}），是第一个策略的 {ratio} 倍"),
+    "rounds.chart_times": ("Each round's median step time", "每一轮的单步耗时中位数"),
+    "rounds.line": ("**{name}**: {median} ms over rounds (range {lo}–{hi})",
+                    "**{name}**：各轮中位数 {median} 毫秒（范围 {lo}–{hi}）"),
+    "rounds.chart_paired": ("Round by round: step time over {versus}'s in the same round",
+                            "逐轮比较：单步耗时 ÷ 同一轮 {versus} 的单步耗时"),
+    "rounds.paired_explain": ("A point is one round's ratio, the black tick their median, the dashed line 1 (as fast "
+                              "as {versus}). Drift between rounds moves both strategies of a round alike and cancels "
+                              "in the ratio. A strategy differs from {versus} only when all its points, over at least "
+                              "{min} rounds, lie on one side of the line.",
+                              "每个点是一轮的比值，黑色短线是它们的中位数，虚线是 1（与 {versus} 一样快）。轮与轮之间的漂移对同一轮"
+                              "的两个策略影响相同，在比值里抵消。只有当一个策略的所有点（至少 {min} 轮）都落在虚线同一侧时，它才与 "
+                              "{versus} 有差别。"),
+    "rounds.paired": ("**{name}** vs {versus}: about {median}× its step time (between {lo}× and {hi}× over {rounds} "
+                      "rounds). {verdict}",
+                      "**{name}** 对比 {versus}：单步耗时约是它的 {median} 倍（{rounds} 轮中在 {lo} 到 {hi} 倍之间）。{verdict}"),
+    "rounds.verdict.slower": ("Slower in all {rounds} rounds: a real difference.",
+                              "{rounds} 轮全都更慢：这是真实的差别。"),
+    "rounds.verdict.faster": ("Faster in all {rounds} rounds: a real difference.",
+                              "{rounds} 轮全都更快：这是真实的差别。"),
+    "rounds.verdict.unclear": ("Slower in {slower} and faster in {faster} of {rounds} rounds: no difference this "
+                               "measurement can show.",
+                               "{rounds} 轮中 {slower} 轮更慢、{faster} 轮更快：这次测量显示不出差别。"),
+    "rounds.verdict.too_few": ("Only {rounds} rounds: too few for a verdict (it takes {min}).",
+                               "只有 {rounds} 轮：太少，下不了结论（至少要 {min} 轮）。"),
+    "rounds.gpu_only": ("GPU only: at this size one round takes minutes on a CPU. The rounds recorded on a GPU are "
+                        "below.",
+                        "仅限 GPU：这个规模在 CPU 上跑一轮就要好几分钟。下面是在 GPU 上录制的多轮计时。"),
+    "rounds.not_recorded": ("These rounds are not recorded on a GPU yet.", "这组多轮计时尚未在 GPU 上录制。"),
     # compare
     "compare.title": ("Strategies", "策略"),
     "compare.none": ("This lesson lists no strategies yet.", "本课暂未列出策略。"),

@@ -58,7 +58,10 @@ def browser(lesson: str | None, expanded: bool = False) -> None:
         elif kind == "timing_rounds":
             from app import rounds_view
 
-            rounds_view.show(result, meta, key=ns)
+            lesson_id = entry.get("lesson") or "home"
+            rset = next((r for r in content.rounds_sets(meta)
+                         if content.rounds_set_recorded_id(lesson_id, r["id"]) == chosen), None)
+            rounds_view.show(result, meta, key=ns, rset=rset)
         elif kind == "profile":
             results.device_label(result, entry.get("recorded_at"))
             results.render_profile(result)

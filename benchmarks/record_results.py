@@ -69,6 +69,10 @@ def main() -> None:
         (out / f"{job['id']}.json").write_text(json.dumps({**job, "params": params, "result": result}, default=str))
         peak = result.get("peak_bytes")
         print(f"{job['id']}: {time.time() - t0:.1f} s" + (f", peak {peak / 2**20:.1f} MiB" if peak else ""), flush=True)
+        for p in result.get("paired") or []:  # timing rounds: each strategy against the first, round by round
+            if p:
+                print(f"  {p['strategy']} / {p['versus']}: {p['median']:.3f} ({p['lo']:.3f}-{p['hi']:.3f} over "
+                      f"{p['rounds']} rounds) {p['verdict']}", flush=True)
     print(f"{failed} failed")
 
 

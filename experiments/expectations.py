@@ -20,13 +20,15 @@ ONE_RUN_METRICS = {
     "net_peak_mib", "peak_mib", "baseline_mib", "parameters_mib", "category_mib", "category_share_pct",
     "phase_peak_mib", "phase_growth_mib", "step_ms", "step_spread_pct", "tflops", "leak_growth_bytes",
     "leak_growth_kib", "frag_unallocated_mib", "frag_reserved_mib", "frag_allocated_mib", "round_median_ms",
-    "round_spread_pct", "round_ratio", "round_separation_pct", "phase_peak_ratio", "frag_larger_fits", "host_mib", "driver_outside_mib",
-    "leak_gc_freed_kib", "gc_freed_per_step",
+    "round_spread_pct", "round_separation_pct", "phase_peak_ratio", *metrics.PAIRED_FIELDS,
+    "frag_larger_fits", "host_mib", "driver_outside_mib", "leak_gc_freed_kib", "gc_freed_per_step",
     "state_bytes_per_param", "profile_self_mib", "profile_total_mib",
 }
+# Metrics of a timing_rounds result that compare two of its strategies round by round.
+ROUNDS_PAIR_METRICS = {*metrics.PAIRED_FIELDS, "round_separation_pct"}
 PAIR_METRICS = {"peak_saving_pct", "peak_ratio", "saved_mib", "step_time_ratio", "category_ratio", "saving_ratio"}
 CHECKS = ("peak_phase", "share", "phase_growth", "step1_le_steady", "steady_repeats", "reserved_ge_allocated",
-          "value", "leak_growth")
+          "value", "leak_growth", "paired_verdict")
 
 
 class ExpectationError(ValueError):
@@ -55,6 +57,14 @@ def validate(check: dict) -> None:
             raise ExpectationError(f"phase_peak_ratio needs step, phase and versus_step: {check!r}")
         if metric.startswith("profile_") and not isinstance(check.get("row"), str):
             raise ExpectationError(f"{metric} names the profiler row it reads: give 'row': {check!r}")
+        if metric in ROUNDS_PAIR_METRICS and not (check.get("strategy") and check.get("versus")):
+            raise ExpectationError(f"{metric} pairs two strategies of a rounds result: give 'strategy' and "
+                                   f"'versus': {check!r}")
+    if kind == "paired_verdict":
+        if not (check.get("strategy") and check.get("versus")):
+            raise ExpectationError(f"paired_verdict needs 'strategy' and 'versus': {check!r}")
+        if not check.get("is") or not set(check["is"]) <= set(metrics.VERDICTS):
+            raise ExpectationError(f"paired_verdict.is must list verdicts of {metrics.VERDICTS}: {check!r}")
     if kind in ("share", "phase_growth", "value", "leak_growth") and "min" not in check and "max" not in check:
         raise ExpectationError(f"{kind} needs min and/or max: {check!r}")
 
@@ -114,6 +124,11 @@ def evaluate_one(check: dict, runs: dict[str, dict]) -> dict:
         if growth is None or not unit:
             return _outcome(check, None)
         return _outcome(check, _within(growth / unit, check), growth / unit, growth_bytes=growth)
+    if kind == "paired_verdict":
+        summary = metrics.paired(result, check["strategy"], check["versus"])
+        if summary is None:
+            return _outcome(check, None)
+        return _outcome(check, summary["verdict"] in check["is"], summary["verdict"], paired=summary)
     # "value": one named figure, of one run or of a run against a baseline run
     args = {k: check[k] for k in ("category", "step", "phase", "strategy", "versus", "versus_step", "row") if k in check}
     baseline = runs.get(check["baseline"]) if check.get("baseline") else None

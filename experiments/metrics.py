@@ -6,6 +6,8 @@ the tests and the recorded files agree on what "the peak" or "the saving" means.
 
 from __future__ import annotations
 
+import statistics
+
 MIB = 2**20
 
 
@@ -139,9 +141,52 @@ def profile_row(result: dict, row: str) -> dict | None:
     return next((r for r in result.get("rows") or [] if str(r.get("name", "")).startswith(row)), None)
 
 
-def rounds_distinguishable(a: dict, b: dict) -> bool:
-    """Two strategies of a timing_rounds result differ only when their ranges over whole rounds do not overlap."""
-    return a["max_ms"] < b["min_ms"] or b["max_ms"] < a["min_ms"]
+# Interleaved rounds are compared round by round: in one round both strategies run minutes apart at most, so
+# whatever drifts between rounds (clocks, neighbours, the allocator) moves both, and their ratio cancels it.
+# Two strategies are told apart only when every round puts them in the same order. Were they equally fast,
+# each round would be a coin toss, and n tosses all land the same way 2 times in 2**n: 1 in 16 at 5 rounds,
+# 1 in 4 at 3. Fewer rounds than this give no verdict.
+VERDICT_MIN_ROUNDS = 5
+VERDICTS = ("slower", "faster", "unclear", "too_few")
+
+
+def _round_ms(result: dict, strategy: str) -> list[float] | None:
+    rows = [r for r in result.get("strategies") or [] if r.get("id") == strategy]
+    return list(rows[0].get("round_ms") or []) if rows else None
+
+
+def paired_ratios(result: dict, strategy: str, versus: str) -> list[float] | None:
+    """Per round of a timing_rounds result: the strategy's median step time over `versus`'s in that round."""
+    a, b = _round_ms(result, strategy), _round_ms(result, versus)
+    if not a or not b or len(a) != len(b) or any(not ms or ms <= 0 for ms in b):
+        return None
+    return [x / y for x, y in zip(a, b, strict=True)]
+
+
+def paired(result: dict, strategy: str, versus: str) -> dict | None:
+    """The paired ratio of two strategies over rounds: its median, its range, how many rounds went each way and
+    the verdict ("slower" or "faster" when every round of at least VERDICT_MIN_ROUNDS agrees, else "unclear",
+    or "too_few" rounds)."""
+    ratios = paired_ratios(result, strategy, versus)
+    if not ratios:
+        return None
+    n = len(ratios)
+    slower, faster = sum(r > 1 for r in ratios), sum(r < 1 for r in ratios)
+    if n < VERDICT_MIN_ROUNDS:
+        verdict = "too_few"
+    elif slower == n:
+        verdict = "slower"
+    elif faster == n:
+        verdict = "faster"
+    else:
+        verdict = "unclear"
+    return {"strategy": strategy, "versus": versus, "ratios": ratios, "median": statistics.median(ratios),
+            "lo": min(ratios), "hi": max(ratios), "rounds": n, "slower": slower, "faster": faster,
+            "verdict": verdict}
+
+
+PAIRED_FIELDS = {"paired_ratio": "median", "paired_ratio_lo": "lo", "paired_ratio_hi": "hi",
+                 "paired_rounds_slower": "slower", "paired_rounds_faster": "faster"}
 
 
 def _saved(baseline: dict, result: dict) -> int | None:
@@ -233,14 +278,16 @@ def scalar(metric: str, result: dict, baseline: dict | None = None, **args) -> f
     if metric == "round_median_ms":
         rows = [r for r in result.get("strategies") or [] if r.get("id") == args["strategy"]]
         return rows[0]["median_ms"] if rows else None
-    if metric in ("round_ratio", "round_separation_pct"):
+    if metric in PAIRED_FIELDS:
+        summary = paired(result, args["strategy"], args["versus"])
+        return None if summary is None else summary[PAIRED_FIELDS[metric]]
+    if metric == "round_separation_pct":
+        # Unpaired, to show what pairing adds: > 0 when the strategy's fastest round is slower than the other's
+        # slowest, by this % of the other's median; <= 0 when their ranges over rounds overlap.
         rows = {r["id"]: r for r in result.get("strategies") or []}
         a, b = rows.get(args["strategy"]), rows.get(args["versus"])
         if not a or not b or not b.get("median_ms"):
             return None
-        if metric == "round_ratio":
-            return a["median_ms"] / b["median_ms"]
-        # > 0: the strategy's fastest round is slower than the other's slowest, by this % of the other's median.
         return (a["min_ms"] - b["max_ms"]) / b["median_ms"] * 100
     if metric == "round_spread_pct":
         rows = [r for r in result.get("strategies") or [] if r.get("id") == args["strategy"]]

@@ -2,8 +2,9 @@
 
 A launch-bound step (a few ms) moves by tens of percent between two runs of the same code in one
 process, so the spread *within* one run says nothing about the next run. Each round builds every
-strategy afresh (rotating the order, so none always runs first), warms it up and times a few steps;
-the verdict uses the spread *between* rounds.
+strategy afresh (rotating the order, so none always runs first), warms it up and times a few steps.
+Strategies are compared round by round: the ratio of their medians within each round, whose median
+and range over rounds are the comparison and its spread (experiments/metrics.py: paired).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 
 from .config import ConfigError, ExperimentConfig
 from .device_info import device_info, resolve_device
+from .metrics import paired
 from .runner import Cancelled, _time_steps, warm_up_cuda
 from .strategies import float32_precision
 from .training import build_state, train_step
@@ -64,7 +66,10 @@ def time_rounds(strategies: list[dict], rounds: int = 3, steps: int = 10, warmup
         values = per_round[sid]
         rows.append({"id": sid, "config": cfg.to_dict(), "round_ms": [round(v, 4) for v in values],
                      "median_ms": statistics.median(values), "min_ms": min(values), "max_ms": max(values)})
-    return {"kind": "timing_rounds", "device": device_info(device.type), "rounds": rounds, "steps": steps,
-            "warmup": warmup, "strategies": rows,
-            "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    result = {"kind": "timing_rounds", "device": device_info(device.type), "rounds": rounds, "steps": steps,
+              "warmup": warmup, "strategies": rows,
+              "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    # Each strategy against the first, as the page shows it; derived from round_ms, which stays the source.
+    result["paired"] = [paired(result, sid, configs[0][0]) for sid, _ in configs[1:]]
+    return result
 

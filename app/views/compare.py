@@ -87,20 +87,12 @@ with right:
         with st.container(border=True):
             st.subheader(t("rounds.title"))
             params = content.rounds_params(meta, [(sid, cfg.to_dict()) for sid, _, cfg in valid])
-            if st.button(t("rounds.run"), key="compare.rounds_run", disabled=jobs.pending(ROUNDS_NS),
-                         width="stretch"):
-                jobs.start(ROUNDS_NS, [{"label": t("rounds.title"), "kind": "timing_rounds", "params": params}])
-            jobs.poll(ROUNDS_NS)
-            done = jobs.finished(ROUNDS_NS)
-            if done:
-                status = done["statuses"][0]
-                if status.get("state") == "done" and status.get("result"):
-                    rounds_view.show(status["result"], meta, key="compare.rounds.live")
-                else:
-                    results.job_error(status.get("error") or t("jobs.state." + str(status.get("state"))))
+            done = rounds_view.live(ROUNDS_NS, t("rounds.title"), params, meta)
+            # The lesson's prose quotes this recording (facts bound to compare-rounds), through the same
+            # paired statistic the box shows.
             rec, _ = engine.safe_load_recorded("compare-rounds")
             if rec:
                 name = (rec.get("device") or {}).get("name", "GPU")
-                with st.expander(t("rounds.recorded", name=name), icon=":material/history:", expanded=not done):
+                with st.expander(t("rounds.recorded", name=name), icon=":material/history:", expanded=done is None):
                     rounds_view.show(rec, meta, key="compare.rounds.recorded")
     recorded_view.browser("compare")

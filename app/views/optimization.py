@@ -11,11 +11,13 @@ from app import (
     layout,
     recorded_view,
     results,
+    rounds_view,
     sandbox,
     sizing,
     urlstate,
 )
 from app.i18n import lang, t
+from experiments import metrics
 from experiments.config import ConfigError, ExperimentConfig
 
 # Achieved fp32 TFLOP/s above which a step on an H100/H200-class GPU is limited by arithmetic, not launches.
@@ -44,12 +46,24 @@ def regime(base: dict) -> None:
     st.caption(t(key, ms=f"{ms:.2f}", tflops=f"{tflops:.1f}", threshold=COMPUTE_BOUND_TFLOPS))
 
 
+def _oom(tech: dict, base: dict) -> None:
+    for label, result in ((t("opt.technique"), tech), (t("opt.baseline"), base)):
+        if result.get("oom"):
+            st.error(t("opt.oom", which=label))
+
+
 def verdict(meta: dict, technique: dict, tech: dict, base: dict, source: str) -> None:
     metric = technique.get("metric", "peak_saving_pct")
     value = claims.measure(metric, tech, base)
-    ok = claims.holds(value, technique.get("claimed_range"))
     st.metric(t("opt.measured." + metric, default=metric), claims.fmt(metric, value))
     st.caption(t("opt.source", source=source))
+    if metric == "step_time_ratio":
+        # One pair of runs is one sample of a ratio that moves by tens of percent between runs: no verdict.
+        st.info(t("opt.one_pair"))
+        regime(base)
+        _oom(tech, base)
+        return
+    ok = claims.holds(value, technique.get("claimed_range"))
     if ok is True:
         st.success(t("opt.holds"))
         why = expect_view.text(meta, technique.get("why_holds"))
@@ -61,11 +75,72 @@ def verdict(meta: dict, technique: dict, tech: dict, base: dict, source: str) ->
         why = ""
     if why:
         st.markdown(why)
-    if metric == "step_time_ratio":
-        regime(base)
-    for label, result in ((t("opt.technique"), tech), (t("opt.baseline"), base)):
-        if result.get("oom"):
-            st.error(t("opt.oom", which=label))
+    _oom(tech, base)
+
+
+def rounds_ref(meta: dict, technique: dict) -> tuple[dict | None, dict | None]:
+    """(the technique's "rounds" reference, the rounds set it names) for a time claim, or (None, None)."""
+    ref = technique.get("rounds") or {}
+    rset = content.rounds_set(meta, ref.get("set") or "")
+    return (ref, rset) if rset and ref.get("strategy") and ref.get("versus") else (None, None)
+
+
+def rounds_verdict(meta: dict, technique: dict, summary: dict, source: str) -> None:
+    """A time claim judged over interleaved rounds: every round's paired ratio against the claimed range."""
+    rng = technique.get("claimed_range")
+    ok = claims.holds_over_rounds(summary, rng)
+    st.metric(t("opt.measured.paired_ratio"), f"{summary['median']:.2f}×")
+    st.caption(t("opt.paired_spread", lo=f"{summary['lo']:.2f}", hi=f"{summary['hi']:.2f}", rounds=summary["rounds"],
+                 range=claims.fmt_range("step_time_ratio", rng)) + " " + t("opt.source", source=source))
+    if ok is True:
+        st.success(t("opt.rounds.holds"))
+        why = expect_view.text(meta, technique.get("why_holds"))
+    elif ok is False:
+        st.warning(t("opt.rounds.not_holds"))
+        why = expect_view.text(meta, technique.get("why_not"))
+    else:
+        st.info(t("opt.rounds.undecided", min=metrics.VERDICT_MIN_ROUNDS))
+        why = ""
+    if why:
+        st.markdown(why)
+
+
+def _source(result: dict, full_width: int) -> str:
+    device = result.get("device") or {}
+    source = device.get("name", "?") if device.get("type") == "cuda" else t("opt.cpu_source")
+    width = (result.get("config") or {}).get("width")
+    if width and width != full_width:
+        source = t("opt.sized_source", source=source, k=full_width // width)
+    return source
+
+
+def live_rounds(meta: dict, technique: dict, tech_cfg: ExperimentConfig, base_cfg: ExperimentConfig, ns: str,
+                full_width: int) -> None:
+    """The pair timed in interleaved rounds on this machine (at this page's size), judged round by round."""
+    _, rset = rounds_ref(meta, technique)
+    if rset is not None and not rounds_view.runs_here(rset):
+        st.caption(t("rounds.gpu_only"))
+        return
+    spec = rset or {"rounds": metrics.VERDICT_MIN_ROUNDS}
+    params = content.rounds_params(meta, [("baseline", base_cfg.to_dict()), ("technique", tech_cfg.to_dict())],
+                                   spec=spec)
+    names = {"baseline": t("opt.baseline"), "technique": t("opt.technique")}
+    result = rounds_view.live(f"{ns}.rounds", t("rounds.title"), params, meta, names=names,
+                              button=t("opt.rounds.run", rounds=params["rounds"]))
+    summary = metrics.paired(result, "technique", "baseline") if result else None
+    if summary:
+        timed = {"device": result.get("device"), "config": result["strategies"][0]["config"]}
+        rounds_verdict(meta, technique, summary, _source(timed, full_width))
+
+
+def recorded_rounds(meta: dict, technique: dict) -> tuple[dict | None, dict | None, dict | None]:
+    """(recorded rounds result, its set, the technique's paired summary in it), or Nones until recorded."""
+    ref, rset = rounds_ref(meta, technique)
+    if rset is None:
+        return None, None, None
+    rec, _ = engine.safe_load_recorded(content.rounds_set_recorded_id(meta.get("id", "optimization"), rset["id"]))
+    summary = metrics.paired(rec, ref["strategy"], ref["versus"]) if rec else None
+    return (rec, rset, summary) if summary else (None, None, None)
 
 
 def technique_tab(meta: dict, technique: dict) -> None:
@@ -108,25 +183,33 @@ def technique_tab(meta: dict, technique: dict) -> None:
                 results.job_error(s.get("error") or t("jobs.state." + str(s.get("state"))))
         else:
             tech, base = statuses[0]["result"], statuses[1]["result"]
-            device = tech.get("device") or {}
-            source = device.get("name", "?") if device.get("type") == "cuda" else t("opt.cpu_source")
-            if tech["config"].get("width") != full_pair[0].width:
-                source = t("opt.sized_source", source=source, k=full_pair[0].width // tech["config"]["width"])
-            verdict(meta, technique, tech, base, source)
+            verdict(meta, technique, tech, base, _source(tech, full_pair[0].width))
             pairs = [(t("opt.technique"), tech), (t("opt.baseline"), base)]
             df = frames.compare_frame(pairs)
             st.altair_chart(charts.peak_chart(df), width="stretch")
             sdf = frames.step_time_frame([(label, r.get("step_ms")) for label, r in pairs])
             if not sdf.empty:
                 st.altair_chart(charts.step_time_chart(sdf), width="stretch")
+    if metric == "step_time_ratio":
+        live_rounds(meta, technique, tech_cfg, base_cfg, ns, full_pair[0].width)
     pair = _recorded_pair(*full_pair)
-    if pair:
+    rec, rset, summary = recorded_rounds(meta, technique) if metric == "step_time_ratio" else (None, None, None)
+    if pair or summary:
         info, _ = engine.safe_device_info()
         # Without a GPU the recorded verdict is the one that matters, so it starts open.
         no_gpu = not info or info.get("type") != "cuda"
         with st.expander(t("opt.recorded"), icon=":material/history:", expanded=no_gpu and not done):
-            name = (pair[0].get("device") or {}).get("name", "GPU")
-            verdict(meta, technique, pair[0], pair[1], t("opt.recorded_source", name=name))
+            if summary:
+                name = (rec.get("device") or {}).get("name", "GPU")
+                rounds_verdict(meta, technique, summary, t("opt.recorded_source", name=name))
+                if pair:
+                    regime(pair[1])
+                rounds_view.show(rec, meta, key=f"{ns}.recorded_rounds", rset=rset)
+            else:
+                if metric == "step_time_ratio":
+                    st.caption(t("opt.rounds.not_recorded"))
+                name = (pair[0].get("device") or {}).get("name", "GPU")
+                verdict(meta, technique, pair[0], pair[1], t("opt.recorded_source", name=name))
 
 
 meta, _, right = layout.lesson_page("optimization")

@@ -180,6 +180,10 @@ def test_timing_rounds_on_cuda_interleaves_strategies():
                     rounds=3, steps=5)
     assert [len(s["round_ms"]) for s in r["strategies"]] == [3, 3]
     assert all(s["min_ms"] <= s["median_ms"] <= s["max_ms"] for s in r["strategies"])
+    # Paired by round against the first strategy; three rounds are too few for a verdict.
+    from experiments.metrics import paired
+
+    assert r["paired"] == [paired(r, "sgd", "adam")] and r["paired"][0]["verdict"] == "too_few"
 
 
 def test_estimate_with_measured_scratch_memory_matches_runs_it_was_not_tuned_on():

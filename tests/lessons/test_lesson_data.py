@@ -10,7 +10,7 @@ from functools import cache
 import pytest
 
 from app import content
-from experiments import expectations, facts
+from experiments import expectations, facts, metrics
 from experiments.config import ExperimentConfig
 from experiments.jobs import execute
 from experiments.recorded import ROOT as RECORDED_ROOT
@@ -20,15 +20,14 @@ LESSONS = content.LESSON_IDS
 JOBS = content.all_jobs()
 PROMPTS = [(lesson, kind) for lesson in LESSONS for kind in sorted(content.meta(lesson).get("prompts") or {})]
 MARKDOWN = sorted(content.lessons_dir().glob("*/*.md"))
-# Recordings a lesson names that the H200 has not made yet: the tests that read them skip while their file is
-# absent (the command that makes them: docs/gpu-results.md), and a test below fails once one exists, so the
-# list cannot outlive the recording.
-AWAITING_H200 = {"optimization-strict_fp32_cnn-config", "optimization-strict_fp32_cnn-baseline",
-                 "optimization-strict_fp32_cnn-rounds"}
+# Rounds sets (meta "rounds_sets") the lead records on the H200; until a file exists, what needs it skips.
+ROUNDS_SET_IDS = {content.rounds_set_recorded_id(lesson, r["id"]) for lesson in LESSONS
+                  for r in content.rounds_sets(content.meta(lesson))}
 
 
-def _awaiting(recorded_id) -> bool:
-    return recorded_id in AWAITING_H200 and not (RECORDED_ROOT / "h200" / f"{recorded_id}.json").exists()
+def _record_command(ids) -> str:
+    prefixes = " ".join(sorted(ids))
+    return f"not recorded yet: run `python benchmarks/record_results.py --out recorded/h200 --only {prefixes}` on the H200"
 
 
 def _cpu_only_if_applicable(checks: list[dict]) -> bool:
@@ -90,7 +89,7 @@ def test_lesson_data_is_valid(lesson):
         assert s.get("expect_check"), f"leak scenario {s['id']} has no expect_check"
     for f in meta.get("fragmentation") or []:
         assert f.get("expect"), f"fragmentation {f['id']} has no expect"
-    names = set(meta.get("facts") or {})
+    names = facts.names(meta.get("facts") or {})
     for text in prose_of(meta) + [p.read_text(encoding="utf-8") for p in (content.lessons_dir() / lesson).glob("*.md")]:
         missing = {n for n in facts.placeholders(text) - names if not n.startswith(("preset.", "try."))}
         assert not missing, f"{lesson}: placeholders without a fact: {sorted(missing)}"
@@ -105,7 +104,9 @@ def test_technique_and_strategy_configs_state_only_differences():
     for lesson in LESSONS:
         meta = content.meta(lesson)
         preset = meta.get("preset") or {}
-        for item in (meta.get("techniques") or []) + (meta.get("strategies") or []):
+        items = [*(meta.get("techniques") or []), *(meta.get("strategies") or []),
+                 *(s for r in content.rounds_sets(meta) for s in r["strategies"])]
+        for item in items:
             for which in ("config", "baseline"):
                 same = {k for k, v in (item.get(which) or {}).items() if preset.get(k) == v}
                 assert not same, f"{lesson}.{item['id']}.{which} restates the preset: {sorted(same)}"
@@ -116,19 +117,12 @@ def test_technique_and_strategy_configs_state_only_differences():
 @pytest.mark.parametrize("job", JOBS, ids=[j["id"] for j in JOBS])
 def test_recorded_result_matches_lesson_data(job):
     path = RECORDED_ROOT / "h200" / f"{job['id']}.json"
-    if _awaiting(job["id"]):
-        pytest.skip(f"{job['id']} awaits its H200 recording: benchmarks/record_results.py --only {job['id']}")
+    if job["id"] in ROUNDS_SET_IDS and not path.exists():
+        pytest.skip(f"{job['id']} {_record_command([job['id']])}")
     assert path.exists(), f"{job['id']} is not recorded: run benchmarks/record_results.py on the GPU"
     entry = json.loads(path.read_text(encoding="utf-8"))
     assert entry["kind"] == job["kind"]
     assert entry["params"] == content.device_params(job, "cuda"), f"{job['id']} was recorded from other settings"
-
-
-def test_awaited_recordings_are_lesson_jobs_not_yet_recorded():
-    ids = {j["id"] for j in JOBS}
-    assert AWAITING_H200 <= ids, f"awaited recordings no lesson names: {sorted(AWAITING_H200 - ids)}"
-    made = sorted(i for i in AWAITING_H200 if not _awaiting(i))
-    assert not made, f"recorded now: take them out of AWAITING_H200 so their tests run: {made}"
 
 
 def test_no_stale_recordings():
@@ -207,16 +201,75 @@ def test_fragmentation_expectations_hold_on_the_h200_recording():
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_facts_are_recorded_and_in_range(lesson):
-    awaiting = []
+    pending = set()
     for name, spec in (content.meta(lesson).get("facts") or {}).items():
-        if _awaiting(spec.get("run")) or _awaiting(spec.get("baseline")):
-            awaiting.append(name)
+        if spec.get("run") in ROUNDS_SET_IDS and load_recorded(spec["run"]) is None:
+            pending.add(spec["run"])
             continue
         number = facts.value(spec, load_recorded)
         assert number is not None, f"{lesson}.{name}: no recorded value ({spec.get('run')}, {spec.get('baseline')})"
-        assert facts.holds(spec, number), f"{lesson}.{name} = {number:.4g} is outside {spec.get('min')}..{spec.get('max')}"
-    if awaiting:
-        pytest.skip(f"every other fact holds; these await their H200 recordings: {sorted(awaiting)}")
+        summary = facts.paired_summary(spec, load_recorded)
+        spread = f" (rounds {summary['lo']:.4g}..{summary['hi']:.4g})" if summary else ""
+        assert facts.holds(spec, number, summary), \
+            f"{lesson}.{name} = {number:.4g}{spread} is outside {spec.get('min')}..{spec.get('max')}"
+    if pending:
+        pytest.skip(f"{lesson}: facts of {sorted(pending)} {_record_command(pending)}")
+
+
+# --- every time ratio a lesson states is a paired ratio over interleaved rounds recorded for it ---
+
+ROUNDS_JOBS = {j["id"]: j for j in JOBS if j["kind"] == "timing_rounds"}
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_time_ratio_facts_read_paired_interleaved_rounds(lesson):
+    for name, spec in (content.meta(lesson).get("facts") or {}).items():
+        assert spec.get("metric") != "step_time_ratio", \
+            f"{lesson}.{name} reads a time ratio off one pair of runs; bind it to a rounds recording (paired_ratio)"
+        if spec.get("metric") != facts.PAIRED:
+            continue
+        job = ROUNDS_JOBS.get(spec.get("run"))
+        assert job, f"{lesson}.{name}: {spec.get('run')} is not a timing_rounds job of any lesson"
+        ids = [s["id"] for s in job["params"]["strategies"]]
+        assert spec.get("strategy") in ids and spec.get("versus") in ids, f"{lesson}.{name}: not in {ids}"
+        assert job["params"]["rounds"] >= metrics.VERDICT_MIN_ROUNDS, f"{lesson}.{name}: too few rounds for a verdict"
+        assert spec.get("min") is not None or spec.get("max") is not None, f"{lesson}.{name} states no direction"
+
+
+def test_rounds_sets_are_short_on_the_gpu():
+    """What the lead records on the H200 (rounds 5, at most 10 steps, at most 7 strategies per set)."""
+    for lesson in LESSONS:
+        for rset in content.rounds_sets(content.meta(lesson)):
+            params = content.rounds_set_params(content.meta(lesson), rset)
+            assert params["rounds"] == metrics.VERDICT_MIN_ROUNDS and params["steps"] <= 10, (lesson, rset["id"])
+            assert 2 <= len(params["strategies"]) <= 7, (lesson, rset["id"])
+
+
+def test_time_claims_of_the_optimization_page_are_timed_in_rounds_of_exactly_their_pair():
+    meta = content.meta("optimization")
+    timed = [x for x in meta["techniques"] if x.get("metric") == "step_time_ratio"]
+    assert timed
+    for technique in timed:
+        ref = technique.get("rounds") or {}
+        rset = content.rounds_set(meta, ref.get("set") or "")
+        assert rset, f"{technique['id']}: a time claim without a rounds set"
+        configs = {s["id"]: content.over_preset(meta, s.get("config")) for s in rset["strategies"]}
+        config, baseline = content.technique_configs(meta, technique)
+        assert configs.get(ref.get("strategy")) == config, technique["id"]
+        assert configs.get(ref.get("versus")) == baseline, technique["id"]
+
+
+def test_compare_prose_and_rounds_box_agree_on_every_paired_fact():
+    """The compare page's prose and its rounds box read the same recording through the same statistic: a fact
+    stated as slower (min >= 1) is a "slower" verdict in the box, a faster one (max <= 1) a "faster" one."""
+    recorded = load_recorded("compare-rounds")
+    paired = {n: s for n, s in content.meta("compare")["facts"].items() if s.get("metric") == facts.PAIRED}
+    assert {s["strategy"] for s in paired.values()} >= {"amp_bf16", "adam_fused", "accumulation"}
+    for name, spec in paired.items():
+        assert spec["run"] == "compare-rounds" and spec["versus"] == "baseline", name
+        box = metrics.paired(recorded, spec["strategy"], "baseline")
+        expected = "slower" if (spec.get("min") or 0) >= 1 else "faster" if (spec.get("max") or 2) <= 1 else None
+        assert expected and box["verdict"] == expected, (name, box["verdict"], box["ratios"])
 
 
 # Allocator constants and exact byte counts are definitions, not measurements.
