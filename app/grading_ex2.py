@@ -65,9 +65,9 @@ def config_of(base: dict, choice: dict) -> dict:
 def _center_ms(est: dict, rates: dict | None, precision: str, device_type: str) -> float | None:
     if not rates or not est.get("step"):
         return None
-    from experiments.steptime import RANGE, predict_step_ms
+    from experiments.steptime import predict_step_ms
 
-    return predict_step_ms(est["step"], rates, precision, device_type)["low_ms"] / RANGE[0]
+    return predict_step_ms(est["step"], rates, precision, device_type)["center_ms"]
 
 
 def best_known(base: dict, budget: int, device_type: str, estimate, rates: dict | None = None,

@@ -98,12 +98,16 @@ STRINGS: dict[str, tuple[str, str]] = {
     "multigpu.chart.time": ("Step time with communication", "含通信的单步耗时"),
     "multigpu.peak": ("Peak of rank {rank}", "rank {rank} 的峰值"),
     "multigpu.measured_vs_estimated": ("measured {measured}, estimated {estimated}", "实测 {measured}，估计 {estimated}"),
-    "multigpu.update_ok": ("Update check: after one step the gathered parameters equal the single-device run's "
-                           "(largest difference {diff:.2g}, largest update {update:.2g}).",
-                           "更新检查：一步之后聚合出的参数与单设备运行一致（最大差异 {diff:.2g}，最大更新量 {update:.2g}）。"),
-    "multigpu.update_bad": ("Update check failed: the gathered parameters differ from the single-device run's "
-                            "(largest difference {diff:.2g}, largest update {update:.2g}).",
-                            "更新检查未通过：聚合出的参数与单设备运行不同（最大差异 {diff:.2g}，最大更新量 {update:.2g}）。"),
+    "multigpu.update_ok": ("Update check: after one step every gathered parameter agrees with the single-device "
+                           "run's to within the rounding of sums taken in another order (largest difference "
+                           "{diff:.2g}, largest update {update:.2g}).",
+                           "更新检查：一步之后聚合出的每个参数都与单设备运行一致，差异不超过换一种顺序求和带来的舍入误差"
+                           "（最大差异 {diff:.2g}，最大更新量 {update:.2g}）。"),
+    "multigpu.update_bad": ("Update check failed: some gathered parameters differ from the single-device run's by "
+                            "more than the rounding of reordered sums allows (largest difference {diff:.2g}, largest "
+                            "update {update:.2g}).",
+                            "更新检查未通过：部分聚合出的参数与单设备运行的差异超出了换序求和的舍入误差所能解释的范围"
+                            "（最大差异 {diff:.2g}，最大更新量 {update:.2g}）。"),
     "multigpu.errors": ("Some ranks failed: {errors}", "部分 rank 失败：{errors}"),
     "multigpu.oom": ("Rank {rank} ran out of memory in {phase} (step {step}).", "rank {rank} 在 {phase}（第 {step} 步）显存不足。"),
     "multigpu.recorded": ("Recorded: {name} × {n} ({date})", "录制结果：{name} × {n}（{date}）"),
@@ -269,10 +273,6 @@ STRINGS: dict[str, tuple[str, str]] = {
                              "对 CNN 而言宽度就是通道数：最多 512（当前 {width}）。"),
     "config.err.cnn_layers": ("the CNN has at most 16 conv layers (got {layers}).",
                               "CNN 最多 16 个卷积层（当前 {layers}）。"),
-    "config.err.image_size": ("the image size must be a multiple of 4 (got {size}).",
-                              "图像尺寸必须是 4 的倍数（当前 {size}）。"),
-    "config.err.segments": ("at most {layers} layers per segment (got {segments}).",
-                            "每段最多 {layers} 层（当前 {segments}）。"),
     "config.use_batch": ("Use batch {batch}", "改用批大小 {batch}"),
     "config.use_accum": ("Use accumulation {accum}", "改用累积步数 {accum}"),
     "budget.none": ("none (whole device)", "无（整个设备）"),

@@ -191,10 +191,11 @@ def show_time(cfg: ExperimentConfig, est: dict) -> None:
     rates = (info or {}).get("rates")
     if not est.get("step") or not rates or engine.device_type(cfg) != info.get("type"):
         return
-    from experiments.steptime import predict_run_s, predict_step_ms
+    from experiments.steptime import current_load, predict_run_s, predict_step_ms
 
-    step = predict_step_ms(est["step"], rates, cfg.precision, info["type"])
-    low_s, high_s = predict_run_s(step, cfg.steps, cfg.timing_steps)
+    load = current_load()  # the worker runs on this machine: a CPU step shares its cores with this load
+    step = predict_step_ms(est["step"], rates, cfg.precision, info["type"], load, cfg.model)
+    low_s, high_s = predict_run_s(step, cfg.steps, cfg.timing_steps, rates, est["step"]["kernels"], load)
     cols = st.columns(2)
     cols[0].metric(t("estimate.step_ms"), f"{step['low_ms']:,.3g}–{step['high_ms']:,.3g}")
     cols[1].metric(t("estimate.run_s"), f"{low_s:,.2g}–{high_s:,.2g}")

@@ -121,7 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     dist_p = sub.add_parser("distributed", help="run one configuration data-parallel (DDP, ZeRO, FSDP2) per rank")
     _add_config_flags(dist_p)
     _add_distributed_flags(dist_p)
-    est_p = sub.add_parser("estimate", help="print the analytical estimate only")
+    est_p = sub.add_parser(
+        "estimate", help="print the estimate only: the training step replayed on fake tensors (nothing is allocated)",
+        description="The estimate the app shows before a run: setup and two training steps of the configuration, "
+                    "replayed on fake tensors (the result's \"method\" is \"replay\"); the layer-by-layer analytical "
+                    "model's figure is \"analytic_peak_bytes\".")
     _add_config_flags(est_p)
     guard_p = sub.add_parser("guard", help="compare the configuration's gradients with the strict fp32 baseline (no TF32)")
     _add_config_flags(guard_p)

@@ -62,7 +62,9 @@ def cpu_available_bytes() -> int | None:
     return min(available, limited)
 
 
-def device_info(choice: str = "auto", rates: bool = True) -> dict:
+def device_info(choice: str = "auto", rates: bool = True, calibrate: bool = False) -> dict:
+    """`rates`: the measured rates (throughput.measure); `calibrate`: also what a whole run's duration and a CPU
+    step's efficiency need (throughput.calibrate, tens of seconds on a busy CPU: the worker's second report)."""
     device = resolve_device(choice)
     info = {
         "type": device.type,
@@ -98,10 +100,11 @@ def device_info(choice: str = "auto", rates: bool = True) -> dict:
     if not rates:
         return info
     try:
+        from .throughput import calibrate as calibrated
         from .throughput import measure
 
         # Measured once per process: what the step-time prediction divides a step's work by.
-        info["rates"] = measure(device.type)
+        info["rates"] = (calibrated if calibrate else measure)(device.type)
     except Exception as e:  # noqa: BLE001 - no rates means no time prediction, not a failed device report
         info["rates_error"] = f"{type(e).__name__}: {e}"
     return info

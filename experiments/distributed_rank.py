@@ -380,36 +380,48 @@ def _time_steps(state: TrainState, n: int, phase) -> list[float]:
     return samples
 
 
-def full_parameters(model, strategy: str) -> list[torch.Tensor]:
-    """Every parameter whole, on the CPU, in the module's order (a collective for FSDP2: all ranks call it)."""
-    if strategy in FSDP:
-        out = []
-        for p in model.parameters():
-            t = p.detach()
+def full_parameters(model, strategy: str, grads: bool = False) -> list[torch.Tensor | None]:
+    """Every parameter (or its gradient) whole, on the CPU, in the module's order (a collective for FSDP2: all ranks
+    call it)."""
+    module = model.module if hasattr(model, "module") else model
+    out = []
+    for p in module.parameters():
+        t = p.grad if grads else p
+        if t is None:
+            out.append(None)
+            continue
+        t = t.detach()
+        if strategy in FSDP:
             if t.device.type == "cpu" and torch.cuda.is_available():
                 # CPU-offloaded shards: NCCL gathers device tensors only, so the shard goes to this rank's GPU first.
                 t = t.to(torch.device("cuda", torch.cuda.current_device()))
-            out.append(t.full_tensor().float().cpu().clone())
-        return out
-    module = model.module if hasattr(model, "module") else model
-    return [p.detach().float().cpu().clone() for p in module.parameters()]
+            t = t.full_tensor()
+        out.append(t.float().cpu().clone())
+    return out
 
 
-def check_update(dcfg, rank: int, device: torch.device) -> dict | None:
-    """One step sharded vs one step on a single device (same seed, same global batch): do the parameters agree?
+def check_update(dcfg, rank: int, device: torch.device, tamper=None) -> dict | None:
+    """One step sharded vs one step on a single device (same seed, same global batch): do the parameters agree,
+    element by element, within what reordered sums allow (experiments/update_check.py)?
 
-    Every rank takes part (FSDP2 gathers); rank 0 also runs the single-device baseline and answers."""
+    Every rank takes part (FSDP2 gathers); rank 0 also runs the single-device baseline and answers.
+    `tamper(model, strategy)`, called on every rank after wrapping, lets a test break the data-parallel step."""
     from .training import build_state
+    from .update_check import compare, compute_eps, summed_terms
 
     cfg = dcfg.rank_config
     with float32_precision(cfg):
+        grad_eps = compute_eps(cfg.precision, device.type, cfg.model)
         torch.manual_seed(cfg.seed)
         model = wrap(build_model(cfg, device), dcfg.strategy, cfg, device)
+        if tamper is not None:
+            tamper(model, dcfg.strategy)
         xs, ys = rank_batch(dcfg, rank, device)
         state = TrainState(cfg, device, model, make_rank_optimizer(cfg, model, dcfg.strategy),
                            make_scaler(cfg, device), xs.to(device), ys.to(device))
         train_step(state, 0, sync_phase(sync_setter(model, dcfg.strategy), cfg.accum))
         after = full_parameters(model, dcfg.strategy)
+        rank_grads = full_parameters(model, dcfg.strategy, grads=True)
         del state, model
         if rank != 0:
             return None
@@ -417,15 +429,10 @@ def check_update(dcfg, rank: int, device: torch.device) -> dict | None:
         before = [p.detach().float().cpu().clone() for p in base.model.parameters()]
         train_step(base)
         expected = [p.detach().float().cpu().clone() for p in base.model.parameters()]
+        # After the step: GradScaler unscaled them in place, so these are the gradients the step used.
+        grads = [None if p.grad is None else p.grad.detach().float().cpu() for p in base.model.parameters()]
+        param_eps = torch.finfo(next(base.model.parameters()).dtype).eps
+        optimizer = base.optimizer
     del base
-    diff = max(float((a - e).abs().max()) for a, e in zip(after, expected, strict=True))
-    moved = max(float((e - b).abs().max()) for e, b in zip(expected, before, strict=True))
-    wrong = sum(int(((a - e).abs() > 0.01 * moved).sum()) for a, e in zip(after, expected, strict=True))
-    count = sum(e.numel() for e in expected)
-    exact = cfg.precision in ("fp32", "fp32_strict", "tf32")
-    # fp32: the same sums in another order. Low precision: Adam's first step is about lr * sign(grad), so a
-    # handful of elements whose gradient is near zero may differ; the fraction says whether that is all.
-    ok = diff <= 1e-3 * moved if exact else wrong <= 0.01 * count
-    return {"max_abs_diff": diff, "max_update": moved, "relative": diff / moved if moved else None,
-            "mismatched": wrong, "elements": count, "ok": bool(ok), "tolerance": "1e-3 of the largest update"
-            if exact else "at most 1% of elements off by more than 1% of the largest update"}
+    return compare(after, expected, before, grads, optimizer, grad_eps, param_eps, summed_terms(dcfg.global_config),
+                   rank_grads)

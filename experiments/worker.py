@@ -59,7 +59,7 @@ def _report_device(events, rates: bool = True) -> None:
     from .device_info import device_info
 
     try:
-        info = device_info(rates=rates) | {"shared_with_another_server": _shared_device}
+        info = device_info(rates=rates, calibrate=rates) | {"shared_with_another_server": _shared_device}
         if info["type"] == "cuda":
             import torch
 

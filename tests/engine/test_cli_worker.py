@@ -43,6 +43,18 @@ def test_cli_estimate_prints_the_estimate():
     assert p.returncode == 0
     e = json.loads(p.stdout)
     assert e["categories"]["parameters"] == 20 * (2048 * 2048 + 2048) * 4
+    assert e["method"] == "replay"
+
+
+def test_cli_estimate_help_names_what_it_prints(capsys):
+    """The estimate command prints the replay's figure; its help used to call it the analytical estimate."""
+    from experiments.cli import main
+
+    for args in (["--help"], ["estimate", "--help"]):
+        with pytest.raises(SystemExit):
+            main(args)
+        text = " ".join(capsys.readouterr().out.split())
+        assert "replay" in text and "analytical estimate" not in text, (args, text)
 
 
 def _wait(client, job, timeout=240):

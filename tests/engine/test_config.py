@@ -15,7 +15,6 @@ from experiments.config import ConfigError, ExperimentConfig
         ({"model": "transformer", "width": 100, "heads": 8}, "heads", "divisible"),
         ({"optimizer_impl": "fast"}, "optimizer_impl", "fused"),
         ({"budget_mb": 0}, "budget_mb", "[1, 10000000]"),
-        ({"checkpoint": "segments", "layers": 4, "segments": 5}, "segments", "at most"),
         ({"zero_grad_to_none": "maybe"}, "zero_grad_to_none", "true or false"),
     ],
 )
@@ -25,6 +24,46 @@ def test_bad_values_name_the_field_and_the_allowed_range(changes, field, fragmen
     assert info.value.field == field
     assert fragment in str(info.value)
     assert str(info.value).startswith(f"{field}:")
+
+
+def test_segments_longer_than_the_model_run_as_one_segment():
+    """The model clamps a segment to the layers there are: such a value runs, so it is accepted."""
+    import torch
+
+    from experiments.runner import run_experiment
+
+    base = {"layers": 4, "width": 32, "batch": 8, "checkpoint": "segments", "device": "cpu", "steps": 2,
+            "timing_steps": 0}
+    cfg = ExperimentConfig.from_dict(dict(base, segments=9))
+    assert cfg.segment_size == 4
+    whole, longer = (run_experiment(ExperimentConfig.from_dict(dict(base, segments=n)), history=False)
+                     for n in (4, 9))
+    assert longer["oom"] is None and longer["peak_bytes"] == whole["peak_bytes"]
+    assert torch.allclose(torch.tensor(longer["losses"]), torch.tensor(whole["losses"]), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("size", [8, 9, 17, 30, 37])
+def test_any_cnn_image_size_in_range_runs_as_the_estimate_counts_it(size):
+    """Sizes that are not a multiple of 4 run (max-pooling floors odd sizes); the sizes the estimator and the
+    replay count (vocabulary.cnn_spatial_sizes) are the ones the model computes, and the CPU replay is exact."""
+    import torch
+
+    from experiments.estimator import estimate
+    from experiments.models import build_model, make_batch
+    from experiments.runner import run_experiment
+    from experiments.vocabulary import cnn_spatial_sizes
+
+    cfg = ExperimentConfig(model="cnn", layers=5, width=8, batch=2, image_size=size, device="cpu", steps=2,
+                           timing_steps=0)
+    model = build_model(cfg, torch.device("cpu"))
+    seen = []
+    for block in model.blocks:
+        block.register_forward_hook(lambda mod, inp, out: seen.append((inp[0].shape[-1], out.shape[-1])))
+    model(make_batch(cfg, torch.device("cpu"), 1)[0])
+    assert seen == cnn_spatial_sizes(cfg)
+    result = run_experiment(cfg, history=False)
+    assert result["oom"] is None
+    assert estimate(cfg, device_type="cpu")["peak_bytes"] == result["peak_bytes"]
 
 
 def test_query_param_strings_are_coerced():
@@ -120,8 +159,7 @@ def test_every_rule_has_a_code_the_app_words_in_both_languages():
     cases = [({"batch": 30, "accum": 4}, "batch_accum"), ({"model": "transformer", "width": 100, "heads": 3}, "heads_divide"),
              ({"model": "transformer", "width": 96, "heads": 16}, "head_dim"), ({"model": "cnn", "width": 600}, "cnn_width"),
              ({"model": "cnn", "width": 64, "layers": 17}, "cnn_layers"),
-             ({"model": "cnn", "width": 64, "image_size": 30}, "image_size"),
-             ({"checkpoint": "segments", "segments": 9, "layers": 8}, "segments"), ({"batch": 0}, "range"),
+             ({"batch": 0}, "range"),
              ({"precision": "fp8"}, "choice")]
     for data, code in cases:
         with pytest.raises(ConfigError) as err:

@@ -43,6 +43,20 @@ def test_the_syllabus_late_binding_checkpoint_lambda_is_caught():
     assert not r["ok"] and r["max_rel_diff"] > 0.1
 
 
+def test_pure_bf16_without_a_strategy_passes_and_a_wrong_gradient_still_fails():
+    """Pure bf16 used to draw its own initial weights (other numbers than fp32's from the same seed): an error of
+    0.44 against 0.2 for a run with no memory strategy at all. From the baseline's weights it is a rounding error,
+    the size AMP's bf16 autocast has; the late-bound checkpoint lambda stays far outside."""
+    cfg = ExperimentConfig(device="cpu", layers=4, width=256, batch=64, precision="bf16")
+    pure = check_gradients(cfg)
+    assert pure["ok"] and 0 < pure["max_rel_diff"] < pure["tolerance"] / 2, pure
+    amp = check_gradients(cfg.replace(precision="amp_bf16"))
+    assert pure["max_rel_diff"] < 2 * amp["max_rel_diff"], (pure, amp)
+    wrong = check_gradients(cfg.replace(layers=6, width=128, batch=32, checkpoint="per_layer"),
+                            forward=seed_lambda_forward)
+    assert not wrong["ok"] and wrong["max_rel_diff"] > 2 * wrong["tolerance"], wrong
+
+
 def _growth(scenario):
     return run_leak(scenario, steps=6, device="cpu", batch=32, width=128, layers=2)["growth_bytes_per_step"]
 
