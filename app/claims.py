@@ -20,6 +20,19 @@ def holds(value: float | None, claimed_range) -> bool | None:
     return lo <= value <= hi
 
 
+def explanation(technique: dict, verdict: bool | None) -> tuple[str | None, list[dict]]:
+    """Which of a technique's texts the page shows beside a verdict, and the checks that text makes on the pair
+    it is shown with (run keys "run": the technique, "baseline": the configuration without it)."""
+    if verdict is None:
+        return None, []
+    key = "why_holds" if verdict else "why_not"
+    return key, list(technique.get(f"{key}_expect") or [])
+
+
+def runs(technique_result: dict, baseline_result: dict) -> dict[str, dict]:
+    return {"run": technique_result, "baseline": baseline_result}
+
+
 def fmt(metric: str, value: float | None) -> str:
     if value is None:
         return "—"

@@ -38,6 +38,11 @@ def _phase(name) -> str:
     return t("phase." + str(name), default=str(name))
 
 
+def _category(name) -> str:
+    names = [name] if isinstance(name, str) else list(name)
+    return " + ".join(t("cat." + n, default=n) for n in names)
+
+
 def _range(spec: dict, scale: float = 1.0, unit: str = "") -> str:
     lo, hi = spec.get("min"), spec.get("max")
 
@@ -59,8 +64,12 @@ def describe(outcome: dict) -> str:
         return t("expect.peak_phase", actual=_phase(actual), step=outcome.get("step") or "?",
                  expected=" / ".join(_phase(p) for p in spec["is"])) + where
     if kind == "share":
-        return t("expect.share", category=t("cat." + spec["category"], default=spec["category"]),
-                 actual=f"{actual * 100:.1f} %", expected=_range(spec, 100, " %"))
+        return t("expect.share", category=_category(spec["category"]), actual=f"{actual * 100:.1f} %",
+                 expected=_range(spec, 100, " %"))
+    if kind == "largest_category":
+        return t("expect.largest_category", actual=_category(actual), expected=" / ".join(map(_category, spec["is"])))
+    if kind == "breakdown_sums_to_peak":
+        return t("expect.breakdown_sum", actual=f"{actual:.3g}")
     if kind == "phase_growth":
         return t("expect.phase_growth", step=spec["step"], phase=_phase(spec["phase"]), actual=f"{actual:.2f}×",
                  expected=_range(spec, 1, "×"))
@@ -112,6 +121,19 @@ def notice(meta: dict, kind: str, runs: dict | None, entry: dict | None = None) 
     st.markdown(f"**{t('prompt.notice')}** {note}")
     if ok:
         st.caption(t("expect.checked"))
+
+
+def checked(checks: list[dict] | None, runs: dict) -> bool | None:
+    """Under a text that is not a prompt (a technique's explanation, a bullet about a table): says what the runs
+    it is shown with contradict, or that they bear it out."""
+    outcomes = expectations.evaluate(checks or [], runs)
+    ok = expectations.verdict(outcomes)
+    if ok is False:
+        st.warning(t("expect.text_differs") + "\n" +
+                   "\n".join(f"- {describe(o)}" for o in outcomes if o["holds"] is False))
+    elif ok:
+        st.caption(t("expect.checked"))
+    return ok
 
 
 def _same_experiment(a: dict, b: dict) -> bool:

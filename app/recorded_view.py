@@ -63,7 +63,10 @@ def browser(lesson: str | None, expanded: bool = False) -> None:
                          if content.rounds_set_recorded_id(lesson_id, r["id"]) == chosen), None)
             rounds_view.show(result, meta, key=ns, rset=rset)
         elif kind == "profile":
+            from app import expect_view
+
             results.device_label(result, entry.get("recorded_at"))
             results.render_profile(result)
+            expect_view.checked(meta.get("profile_expect"), {"run": result})  # what the lesson says of this table
         else:
             results.render_run(result, meta, recorded_at=entry.get("recorded_at"), key=ns, driver=True)

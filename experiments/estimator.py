@@ -126,6 +126,12 @@ def _layers(cfg: ExperimentConfig) -> tuple[list[Layer], Layer, int, int]:
     return layers, head, x, _round(mb * 8)
 
 
+def parameter_bytes(cfg: ExperimentConfig) -> int:
+    """The model's parameter bytes as its tensors hold them (no allocator rounding)."""
+    layers, head, _, _ = _layers(cfg)
+    return sum(n for layer in layers + [head] for n in layer.params) * (2 if cfg.precision == "bf16" else 4)
+
+
 def _optimizer_bytes(cfg: ExperimentConfig, params: list[int], pe: int) -> tuple[int, int, int]:
     """(state bytes, step-time temporary bytes, step counters on the device)."""
     impl = cfg.optimizer_impl if cfg.optimizer_impl != "default" else "foreach"

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from . import metrics
-from .expectations import ONE_RUN_METRICS, PAIR_METRICS
+from .expectations import METRIC_ARGS, ONE_RUN_METRICS, PAIR_METRICS
 
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z0-9_.]+)\s*\}\}")
 
@@ -49,7 +49,7 @@ def value(spec: dict, load) -> float | None:
         baseline = load(spec.get("baseline"))
         if baseline is None:
             return None
-    args = {k: spec[k] for k in ("category", "step", "phase", "strategy", "versus", "row") if k in spec}
+    args = {k: spec[k] for k in METRIC_ARGS if k in spec}
     return metrics.scalar(metric, result, baseline, **args)
 
 

@@ -31,15 +31,42 @@ def breakdown_total(result: dict) -> int:
     return sum((result.get("breakdown") or {}).values())
 
 
-def category_bytes(result: dict, category: str) -> int | None:
+def category_bytes(result: dict, category) -> int | None:
+    """Bytes of one category (or the sum of a list of them) at the peak; None when the breakdown does not have it.
+
+    The tracker writes every tensor category, zeros included, so a missing one was not measured: None, never 0
+    (a share maximum must not pass on a category nobody counted). The one exception is "other" on a GPU, which
+    the runner writes only when it is positive.
+    """
     cats = result.get("breakdown")
-    return None if cats is None else int(cats.get(category, 0))
+    if cats is None:
+        return None
+    total = 0
+    for name in [category] if isinstance(category, str) else list(category):
+        if name in cats:
+            total += int(cats[name])
+        elif not (name == "other" and device_type(result) == "cuda"):
+            return None
+    return total
 
 
-def category_share(result: dict, category: str) -> float | None:
+def category_share(result: dict, category) -> float | None:
     total = breakdown_total(result)
     value = category_bytes(result, category)
     return None if not total or value is None else value / total
+
+
+def breakdown_gap(result: dict, source: str = "measured") -> int | None:
+    """The categories drawn at the peak minus the peak they are drawn beside (bytes): the measured breakdown
+    against the peak above the baseline, the estimate's categories against the estimated peak."""
+    if source == "estimated":
+        est = result.get("estimate") or {}
+        cats, peak = est.get("categories"), est.get("peak_bytes")
+    else:
+        cats, peak = result.get("breakdown"), net_peak(result)
+    if not cats or peak is None:
+        return None
+    return sum(int(v) for v in cats.values()) - peak
 
 
 def largest_category(result: dict) -> tuple[str, int] | None:
@@ -95,6 +122,52 @@ def steady_steps_repeat(result: dict) -> bool | None:
 
 def step_ms(result: dict) -> float | None:
     return (result.get("step_ms") or {}).get("median")
+
+
+# The device rate an fp32 step's arithmetic is judged against: what PyTorch's defaults give a learner's script,
+# so fp32 matmuls run without TF32 while cuDNN convolutions use it (torch.backends.cudnn.allow_tf32 is True).
+RATE_OF_PRECISION = {"fp32": "fp32", "tf32": "tf32", "amp_bf16": "bf16", "amp_fp16": "fp16", "bf16": "bf16"}
+
+
+def device_rate(result: dict) -> float | None:
+    """The TFLOP/s the device itself reached on large matmuls at this run's precision (measured with the run)."""
+    config = result.get("config") or {}
+    precision = config.get("precision", "fp32")
+    name = "tf32" if precision == "fp32" and config.get("model") == "cnn" else RATE_OF_PRECISION.get(precision)
+    rates = ((result.get("device") or {}).get("rates") or {}).get("tflops") or {}
+    return rates.get(name)
+
+
+def config_parameter_bytes(config: dict) -> int | None:
+    """The model's parameter bytes, counted from its configuration (for results without a model phase)."""
+    from .config import ConfigError, ExperimentConfig
+    from .estimator import parameter_bytes as counted
+
+    try:
+        return counted(ExperimentConfig.from_dict(config))
+    except (ConfigError, TypeError, ValueError):
+        return None
+
+
+def output_unit_bytes(result: dict) -> int | None:
+    """One fp32 layer output of a run: batch x width (x seq_len for a transformer) x 4 bytes."""
+    config = result.get("config") or {}
+    if "batch" not in config or "width" not in config:
+        return None
+    tokens = int(config["batch"]) * (int(config.get("seq_len") or 1) if config.get("model") == "transformer" else 1)
+    return tokens * int(config["width"]) * 4
+
+
+PROFILE_COLUMNS = {"self": "self_device_memory_bytes", "total": "device_memory_bytes",
+                   "self_cpu": "self_cpu_memory_bytes"}
+
+
+def profile_bytes(result: dict, row: str, column: str) -> int | None:
+    """A profiler table's figure for one operator (its name before '#'), summed over its rows; None if absent."""
+    key = PROFILE_COLUMNS[column]
+    rows = [r for r in result.get("rows") or [] if str(r.get("name", "")).split("#")[0] == row]
+    return sum(int(r.get(key) or 0) for r in rows) if rows else None
+
 
 
 def output_bytes(result: dict) -> int | None:
@@ -213,6 +286,10 @@ def scalar(metric: str, result: dict, baseline: dict | None = None, **args) -> f
     if metric == "category_share_pct":
         value = category_share(result, args["category"])
         return None if value is None else value * 100
+    if metric == "category_per":
+        # One category in units of another in the same run ("Adam's state is twice the parameters").
+        value, per = category_bytes(result, args["category"]), category_bytes(result, args["per"])
+        return None if value is None or not per else value / per
     if metric == "phase_peak_mib":
         value = phase_peak(result, args["step"], args["phase"])
         if value is None:
@@ -223,6 +300,13 @@ def scalar(metric: str, result: dict, baseline: dict | None = None, **args) -> f
         a = scalar("phase_peak_mib", result, step=args["step"], phase=args["phase"])
         b = scalar("phase_peak_mib", result, step=args["versus_step"], phase=args["phase"])
         return None if a is None or not b else a / b
+    if metric == "phase_peak_gap_params":
+        # How much higher a phase peaks in versus_step than in step, in parameter units ("step 1's backward is
+        # lower because Adam's state, twice the parameters, did not exist yet").
+        a = phase_peak(result, args["step"], args["phase"])
+        b = phase_peak(result, args["versus_step"], args["phase"])
+        params = parameter_bytes(result)
+        return None if a is None or b is None or not params else (b - a) / params
     if metric == "phase_growth_mib":
         value = phase_growth(result, args["step"], args["phase"])
         return None if value is None else value / MIB
@@ -233,6 +317,14 @@ def scalar(metric: str, result: dict, baseline: dict | None = None, **args) -> f
         return None if not s.get("median") else (s["p90"] - s["p10"]) / s["median"] * 100
     if metric == "tflops":
         return result.get("tflops")
+    if metric == "tflops_share_pct":
+        # The achieved rate as a share of what the device reaches on large matmuls at this precision.
+        tflops, rate = result.get("tflops"), device_rate(result)
+        return None if not tflops or not rate else tflops / rate * 100
+    if metric == "profile_params":
+        value = profile_bytes(result, args["row"], args["column"])
+        params = config_parameter_bytes(result.get("config") or {})
+        return None if value is None or not params else value / params
     if metric == "leak_growth_bytes":
         return leak_growth(result)
     if metric == "leak_growth_kib":
@@ -311,6 +403,25 @@ def scalar(metric: str, result: dict, baseline: dict | None = None, **args) -> f
     if metric == "step_time_ratio":
         tech, base = step_ms(result), step_ms(baseline)
         return None if not base or tech is None else tech / base
+    if metric == "phase_peak_pair_ratio":
+        tech = scalar("phase_peak_mib", result, step=args["step"], phase=args["phase"])
+        base = scalar("phase_peak_mib", baseline, step=args["step"], phase=args["phase"])
+        return None if not base or tech is None else tech / base
+    if metric == "saved_per_category":
+        # The peak saved, in units of one category of the baseline ("it fell by more than Adam's two states").
+        saved, cat = _saved(baseline, result), category_bytes(baseline, args["category"])
+        return None if saved is None or not cat else saved / cat
+    if metric == "saved_outputs":
+        # The peak saved, in fp32 layer outputs of the run ("in-place ReLU removes only that one tensor").
+        saved, unit = _saved(baseline, result), output_unit_bytes(result)
+        return None if saved is None or not unit else saved / unit
+    if metric == "saving_vs_category":
+        # The peak's relative saving over the category's relative saving: below 1 when the rest of the peak stays.
+        peak = scalar("peak_saving_pct", result, baseline)
+        tech, base = category_bytes(result, args["category"]), category_bytes(baseline, args["category"])
+        if peak is None or tech is None or not base or base == tech:
+            return None
+        return peak / ((base - tech) / base * 100)
     if metric == "saving_ratio":
         # What one change saves on top of another, over what it saves alone: below 1, the two overlap.
         mine, alone = _saved(baseline, result), _saved(args["versus_baseline"], args["versus"])

@@ -1,6 +1,6 @@
 import streamlit as st
 
-from app import fragmentation_view, jobs, layout, recorded_view, results, sandbox, timeline_view
+from app import expect_view, fragmentation_view, jobs, layout, recorded_view, results, sandbox, timeline_view
 from app.i18n import t
 
 NS = "analysis.profile"
@@ -27,5 +27,6 @@ with right:
                 if cfg is not None and cfg.to_dict() != done["tag"]:
                     st.warning(t("result.stale"))
                 results.render_profile(result)
+                expect_view.checked(meta.get("profile_expect"), {"run": result})
     fragmentation_view.render("analysis", meta)
     recorded_view.browser("analysis")

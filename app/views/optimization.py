@@ -66,15 +66,16 @@ def verdict(meta: dict, technique: dict, tech: dict, base: dict, source: str) ->
     ok = claims.holds(value, technique.get("claimed_range"))
     if ok is True:
         st.success(t("opt.holds"))
-        why = expect_view.text(meta, technique.get("why_holds"))
     elif ok is False:
         st.warning(t("opt.not_holds"))
-        why = expect_view.text(meta, technique.get("why_not"))
     else:
         st.info(t("opt.no_verdict"))
-        why = ""
+    key, checks = claims.explanation(technique, ok)
+    why = expect_view.text(meta, technique.get(key)) if key else ""
     if why:
         st.markdown(why)
+        # The explanation states what this pair shows: checked against it, like every prompt.
+        expect_view.checked(checks, claims.runs(tech, base))
     _oom(tech, base)
 
 

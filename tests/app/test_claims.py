@@ -26,7 +26,9 @@ def tiny_lessons(tmp_path, monkeypatch):
             "config": TINY | {"optimizer": "sgd"}, "baseline": TINY | {"optimizer": "adam"},
             "claim": {"en": "SGD needs less memory than Adam", "zh": "SGD 比 Adam 省显存"},
             "metric": "peak_saving_pct", "claimed_range": [1, 100],
+            "why_holds_expect": [{"check": "share", "category": "optimizer_state", "max": 0}],
             "why_holds": {"en": "No optimizer state.", "zh": "没有优化器状态。"},
+            "why_not_expect": [{"check": "share", "category": "optimizer_state", "max": 0}],
             "why_not": {"en": "?", "zh": "?"},
         }],
     })
@@ -56,6 +58,27 @@ def test_claim_is_measured_and_judged(tiny_lessons):
     assert any(m.label == "Peak memory saved" for m in at.metric)
     if (at.session_state["optimization.tiny_sgd.done"]["statuses"][0]["result"]["device"]["type"]) == "cpu":
         assert any(s.value == "The claim holds here." for s in at.success)
+
+
+def test_the_explanation_is_checked_against_the_pair_and_says_what_it_contradicts(tiny_lessons):
+    at = open_page("optimization")
+    at.button(key="optimization.tiny_sgd.run").click().run()
+    run_until(at, lambda a: "optimization.tiny_sgd.done" in a.session_state)
+    if at.session_state["optimization.tiny_sgd.done"]["statuses"][0]["result"]["device"]["type"] != "cpu":
+        pytest.skip("the verdict of this tiny pair is the CPU's")
+    text = [m.value for m in at.markdown]
+    assert "No optimizer state." in text and any(c.value == "Checked against this run." for c in at.caption)
+    # The same text with a check this pair contradicts: the page says so under it, with the measured figure.
+    meta_path = tiny_lessons / "optimization" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["techniques"][0]["why_holds_expect"] = [{"check": "value", "metric": "peak_saving_pct", "baseline": "baseline",
+                                                  "min": 99}]
+    meta_path.write_text(json.dumps(meta))
+    at = open_page("optimization")
+    at.button(key="optimization.tiny_sgd.run").click().run()
+    run_until(at, lambda a: "optimization.tiny_sgd.done" in a.session_state)
+    warned = [w.value for w in at.warning if w.value.startswith("This run does not show what the text above says")]
+    assert warned and "the peak saved (%) is" in warned[0] and "≥ 99" in warned[0]
 
 
 def test_without_a_gpu_the_pair_runs_sized_and_says_so(tiny_lessons):

@@ -10,6 +10,7 @@ from conftest import open_page, run_until
 TINY = {"model": "mlp", "layers": 2, "width": 64, "batch": 16, "steps": 2, "timing_steps": 2, "optimizer": "adam"}
 HOLDS = "Adam's state appears in step 1's optimizer_step."
 FAILS = "The peak is in the data phase."
+UNCHECKED = "The step takes some time and what is not a tensor is at most all of it."
 
 
 @pytest.fixture
@@ -35,6 +36,13 @@ def tiny_monitoring(tmp_path, monkeypatch):
                 "expect": [{"check": "peak_phase", "is": ["data"]}],
                 "try": {"en": "Nothing.", "zh": "无。"}, "try_expect": [],
             },
+            "time": {
+                # The second check reads a category a CPU run does not have: not applied, so not "checked".
+                "notice": {"en": UNCHECKED, "zh": UNCHECKED},
+                "expect": [{"check": "value", "metric": "step_ms", "min": 0},
+                           {"check": "share", "category": "other", "max": 1}],
+                "try": {"en": "Nothing.", "zh": "无。"}, "try_expect": [],
+            },
         },
     }
     (folder / "meta.json").write_text(json.dumps(meta))
@@ -53,7 +61,12 @@ def test_a_prompt_is_shown_when_the_run_bears_it_out_and_corrected_when_not(tiny
     assert not at.exception, [e.value for e in at.exception]
     text = _markdown(at)
     assert HOLDS in text
-    assert any(c.value == "Checked against this run." for c in at.caption)
+    cpu = at.session_state["monitoring.done"]["statuses"][0]["result"]["device"]["type"] == "cpu"
+    # The prompts sit under this run and again under the recorded H200 run below it. Under the H200 run the memory
+    # and time prompts are borne out; under a CPU run the time prompt's second check reads a category a CPU run
+    # does not have, and that withholds its caption (it used to count as checked).
+    assert [c.value for c in at.caption].count("Checked against this run.") == (1 if cpu else 2) + 2
+    assert UNCHECKED in text
     # The breakdown note is false for this run: the page says what the run shows instead, not the note.
     assert "this run does not show what the lesson's note describes" in text
     assert "the peak is in" in text and FAILS not in text.split("this run does not show")[1].split("\n")[1]
@@ -80,3 +93,36 @@ def test_facts_fill_lesson_prose_from_recorded_results(tiny_monitoring):
     from experiments.recorded import load_recorded
 
     assert f"The recorded peak was {net_peak(load_recorded('monitoring-preset')) / 2**20:.1f} MiB." in text
+
+
+@pytest.fixture
+def analysis_lesson(tmp_path, monkeypatch):
+    import shutil
+
+    from app import content
+
+    shutil.copytree(content.lessons_dir() / "analysis", tmp_path / "analysis")
+    monkeypatch.setenv("GPU_MEMORY_LAB_LESSONS", str(tmp_path))
+    return tmp_path / "analysis" / "meta.json"
+
+
+def _open_recorded_profile():
+    at = open_page("analysis")
+    at.selectbox(key="recorded.analysis").set_value("analysis-profile").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_the_recorded_profiler_table_is_checked_against_the_lessons_bullets(analysis_lesson):
+    at = _open_recorded_profile()
+    assert not [w for w in at.warning if w.value.startswith("This run does not show what the text above says")]
+    checked = [c.value for c in at.caption].count("Checked against this run.")
+    # A bullet this table contradicts ("Optimizer.zero_grad is negative" checked as positive) is reported under it.
+    meta = json.loads(analysis_lesson.read_text())
+    meta["profile_expect"][0] = dict(meta["profile_expect"][0], min=0, max=None)
+    del meta["profile_expect"][0]["max"]
+    analysis_lesson.write_text(json.dumps(meta))
+    at = _open_recorded_profile()
+    warned = [w.value for w in at.warning if w.value.startswith("This run does not show what the text above says")]
+    assert warned and "in the profiler table" in warned[0]
+    assert [c.value for c in at.caption].count("Checked against this run.") == checked - 1

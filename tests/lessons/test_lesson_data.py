@@ -89,6 +89,17 @@ def test_lesson_data_is_valid(lesson):
         assert s.get("expect_check"), f"leak scenario {s['id']} has no expect_check"
     for f in meta.get("fragmentation") or []:
         assert f.get("expect"), f"fragmentation {f['id']} has no expect"
+    for tech in meta.get("techniques") or []:
+        # Each explanation says why this pair came out as it did: it states something checkable about the pair.
+        for key in ("why_holds", "why_not"):
+            assert tech.get(f"{key}_expect"), f"{lesson}.{tech['id']}.{key} states nothing checkable"
+            for check in tech[f"{key}_expect"]:
+                expectations.validate(check)
+                assert check.get("run", "run") in ("run", "baseline"), f"{lesson}.{tech['id']}.{key}: {check}"
+    for check in meta.get("profile_expect") or []:
+        expectations.validate(check)
+    if meta.get("profile"):
+        assert meta.get("profile_expect"), f"{lesson}: the lesson reads the profiler table but checks nothing on it"
     names = facts.names(meta.get("facts") or {})
     for text in prose_of(meta) + [p.read_text(encoding="utf-8") for p in (content.lessons_dir() / lesson).glob("*.md")]:
         missing = {n for n in facts.placeholders(text) - names if not n.startswith(("preset.", "try."))}
@@ -146,7 +157,10 @@ def test_prompt_holds_on_the_h200_recording(lesson, kind):
         outcomes = expectations.evaluate(prompt.get(field) or [], runs)
         failed = [o for o in outcomes if o["holds"] is False]
         assert not failed, f"{lesson}.{kind}.{field} does not hold on the H200 recording: {failed}"
-        assert expectations.verdict(outcomes) is not None, f"{lesson}.{kind}.{field}: no check applied"
+        # A check with no run or no figure to read backs nothing, even when a sibling check holds.
+        missing = expectations.unapplied(outcomes)
+        assert not missing, f"{lesson}.{kind}.{field}: checks not evaluated on the H200 recording: {missing}"
+        assert expectations.verdict(outcomes) is True, f"{lesson}.{kind}.{field}: no check applied"
 
 
 def _cpu_runs(lesson: str, kind: str) -> dict:
@@ -175,8 +189,15 @@ def test_prompt_holds_on_a_cpu_run(lesson, kind):
         pytest.skip("every check of this prompt is GPU-only (and its text says so)")
     runs = _cpu_runs(lesson, kind)
     for field in ("expect", "try_expect"):
-        failed = [o for o in expectations.evaluate(prompt.get(field) or [], runs) if o["holds"] is False]
+        outcomes = expectations.evaluate(prompt.get(field) or [], runs)
+        failed = [o for o in outcomes if o["holds"] is False]
         assert not failed, f"{lesson}.{kind}.{field} does not hold on CPU: {failed}"
+        missing = expectations.unapplied(outcomes)
+        assert not missing, f"{lesson}.{kind}.{field}: checks not evaluated on the CPU run: {missing}"
+    for key, run in runs.items():
+        for where, result in _drawn_beside_a_peak(run):
+            off = [o for o in _sum_outcomes(result) if o["holds"] is not True]
+            assert not off, f"{lesson}.{kind} {key} {where}: categories minus peak (MiB): {[o['actual'] for o in off]}"
 
 
 @pytest.mark.parametrize("scenario", [s["id"] for s in content.leak_scenarios("leaks")])
@@ -195,6 +216,53 @@ def test_fragmentation_expectations_hold_on_the_h200_recording():
         assert result is not None, f"analysis-frag-{f['id']} is not recorded: run benchmarks/record_results.py on the GPU"
         outcomes = expectations.evaluate(f["expect"], result["runs"])
         assert expectations.verdict(outcomes) is True, f"{f['id']}: {outcomes}"
+
+
+@pytest.mark.parametrize("lesson", [x for x in LESSONS if content.meta(x).get("profile")])
+def test_profiler_bullets_hold_on_the_h200_table(lesson):
+    outcomes = expectations.evaluate(content.meta(lesson)["profile_expect"], {"run": load_recorded(f"{lesson}-profile")})
+    assert not [o for o in outcomes if o["holds"] is False], outcomes
+    assert not expectations.unapplied(outcomes) and expectations.verdict(outcomes) is True
+
+
+SUMS = [{"check": "breakdown_sums_to_peak"}, {"check": "breakdown_sums_to_peak", "source": "estimated"}]
+
+
+def _drawn_beside_a_peak(result: dict) -> list[tuple[str, dict]]:
+    """Every result whose categories a page stacks next to its peak: a run, or each rank of a data-parallel run."""
+    if result.get("ranks"):
+        return [(f"rank {r['rank']}", r) for r in result["ranks"]]
+    return [("run", result)] if result.get("breakdown") else []
+
+
+def _sum_outcomes(result: dict) -> list[dict]:
+    checks = SUMS if (result.get("estimate") or {}).get("categories") else SUMS[:1]
+    return expectations.evaluate(checks, {"run": result})
+
+
+def _with_breakdowns() -> list:
+    """Every recorded result a page draws categories for, the offload run marked: FSDP2's CPU offload keeps the
+    sharded parameters, gradients and Adam state in host memory, its rank's tracker counts them in the breakdown,
+    and the multigpu page stacks those bytes beside a GPU peak a quarter their size (to fix in
+    experiments/distributed_rank.py, then re-record on 2 GPUs; strict, so the fix shows up here)."""
+    out = []
+    for folder in ("h200", "h200x2", "cpu-gloo"):
+        for path in sorted((RECORDED_ROOT / folder).glob("*.json")):
+            result = json.loads(path.read_text(encoding="utf-8"))["result"]
+            if not _drawn_beside_a_peak(result):
+                continue
+            marks = [pytest.mark.xfail(strict=True, reason="the offload rank's breakdown counts host memory")] \
+                if path.stem == "multigpu-h200x2-fsdp2_offload" else []
+            out.append(pytest.param(path, id=f"{folder}/{path.stem}", marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("path", _with_breakdowns())
+def test_categories_add_up_to_the_peak_they_are_drawn_beside(path):
+    result = json.loads(path.read_text(encoding="utf-8"))["result"]
+    for where, run in _drawn_beside_a_peak(result):
+        off = [o for o in _sum_outcomes(run) if o["holds"] is not True]
+        assert not off, f"{path.stem} {where}: categories minus peak (MiB): {[o['actual'] for o in off]}"
 
 
 # --- every number the prose quotes is a recorded one, in the direction the prose states ---

@@ -88,6 +88,8 @@ def test_prompt_holds_on_the_recording(device, kind):
         outcomes = expectations.evaluate(prompt[field], runs)
         failed = [o for o in outcomes if o["holds"] is False]
         assert not failed, f"{kind}.{field} does not hold on recorded/{recording(device, M)}: {failed}"
+        missing = expectations.unapplied(outcomes)
+        assert not missing, f"{kind}.{field}: checks not evaluated on recorded/{recording(device, M)}: {missing}"
         if device == "cuda":
             assert expectations.verdict(outcomes) is not None, f"{kind}.{field}: no check applied on the GPU"
 

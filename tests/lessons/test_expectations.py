@@ -1,0 +1,302 @@
+"""The claim checks themselves: a check that cannot be evaluated is reported, never silently passed; every new
+figure agrees with an independent computation; and a recording changed to contradict a sentence makes that
+sentence's check fail (mutations of the shipped H200 data, in memory)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from app import claims, content
+from experiments import expectations, facts, metrics
+from experiments.recorded import load_recorded
+
+MIB = 2**20
+
+
+def _recorded(rid: str) -> dict:
+    return copy.deepcopy(load_recorded(rid))
+
+
+def _technique(tid: str) -> dict:
+    return {t["id"]: t for t in content.meta("optimization")["techniques"]}[tid]
+
+
+def _scale_time(result: dict, factor: float) -> None:
+    for key in ("median", "p10", "p90"):
+        result["step_ms"][key] *= factor
+
+
+def _shown(tid: str, tech: dict, base: dict) -> tuple[str, list[dict]]:
+    """The explanation the optimization page shows beside the verdict on this pair, with its outcomes."""
+    technique = _technique(tid)
+    verdict = claims.holds(claims.measure(technique.get("metric", "peak_saving_pct"), tech, base),
+                           technique["claimed_range"])
+    key, checks = claims.explanation(technique, verdict)
+    return key, expectations.evaluate(checks, claims.runs(tech, base))
+
+
+# --- a check that has nothing to read is "not applied", and that is not a pass ---
+
+def test_a_missing_run_is_unapplied_and_withholds_the_verdict():
+    run = _recorded("optimization-preset")
+    outcomes = expectations.evaluate([{"check": "peak_phase", "is": ["backward"]},
+                                      {"check": "value", "metric": "peak_ratio", "run": "changed", "baseline": "run",
+                                       "max": 0.8}], {"run": run})
+    assert outcomes[0]["holds"] is True
+    assert [o["missing"] for o in expectations.unapplied(outcomes)] == ["changed"]
+    # A sibling that holds does not make the prompt "checked".
+    assert expectations.verdict(outcomes) is None
+
+
+def test_a_device_skip_is_not_unapplied():
+    run = _recorded("optimization-preset")
+    outcomes = expectations.evaluate([{"check": "peak_phase", "is": ["backward"]},
+                                      {"check": "value", "metric": "step_ms", "max": 10, "devices": ["cpu"]}],
+                                     {"run": run})
+    assert outcomes[1]["skipped"] == "device" and not expectations.unapplied(outcomes)
+    assert expectations.verdict(outcomes) is True
+    only_skipped = expectations.evaluate([outcomes[1]["spec"]], {"run": run})
+    assert expectations.verdict(only_skipped) is None  # nothing was confirmed
+
+
+def test_a_missing_figure_is_unapplied():
+    run = _recorded("optimization-preset")
+    run["step_ms"] = None
+    outcomes = expectations.evaluate([{"check": "value", "metric": "step_ms", "max": 10}], {"run": run})
+    assert expectations.unapplied(outcomes) and expectations.verdict(outcomes) is None
+
+
+def test_an_absent_category_is_not_zero_and_does_not_pass_a_share_maximum():
+    run = _recorded("analysis-preset")
+    del run["breakdown"]["activations"]
+    check = {"check": "share", "category": "activations", "max": 0.01}
+    outcome = expectations.evaluate_one(check, {"run": run})
+    assert outcome["holds"] is None and expectations.unapplied([outcome])
+    assert metrics.category_bytes(run, ["parameters", "activations"]) is None
+    # "other" is written by the runner only when positive: on a GPU its absence means 0 bytes.
+    del run["breakdown"]["other"]
+    assert metrics.category_bytes(run, "other") == 0
+    assert metrics.category_bytes(dict(run, device={"type": "cpu"}), "other") is None
+
+
+def test_a_failing_check_outweighs_an_unapplied_one():
+    run = _recorded("optimization-preset")
+    outcomes = expectations.evaluate([{"check": "peak_phase", "is": ["data"]},
+                                      {"check": "value", "metric": "peak_ratio", "run": "changed", "baseline": "run",
+                                       "max": 0.8}], {"run": run})
+    assert expectations.verdict(outcomes) is False
+
+
+def test_bad_checks_name_the_field():
+    with pytest.raises(expectations.ExpectationError, match="largest_category.is"):
+        expectations.validate({"check": "largest_category", "is": ["weights"]})
+    with pytest.raises(expectations.ExpectationError, match="category_per needs 'per'"):
+        expectations.validate({"check": "value", "metric": "category_per", "category": "gradients", "min": 1})
+    with pytest.raises(expectations.ExpectationError, match="profile_params needs a row"):
+        expectations.validate({"check": "value", "metric": "profile_params", "row": "Optimizer.step",
+                               "column": "children", "max": 0})
+    with pytest.raises(expectations.ExpectationError, match="phase_peak_gap_params needs an int versus_step"):
+        expectations.validate({"check": "value", "metric": "phase_peak_gap_params", "step": 1, "phase": "backward",
+                               "min": 1})
+    with pytest.raises(expectations.ExpectationError, match="share.category"):
+        expectations.validate({"check": "share", "category": ["parameters", "weights"], "max": 1})
+
+
+# --- the new figures against independent computations ---
+
+def test_category_per_and_sums_of_categories():
+    run = _recorded("analysis-preset")
+    b = run["breakdown"]
+    assert metrics.scalar("category_per", run, category="optimizer_state", per="parameters") == \
+        b["optimizer_state"] / b["parameters"]
+    assert metrics.category_share(run, ["parameters", "gradients"]) == \
+        (b["parameters"] + b["gradients"]) / sum(b.values())
+
+
+def test_largest_category_names_the_biggest_slice():
+    run = _recorded("optimization-preset")  # activations are about half of this peak
+    check = {"check": "largest_category", "is": ["activations"]}
+    assert expectations.evaluate_one(check, {"run": run})["holds"] is True
+    run["breakdown"]["optimizer_state"] = run["breakdown"]["activations"] + 1
+    outcome = expectations.evaluate_one(check, {"run": run})
+    assert outcome["holds"] is False and outcome["actual"] == "optimizer_state"
+
+
+def test_tflops_share_uses_the_rate_of_the_runs_precision():
+    fp32, amp = _recorded("optimization-amp_speed_large-baseline"), _recorded("optimization-amp_speed_large-config")
+    assert metrics.scalar("tflops_share_pct", fp32) == fp32["tflops"] / fp32["device"]["rates"]["tflops"]["fp32"] * 100
+    assert metrics.scalar("tflops_share_pct", amp) == amp["tflops"] / amp["device"]["rates"]["tflops"]["bf16"] * 100
+    cnn = dict(fp32, config=dict(fp32["config"], model="cnn"))  # cuDNN convolutions use TF32 by default
+    assert metrics.device_rate(cnn) == fp32["device"]["rates"]["tflops"]["tf32"]
+
+
+def test_phase_peak_gap_is_adams_state_in_parameter_units():
+    run = _recorded("analysis-try-memory")
+    step1 = max(p["peak_bytes"] for p in run["phases"] if p["step"] == 1 and p["phase"] == "backward")
+    step2 = max(p["peak_bytes"] for p in run["phases"] if p["step"] == 2 and p["phase"] == "backward")
+    params = run["breakdown"]["parameters"]
+    gap = metrics.scalar("phase_peak_gap_params", run, step=1, versus_step=2, phase="backward")
+    assert gap == pytest.approx((step2 - step1) / params, rel=1e-3)
+
+
+def test_profile_rows_in_parameter_units():
+    profile = _recorded("analysis-profile")
+    config = profile["config"]
+    params = config["layers"] * (config["width"] ** 2 + config["width"]) * 4
+    row = next(r for r in profile["rows"] if r["name"].startswith("Optimizer.zero_grad"))
+    assert metrics.scalar("profile_params", profile, row="Optimizer.zero_grad", column="self") == \
+        row["self_device_memory_bytes"] / params
+    assert metrics.scalar("profile_params", profile, row="no such operator", column="self") is None
+
+
+def test_saved_outputs_counts_fp32_layer_outputs():
+    base = _recorded("optimization-inplace-baseline")
+    tech = copy.deepcopy(base)
+    unit = base["config"]["batch"] * base["config"]["width"] * 4
+    tech["peak_bytes"] -= 3 * unit
+    assert metrics.scalar("saved_outputs", tech, base) == pytest.approx(3)
+
+
+def test_breakdown_sums_to_peak_holds_on_a_recording_and_fails_when_a_category_is_off():
+    run = _recorded("optimization-preset")
+    check = {"check": "breakdown_sums_to_peak"}
+    assert expectations.evaluate_one(check, {"run": run})["holds"] is True
+    assert expectations.evaluate_one(dict(check, source="estimated"), {"run": run})["holds"] is True
+    run["breakdown"]["activations"] += MIB // 50  # 0.02 MiB: more than the page's two decimals hide
+    outcome = expectations.evaluate_one(check, {"run": run})
+    assert outcome["holds"] is False and outcome["actual"] == (MIB // 50) / MIB
+
+
+# --- mutations: the shipped data changed so that a sentence is wrong, and that sentence's check fails ---
+
+def test_inplace_relu_saving_thirty_percent_fails_the_shown_explanation():
+    base = _recorded("optimization-inplace-baseline")
+    tech = _recorded("optimization-inplace-config")
+    assert _shown("inplace", tech, base)[0] == "why_not"
+    net = metrics.net_peak(base)
+    tech["peak_bytes"] = tech["baseline_bytes"] + int(net * 0.7)
+    key, outcomes = _shown("inplace", tech, base)
+    assert key == "why_holds"  # the verdict flipped: the page now explains why in-place ReLU helps...
+    assert expectations.verdict(outcomes) is False  # ...and the explanation's own check says this pair cannot
+
+
+def test_accumulation_costing_29_percent_more_time_fails_the_shown_explanation():
+    base = _recorded("optimization-accumulation_speed-baseline")
+    tech = _recorded("optimization-accumulation_speed-config")
+    assert expectations.verdict(_shown("accumulation_speed", tech, base)[1]) is True
+    _scale_time(tech, 1.29 * base["step_ms"]["median"] / tech["step_ms"]["median"])
+    key, outcomes = _shown("accumulation_speed", tech, base)
+    assert key == "why_not"
+    assert [o["spec"]["metric"] for o in outcomes if o["holds"] is False] == ["step_time_ratio"]
+
+
+def test_positive_optimizer_rows_fail_the_profiler_bullets():
+    profile = _recorded("analysis-profile")
+    checks = content.meta("analysis")["profile_expect"]
+    assert expectations.verdict(expectations.evaluate(checks, {"run": profile})) is True
+    for row in profile["rows"]:
+        if row["name"].startswith("Optimizer."):
+            for key in ("self_device_memory_bytes", "device_memory_bytes"):
+                row[key] = abs(row[key])
+    failed = [o["spec"]["row"] for o in expectations.evaluate(checks, {"run": profile}) if o["holds"] is False]
+    assert failed == ["Optimizer.zero_grad", "Optimizer.step"]
+
+
+def _prompt_outcomes(lesson: str, kind: str, field: str, runs: dict) -> list[dict]:
+    return expectations.evaluate(content.meta(lesson)["prompts"][kind][field], runs)
+
+
+def _prompt_runs(lesson: str, kind: str) -> dict:
+    return {key: _recorded(rid) for key, rid in content.prompt_recorded_ids(lesson, kind).items()}
+
+
+def _scale_phase_peak(run: dict, step: int, phase: str, factor: float) -> None:
+    for p in run["phases"]:
+        if p["step"] == step and p["phase"] == phase:
+            p["peak_bytes"] = run["baseline_bytes"] + int((p["peak_bytes"] - run["baseline_bytes"]) * factor)
+
+
+def _move_bytes(run: dict, source: str, target: str, fraction: float) -> None:
+    moved = int(run["breakdown"][source] * fraction)
+    run["breakdown"][source] -= moved
+    run["breakdown"][target] += moved
+
+
+def _grow_leak(run: dict, nbytes: int) -> None:
+    run["growth_bytes_per_step"] = nbytes
+
+
+MUTATIONS = [
+    # "step 1's backward bar is clearly lower than step 2's": 1 % lower is not clearly lower
+    ("analysis", "memory", "try_expect", "changed",
+     lambda r: _scale_phase_peak(r, 1, "backward", 0.99 * metrics.phase_peak(r, 2, "backward") /
+                                 metrics.phase_peak(r, 1, "backward"))),
+    # "Gradients are as large as the parameters, Adam's state is twice them"
+    ("analysis", "breakdown", "expect", "run", lambda r: _move_bytes(r, "optimizer_state", "temporaries", 0.1)),
+    # "a step this size ... reaches only a few TFLOP/s": 15 TFLOP/s is not a few
+    ("analysis", "time", "expect", "run", lambda r: r.update(tflops=15.0)),
+    # "takes only a few milliseconds": 15 ms is not a few
+    ("optimization", "time", "expect", "run", lambda r: r["step_ms"].update(median=15.0)),
+    # "a small fraction of the GPU's arithmetic rate": 78 % of the fp32 rate is not
+    ("optimization", "time", "expect", "run", lambda r: r.update(tflops=0.78 * r["device"]["rates"]["tflops"]["fp32"])),
+    # "gradients are zero"
+    ("optimization", "breakdown", "expect", "run", lambda r: _move_bytes(r, "activations", "gradients", 0.0005)),
+    # "parameters and optimizer state keep exactly their bytes"
+    ("monitoring", "breakdown", "try_expect", "changed", lambda r: _move_bytes(r, "optimizer_state", "activations", 0.005)),
+    # "one 512-byte block on a GPU": two blocks are not one
+    ("leaks", "leak", "expect", "append_scalar_loss_after_backward", lambda r: _grow_leak(r, 1024)),
+    ("leaks", "leak", "try_expect", "append_scalar_loss_after_backward", lambda r: _grow_leak(r, 1024)),
+    # "climbs exactly like cache_outputs: one (batch x width) tensor per step"
+    ("leaks", "leak", "expect", "append_loss_after_backward", lambda r: _grow_leak(r, r["growth_bytes_per_step"] * 1.05)),
+    # "On a GPU the peak drops by about a fifth"
+    ("exercise1", "memory", "try_expect", "changed",
+     lambda r: r.update(peak_bytes=r["baseline_bytes"] + int(metrics.net_peak(r) * 0.88 / 0.8))),
+    # "On the H200 it fell by ... more than Adam's two states: the foreach temporaries went too"
+    ("exercise1", "breakdown", "try_expect", "run", lambda r: _move_bytes(r, "temporaries", "optimizer_state", 1)),
+    # "on a GPU the median barely moves": 1.4x is not barely
+    ("exercise1", "time", "try_expect", "changed", lambda r: r["step_ms"].update(median=r["step_ms"]["median"] * 1.45)),
+]
+
+
+@pytest.mark.parametrize(("lesson", "kind", "field", "key", "mutate"), MUTATIONS,
+                         ids=[f"{m[0]}.{m[1]}.{m[2]}.{m[3]}.{i}" for i, m in enumerate(MUTATIONS)])
+def test_a_recording_that_contradicts_its_sentence_fails_the_check(lesson, kind, field, key, mutate):
+    runs = _prompt_runs(lesson, kind)
+    assert expectations.verdict(_prompt_outcomes(lesson, kind, field, runs)) is True
+    mutate(runs[key])
+    assert expectations.verdict(_prompt_outcomes(lesson, kind, field, runs)) is False
+
+
+def _fact_holds(lesson: str, name: str, mutate_id: str | None = None, mutate=None) -> bool:
+    spec = content.meta(lesson)["facts"][name]
+
+    def load(rid):
+        result = _recorded(rid)
+        if rid == mutate_id:
+            mutate(result)
+        return result
+
+    return facts.holds(spec, facts.value(spec, load))
+
+
+def _slow_down(factor: float):
+    return lambda result: _scale_time(result, factor)
+
+
+@pytest.mark.parametrize(("lesson", "name", "rid", "mutate"), [
+    # "each micro-batch of 2048 still keeps the GPU busy, so it costs almost no time": a quarter more is not
+    ("exercise2", "accum_time", "exercise2-b8192_accum4", _slow_down(1.22)),
+    # "(one allocator block)": two blocks are not one
+    ("exercise3", "scalar_kept_bytes", "leaks-leak-append_scalar_loss_after_backward",
+     lambda r: r.update(growth_bytes_per_step=1024)),
+    ("leaks", "scalar_kept_bytes", "leaks-leak-append_scalar_loss_after_backward",
+     lambda r: r.update(growth_bytes_per_step=1024)),
+    # "On a GPU the peak drops by about a fifth": 14 % is not about a fifth
+    ("exercise1", "fused_saving_pct", "exercise1-adam_fused",
+     lambda r: r.update(peak_bytes=r["baseline_bytes"] + int(metrics.net_peak(r) * 1.08))),
+])
+def test_a_quoted_fact_leaves_its_range_when_the_recording_contradicts_the_sentence(lesson, name, rid, mutate):
+    assert _fact_holds(lesson, name)
+    assert not _fact_holds(lesson, name, rid, mutate)
