@@ -698,7 +698,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "leak.no_zero_grad": ("Never calling zero_grad", "从不调用 zero_grad"),
     "leak.fixed": ("Fixed loop (loss.item())", "修正后的循环（loss.item()）"),
     # fragmentation
-    # allocation timeline and segments (app/timeline_view.py)
+    # allocation timeline and segments (app/features/timeline_view.py)
     "timeline.title": ("Memory timeline: every allocation", "显存时间线：每一次分配"),
     "timeline.lesson_title": ("Memory timeline and the allocator's segments", "显存时间线与分配器的段"),
     "timeline.lesson_explain": ("Every allocation and free of the run's setup and measured steps, in order, stacked "
@@ -762,7 +762,7 @@ STRINGS: dict[str, tuple[str, str]] = {
                                  "没有可下载的快照：快照是 CUDA 缓存分配器的记录，而 CPU 运行没有缓存分配器。"),
     "timeline.snapshot_gone": ("The raw snapshot of this run is no longer on the server (only the most recent ones "
                                "are kept).", "这次运行的原始快照已不在服务器上（只保留最近的几个）。"),
-    # tensor census (app/leak_sandbox.py)
+    # tensor census (app/features/leak_sandbox.py)
     "census.title": ("Tensor census: what the last step added", "张量普查：最后一步新增了什么"),
     "census.explain": ("Live tensor storages grouped by shape, dtype and device, counted at the end of step {a} and "
                        "of step {b}; the groups that changed come first. A shape is that of the tensor the storage "
@@ -862,7 +862,7 @@ STRINGS: dict[str, tuple[str, str]] = {
     "exercise.answer": ("Reference answer", "参考答案"),
     "exercise.answer_note": ("Try it yourself first; then check with the experiment on the right.",
                              "先自己尝试，再用右侧的实验验证。"),
-    # graded exercises (app/grading*.py): progress, exercise 1 (predict), 2 (budget), 3 (leaky loop)
+    # graded exercises (course/grading/, app/exercises/): progress, exercise 1 (predict), 2 (budget), 3 (leaky loop)
     "exercise.tab.graded": ("Graded exercise", "评分练习"),
     "exercise.tab.free": ("Free experiment", "自由实验"),
     "grade.solved": ("Solved: every check passed", "已完成：所有检查都通过"),

@@ -4,23 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-# `app` and `experiments` are an installed project (requirements.txt installs it with `-e .`).
-from app import engine
+# `app`, `course` and `experiments` are an installed project (requirements.txt installs it with `-e .`).
+from app import backend
 from app.i18n import LANGS, t
-
-PAGES = (
-    ("home", ":material/home:"),
-    ("monitoring", ":material/monitoring:"),
-    ("analysis", ":material/query_stats:"),
-    ("optimization", ":material/speed:"),
-    ("leaks", ":material/water_drop:"),
-    ("compare", ":material/compare_arrows:"),
-    ("multigpu", ":material/device_hub:"),
-    ("exercise1", ":material/edit_note:"),
-    ("exercise2", ":material/edit_note:"),
-    ("exercise3", ":material/edit_note:"),
-)
-
+from course.catalog import PAGES
 
 # Half-width lesson columns on a projector (1024-1280 px): lesson code wraps instead of hiding its
 # expected-output comments off the right edge, a metric shows its whole value, and a lesson's table
@@ -76,9 +63,9 @@ def main() -> None:
     # the lesson must not wait for it (the parts that need the device wait where they are drawn). The slot
     # is filled again after the page, by when the worker has usually reported.
     slot = st.sidebar.empty()
-    device_caption(slot, engine.device_info_nowait())
+    device_caption(slot, backend.device_info_nowait())
     current.run()
-    device_caption(slot, engine.device_info_nowait())
+    device_caption(slot, backend.device_info_nowait())
 
 
 def device_caption(slot, info: dict | None) -> None:

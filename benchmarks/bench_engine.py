@@ -17,11 +17,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from experiments.config import ExperimentConfig  # noqa: E402
-from experiments.models import loss_fn  # noqa: E402
-from experiments.runner import _time_steps, run_experiment  # noqa: E402
-from experiments.strategies import float32_precision  # noqa: E402
-from experiments.training import build_state  # noqa: E402
+from experiments.core.config import ExperimentConfig  # noqa: E402
+from experiments.measure.run import _time_steps, run_experiment  # noqa: E402
+from experiments.training.models import loss_fn  # noqa: E402
+from experiments.training.step import build_state  # noqa: E402
+from experiments.training.strategies import float32_precision  # noqa: E402
 
 
 def grid() -> list[ExperimentConfig]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from app import content
-from experiments.config import ExperimentConfig
-from experiments.jobs import execute
-from experiments.runner import run_experiment
+from course import catalog, content
+from experiments.core.config import ExperimentConfig
+from experiments.jobs.kinds import execute
+from experiments.measure.run import run_experiment
 
 
 def _run(config: dict) -> tuple[float, dict]:
@@ -49,7 +49,7 @@ def main() -> None:
         return
     print("| lesson | run | size | engine time | median step |\n|---|---|---|---|---|")
     worst = 0.0
-    for lesson in content.LESSON_IDS:
+    for lesson in catalog.LESSON_IDS:
         meta = content.meta(lesson)
         if "preset" not in meta or meta.get("strategies"):
             continue

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from experiments.config import (  # noqa: E402
+from experiments.core.config import (  # noqa: E402
     CHECKPOINTS,
     OPTIMIZER_IMPLS,
     OPTIMIZERS,
@@ -30,9 +30,9 @@ from experiments.config import (  # noqa: E402
     ConfigError,
     ExperimentConfig,
 )
-from experiments.device_info import resolve_device  # noqa: E402
-from experiments.estimator import estimate  # noqa: E402
-from experiments.runner import measure_workspaces, run_experiment  # noqa: E402
+from experiments.estimate.estimator import estimate  # noqa: E402
+from experiments.measure.device import resolve_device  # noqa: E402
+from experiments.measure.run import measure_workspaces, run_experiment  # noqa: E402
 
 MIB = 2**20
 METHODS = ("analytic", "replay")
@@ -157,8 +157,8 @@ def _measured_with_tf32_off(table: dict[str, int]) -> dict[str, int]:
 
 def rescore(args) -> None:
     """The estimates of a GPU grid recomputed from its configurations, with the scratch memory those runs measured
-    (experiments/op_workspace.py table): the same computation the app does before a run, no GPU needed."""
-    from experiments.op_workspace import load
+    (experiments/estimate/workspaces.py table): the same computation the app does before a run, no GPU needed."""
+    from experiments.estimate.workspaces import load
 
     data = json.loads(Path(args.rescore).read_text())
     table = load(Path(args.workspaces)) if args.workspaces else {}

@@ -62,7 +62,7 @@ def _children(pid: int) -> list[int]:
 
 
 def _workers(server_pid: int) -> list[int]:
-    """The experiment workers: children of the server that run experiments.worker (not the resource tracker)."""
+    """The experiment workers: children of the server that run experiments.jobs.worker (not the resource tracker)."""
     found = []
     for pid in _children(server_pid):
         try:
@@ -171,9 +171,9 @@ async def _session(page, context, base: str, s: dict, server_pid: int, deadline:
 def _alone_peaks(sessions: list[dict]) -> dict[str, str]:
     """Each distinct configuration run alone in this process: the page's peak must show the same figure."""
     sys.path.insert(0, str(ROOT))
-    from app.frames import fmt_bytes
-    from experiments.config import ExperimentConfig
-    from experiments.runner import run_experiment
+    from course.units import fmt_bytes
+    from experiments.core.config import ExperimentConfig
+    from experiments.measure.run import run_experiment
 
     peaks = {}
     for s in sessions:

@@ -1,5 +1,5 @@
 """A class on one GPU server, at the worker: N sessions submit at once to the server's worker client (the same
-`experiments.worker.WorkerClient` every browser tab uses), poll like the page does, and wait for their results.
+`experiments.jobs.worker.WorkerClient` every browser tab uses), poll like the page does, and wait for their results.
 
     python benchmarks/queue_load.py --sessions 30 --out docs/load-test-h200x2.json
 
@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from experiments.worker import WorkerClient
+from experiments.jobs.worker import WorkerClient
 
 TERMINAL = ("done", "error", "cancelled")
 MIB = 2**20

@@ -21,14 +21,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from experiments.distributed import run_distributed_many  # noqa: E402
-from experiments.distributed_lesson import lesson_jobs  # noqa: E402
+from course.distributed import lesson_jobs  # noqa: E402
+from experiments.distributed.launch import run_distributed_many  # noqa: E402
 
 
 def estimates_only(folder: Path, workspaces: Path | None) -> None:
-    from experiments.distributed import DistributedConfig
-    from experiments.op_workspace import load
-    from experiments.sharding import estimate_sharded
+    from experiments.distributed.estimate import estimate_sharded
+    from experiments.distributed.launch import DistributedConfig
+    from experiments.estimate.workspaces import load
 
     table = load(workspaces) if workspaces else {}
     for path in sorted(folder.glob("*.json")):

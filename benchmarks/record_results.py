@@ -3,7 +3,7 @@ can check every prompt and every quoted number against them (docs/expectations.m
 
     python benchmarks/record_results.py --out recorded/h200 [--only ID_PREFIX ...]
 Writes one JSON file per experiment ({"id", "lesson", "label", "kind", "params", "result"}); the jobs and
-their ids follow from lessons/*/meta.json alone (app/content.py: record_jobs).
+their ids follow from lessons/*/meta.json alone (course/content.py: record_jobs).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.content import all_jobs, device_params  # noqa: E402
-from experiments.history import shrink  # noqa: E402
-from experiments.jobs import execute  # noqa: E402
+from course.content import all_jobs, device_params  # noqa: E402
+from experiments.jobs.kinds import execute  # noqa: E402
+from experiments.measure.history import shrink  # noqa: E402
 
 # Recorded runs whose raw allocator snapshot ships with the app (gzip; the page offers it unpacked for memory_viz).
 SNAPSHOT_IDS = ("analysis-preset",)

@@ -6,7 +6,7 @@
 Every configuration runs once per strategy, each in freshly started rank processes (a launch shared between
 strategies leaks cached blocks into the next one's baseline), and every rank's net peak is compared with the
 per-rank estimate the multi-GPU page shows. The GPU run also measures the scratch memory of the per-rank
-configuration's ops (experiments/op_workspace.py) and stores it, so --rescore recomputes the estimates of the
+configuration's ops (experiments/estimate/workspaces.py) and stores it, so --rescore recomputes the estimates of the
 same rows with the current estimator on any machine.
 """
 
@@ -19,9 +19,9 @@ import statistics
 import time
 from pathlib import Path
 
-from experiments.config import ExperimentConfig
-from experiments.distributed import CUDA_ONLY, STRATEGIES, DistributedConfig, run_distributed
-from experiments.sharding import estimate_sharded
+from experiments.core.config import ExperimentConfig
+from experiments.distributed.estimate import estimate_sharded
+from experiments.distributed.launch import CUDA_ONLY, STRATEGIES, DistributedConfig, run_distributed
 
 MIB = 2**20
 
@@ -107,9 +107,9 @@ def main() -> None:
         config = draw(rng, args.device)
         workspaces = {}
         if args.device == "cuda":
-            from experiments.device_info import resolve_device
-            from experiments.estimator import estimate
-            from experiments.runner import measure_workspaces
+            from experiments.estimate.estimator import estimate
+            from experiments.measure.device import resolve_device
+            from experiments.measure.run import measure_workspaces
 
             rank_cfg = ExperimentConfig.from_dict({**config, "device": "cuda"})
             sigs = estimate(rank_cfg, device_type="cuda")["signatures"]

@@ -4,9 +4,9 @@
     python benchmarks/time_grid.py --device cuda --n 45 --seed 23 --out docs/benchmarks/time-grid-h200.json
 
 The device's rates are measured first, in this process, as the worker measures them when it starts
-(experiments/throughput.py). Then each configuration (drawn as benchmarks/estimate_grid.py draws them, with its
+(experiments/estimate/throughput.py). Then each configuration (drawn as benchmarks/estimate_grid.py draws them, with its
 own number of measured and timed steps) is estimated, its step time and run duration predicted
-(experiments/steptime.py), run through the engine exactly as a job runs, and compared. Configurations whose
+(experiments/estimate/steptime.py), run through the engine exactly as a job runs, and compared. Configurations whose
 predicted run is longer than --max-run-s are skipped (the selection uses the prediction, so it favours runs the
 prediction underestimates: a harder test of the high end). The machine's load is printed with every row: on a
 shared machine a step's time follows the other processes' demand for the cores.
@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from estimate_grid import draw  # noqa: E402
 
-from experiments.config import ConfigError  # noqa: E402
-from experiments.estimator import estimate  # noqa: E402
-from experiments.steptime import current_load, predict_run_s, predict_step_ms  # noqa: E402
+from experiments.core.config import ConfigError  # noqa: E402
+from experiments.estimate.estimator import estimate  # noqa: E402
+from experiments.estimate.steptime import current_load, predict_run_s, predict_step_ms  # noqa: E402
 
 
 def _within(value: float, low: float, high: float) -> str:
@@ -54,8 +54,8 @@ def main() -> None:
         os.sched_setaffinity(0, os.sched_getaffinity(0))
         if args.threads:
             torch.set_num_threads(args.threads)
-    from experiments.runner import run_experiment
-    from experiments.throughput import calibrate
+    from experiments.estimate.throughput import calibrate
+    from experiments.measure.run import run_experiment
 
     t_start = time.time()
     load_start = os.getloadavg()

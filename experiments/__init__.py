@@ -3,6 +3,6 @@
 Importable without Streamlit; `python -m experiments --help` is its command line.
 """
 
-from .config import ConfigError, ExperimentConfig
+from .core.config import ConfigError, ExperimentConfig
 
 __all__ = ["ConfigError", "ExperimentConfig"]

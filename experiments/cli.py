@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .config import CHOICES, ConfigError, ExperimentConfig
+from .core.config import CHOICES, ConfigError, ExperimentConfig
 
 FLAG_FIELDS = {
     "device": str, "model": str, "layers": int, "width": int, "batch": int, "seq_len": int, "heads": int,
@@ -75,7 +75,7 @@ def _print_run(r: dict) -> None:
 
 
 def _add_distributed_flags(p: argparse.ArgumentParser) -> None:
-    from .distributed import BATCH_MODES, STRATEGIES
+    from .distributed.launch import BATCH_MODES, STRATEGIES
 
     p.add_argument("--world-size", dest="world_size", default=None, metavar="N",
                    help="run data-parallel on N processes (one per GPU; gloo on CPU)")
@@ -138,30 +138,30 @@ def main(argv: list[str] | None = None) -> int:
     leak_p.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
-    from .runner import WouldNotFit
+    from .measure.run import WouldNotFit
 
     try:
         if args.command == "leak":
-            from .leaks import run_leak
+            from .labs.leaks import run_leak
 
             result = run_leak(args.scenario, steps=args.steps, device=args.device, batch=args.batch, width=args.width)
         else:
             cfg = _config(args)
             if args.command == "estimate":
-                from .device_info import resolve_device
-                from .estimator import estimate
+                from .estimate.estimator import estimate
+                from .measure.device import resolve_device
 
                 result = estimate(cfg, device_type=resolve_device(cfg.device).type)
             elif args.command == "guard":
-                from .guard import check_gradients
+                from .training.guard import check_gradients
 
                 result = check_gradients(cfg)
             elif _distributed_params(args) is not None:
-                from .distributed import run_distributed
+                from .distributed.launch import run_distributed
 
                 result = run_distributed(_distributed_params(args))
             else:
-                from .runner import run_experiment
+                from .measure.run import run_experiment
 
                 result = run_experiment(cfg)
     except (ConfigError, WouldNotFit) as e:

@@ -1,7 +1,8 @@
 import streamlit as st
 
-from app import expect_view, fragmentation_view, jobs, layout, recorded_view, results, sandbox, timeline_view
+from app.features import fragmentation_view, recorded_view, timeline_view
 from app.i18n import t
+from app.ui import expect_view, jobs, layout, results, sandbox
 
 NS = "analysis.profile"
 

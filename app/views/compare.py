@@ -1,9 +1,13 @@
 import pandas as pd
 import streamlit as st
 
-from app import charts, content, engine, fit_view, frames, jobs, layout, recorded_view, results, rounds_view, sizing
+from app import backend
+from app.charts import charts, frames
+from app.features import fit_view, recorded_view, rounds_view
 from app.i18n import lang, t
-from experiments.config import ConfigError, ExperimentConfig
+from app.ui import jobs, layout, results, sizing
+from course import content
+from experiments.core.config import ConfigError, ExperimentConfig
 
 NS = "compare"
 ROUNDS_NS = "compare.rounds"
@@ -53,7 +57,7 @@ with right:
             if err:
                 layout.error(f"{title}: {err}")
                 continue
-            est, _ = engine.estimate(cfg, engine.capacity_bytes(cfg))
+            est, _ = backend.estimate(cfg, backend.capacity_bytes(cfg))
             changed = {k: v for k, v in cfg.to_dict().items() if v != ExperimentConfig().to_dict()[k]}
             rows.append({t("col.strategy"): title,
                          t("compare.estimated_peak"): results.fmt_bytes(est["peak_bytes"]) if est else "—",
@@ -67,7 +71,7 @@ with right:
                             for sid, title, cfg in valid])
     # Recorded at full size on the GPU, whatever size this page runs at.
     full = {s.get("id"): content.over_preset(meta, s.get("config")) for s in meta.get("strategies") or []}
-    recorded = [(sid, title, engine.find_recorded(ExperimentConfig.from_dict(full[sid]))) for sid, title, _ in valid]
+    recorded = [(sid, title, backend.find_recorded(ExperimentConfig.from_dict(full[sid]))) for sid, title, _ in valid]
     recorded = [item for item in recorded if item[2]]
     if recorded:
         with st.expander(t("recorded.compare"), icon=":material/history:", expanded=not jobs.finished(NS)):
@@ -90,7 +94,7 @@ with right:
             done = rounds_view.live(ROUNDS_NS, t("rounds.title"), params, meta)
             # The lesson's prose quotes this recording (facts bound to compare-rounds), through the same
             # paired statistic the box shows.
-            rec, _ = engine.safe_load_recorded("compare-rounds")
+            rec, _ = backend.safe_load_recorded("compare-rounds")
             if rec:
                 name = (rec.get("device") or {}).get("name", "GPU")
                 with st.expander(t("rounds.recorded", name=name), icon=":material/history:", expanded=done is None):

@@ -1,3 +1,3 @@
-from app import exercise, grading_panel1
+from app.exercises import exercise, grading_panel1
 
 exercise.render("exercise1", grading_panel1.render)

@@ -1,3 +1,3 @@
-from app import exercise, grading_panel2
+from app.exercises import exercise, grading_panel2
 
 exercise.render("exercise2", grading_panel2.render)

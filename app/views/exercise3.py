@@ -1,3 +1,3 @@
-from app import exercise, grading_panel3
+from app.exercises import exercise, grading_panel3
 
 exercise.render("exercise3", grading_panel3.render, leaks=True)

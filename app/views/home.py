@@ -1,14 +1,17 @@
 import streamlit as st
 
-from app import content, engine, layout, recorded_view, results
+from app import backend
+from app.features import recorded_view
 from app.i18n import lang, t
+from app.ui import layout, results
+from course import catalog, content
 
 meta, left, right = layout.lesson_page("home")
 
 with left:
     st.subheader(t("home.map"))
     # Lesson 6 runs on several devices and keeps its own data checks (tests/lessons/test_multigpu_data.py).
-    for lesson_id in (*content.LESSON_IDS[1:6], "multigpu", *content.LESSON_IDS[6:]):
+    for lesson_id in (*catalog.LESSON_IDS[1:6], "multigpu", *catalog.LESSON_IDS[6:]):
         lesson = content.meta(lesson_id)
         st.page_link(f"views/{lesson_id}.py", label=t("page." + lesson_id))
         summary = content.localized(lesson.get("summary"), lang())
@@ -18,11 +21,11 @@ with left:
 with right:
     with st.container(border=True):
         st.subheader(t("home.device"))
-        if engine.device_info_nowait() is None:
+        if backend.device_info_nowait() is None:
             with st.spinner(t("sidebar.starting")):
-                info, err = engine.safe_device_info()
+                info, err = backend.safe_device_info()
         else:
-            info, err = engine.safe_device_info()
+            info, err = backend.safe_device_info()
         if err:
             layout.error(err)
         elif info:

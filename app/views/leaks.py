@@ -1,7 +1,8 @@
 import streamlit as st
 
-from app import layout, leak_sandbox, recorded_view, sandbox
+from app.features import leak_sandbox, recorded_view
 from app.i18n import t
+from app.ui import layout, sandbox
 
 meta, _, right = layout.lesson_page("leaks")
 with right:

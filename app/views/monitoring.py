@@ -1,4 +1,5 @@
-from app import layout, recorded_view, sandbox
+from app.features import recorded_view
+from app.ui import layout, sandbox
 
 meta, _, right = layout.lesson_page("monitoring")
 with right:

@@ -1,17 +1,20 @@
 import streamlit as st
 
-from app import charts, content, engine, frames, jobs, layout, multigpu_charts, results, sandbox, urlstate
+from app import backend
+from app.charts import charts, frames, multigpu_charts
 from app.i18n import lang, t
-from experiments.config import ConfigError
-from experiments.distributed import BATCH_MODES, STRATEGIES, DistributedConfig, device_type_for
-from experiments.distributed_lesson import recorded_id, runs_by_strategy
+from app.ui import jobs, layout, results, sandbox, urlstate
+from course import content
+from course.distributed import recorded_id, runs_by_strategy
+from experiments.core.config import ConfigError
+from experiments.distributed.launch import BATCH_MODES, STRATEGIES, DistributedConfig, device_type_for
 
 NS = "multigpu"
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def _estimate(params: tuple, device_type: str, workspaces: tuple | None) -> dict:
-    from experiments.sharding import estimate_sharded
+    from experiments.distributed.estimate import estimate_sharded
 
     return estimate_sharded(DistributedConfig.from_dict(dict(params)), device_type=device_type,
                             transients=dict(workspaces or ()))
@@ -19,15 +22,15 @@ def _estimate(params: tuple, device_type: str, workspaces: tuple | None) -> dict
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _what_fits(config: tuple, capacity: int, device_type: str, mode: str, workspaces: tuple | None) -> dict | None:
-    from experiments.sharding import what_fits
+    from experiments.distributed.estimate import what_fits
 
     return what_fits(dict(config), capacity, device_type=device_type, batch_mode=mode, transients=dict(workspaces or ()))
 
 
 def show_what_fits(dcfg: DistributedConfig) -> None:
     """The fewest devices, then the strategy with the least traffic, that hold this configuration by the estimate."""
-    device_type = engine.device_type(dcfg.config)
-    info, _ = engine.safe_device_info()
+    device_type = backend.device_type(dcfg.config)
+    info, _ = backend.safe_device_info()
     # MiB, the unit of every figure here: a CPU-sized lesson's configuration needs only a few.
     default = int((info or {}).get("total_bytes", 80 * 2**30) // 2**20) if device_type == "cuda" else 80 * 1024
     with st.expander(t("multigpu.fits_title"), icon=":material/straighten:"):
@@ -35,7 +38,7 @@ def show_what_fits(dcfg: DistributedConfig) -> None:
                               key=f"{NS}_capacity")
         capacity = int(mib) * 2**20
         args = (tuple(sorted(dcfg.config.to_dict().items())), capacity, device_type, dcfg.batch_mode,
-                engine.workspaces() if device_type == "cuda" else None)
+                backend.workspaces() if device_type == "cuda" else None)
         if st.button(t("multigpu.fits_run"), key=f"{NS}.fits"):
             with st.spinner(t("multigpu.fits_running")):
                 try:
@@ -98,7 +101,7 @@ def controls(meta: dict) -> tuple[DistributedConfig | None, str | None]:
 
 def _device_check(dcfg: DistributedConfig) -> None:
     """What the worker's machine can run: its device type and GPU count (the page never touches CUDA itself)."""
-    info, _ = engine.safe_device_info()
+    info, _ = backend.safe_device_info()
     if (info or {}).get("type") == "cuda" and dcfg.config.device != "cpu":
         count = info.get("device_count")  # when the worker reports it; otherwise the engine checks at Run
         if count and dcfg.world_size > count:
@@ -110,12 +113,12 @@ def _device_check(dcfg: DistributedConfig) -> None:
 
 
 def show_estimate(dcfg: DistributedConfig) -> None:
-    device_type = engine.device_type(dcfg.config)
+    device_type = backend.device_type(dcfg.config)
     try:
         est = _estimate(tuple(sorted(dcfg.to_dict().items())), device_type,
-                        engine.workspaces() if device_type == "cuda" else None)
+                        backend.workspaces() if device_type == "cuda" else None)
         if est.get("unmeasured"):
-            engine.measure_later(est["unmeasured"])
+            backend.measure_later(est["unmeasured"])
     except Exception as exc:  # noqa: BLE001 - an estimate failure is a message, not a crash
         layout.error(f"{type(exc).__name__}: {exc}")
         return
@@ -188,9 +191,9 @@ def show_result(result: dict, meta: dict, key: str) -> None:
 
 def comparison(meta: dict, key: str) -> None:
     """The lesson's strategies side by side from the recordings: 2 GPUs when shipped, else the CPU (gloo) ones."""
-    runs, device = runs_by_strategy("cuda", engine.load_recorded), "cuda"
+    runs, device = runs_by_strategy("cuda", backend.load_recorded), "cuda"
     if not runs:
-        runs, device = runs_by_strategy("cpu", engine.load_recorded), "cpu"
+        runs, device = runs_by_strategy("cpu", backend.load_recorded), "cpu"
     if not runs:
         return
     first = next(iter(runs.values()))

@@ -1,24 +1,13 @@
 import streamlit as st
 
-from app import (
-    charts,
-    claims,
-    content,
-    engine,
-    expect_view,
-    frames,
-    jobs,
-    layout,
-    recorded_view,
-    results,
-    rounds_view,
-    sandbox,
-    sizing,
-    urlstate,
-)
+from app import backend
+from app.charts import charts, frames
+from app.features import recorded_view, rounds_view
 from app.i18n import lang, t
-from experiments import metrics
-from experiments.config import ConfigError, ExperimentConfig
+from app.ui import expect_view, jobs, layout, results, sandbox, sizing, urlstate
+from course import claims, content
+from experiments.core import metrics
+from experiments.core.config import ConfigError, ExperimentConfig
 
 # Achieved fp32 TFLOP/s above which a step on an H100/H200-class GPU is limited by arithmetic, not launches.
 COMPUTE_BOUND_TFLOPS = 20
@@ -33,7 +22,7 @@ def configs(meta: dict, technique: dict, scale: int = 1) -> tuple[ExperimentConf
 
 def _recorded_pair(tech_cfg: ExperimentConfig, base_cfg: ExperimentConfig) -> tuple[dict, dict] | None:
     """Recorded GPU results for exactly these two configs, if the app ships them."""
-    tech, base = engine.find_recorded(tech_cfg), engine.find_recorded(base_cfg)
+    tech, base = backend.find_recorded(tech_cfg), backend.find_recorded(base_cfg)
     return (tech, base) if tech and base else None
 
 
@@ -139,7 +128,7 @@ def recorded_rounds(meta: dict, technique: dict) -> tuple[dict | None, dict | No
     ref, rset = rounds_ref(meta, technique)
     if rset is None:
         return None, None, None
-    rec, _ = engine.safe_load_recorded(content.rounds_set_recorded_id(meta.get("id", "optimization"), rset["id"]))
+    rec, _ = backend.safe_load_recorded(content.rounds_set_recorded_id(meta.get("id", "optimization"), rset["id"]))
     summary = metrics.paired(rec, ref["strategy"], ref["versus"]) if rec else None
     return (rec, rset, summary) if summary else (None, None, None)
 
@@ -165,8 +154,8 @@ def technique_tab(meta: dict, technique: dict) -> None:
                   t("opt.technique"): [str(v) for _, v in diff.values()]})
         st.json({"technique": tech_cfg.to_dict(), "baseline": base_cfg.to_dict()}, expanded=False)
     if metric == "peak_saving_pct":
-        tech_est, _ = engine.estimate(tech_cfg)
-        base_est, _ = engine.estimate(base_cfg)
+        tech_est, _ = backend.estimate(tech_cfg)
+        base_est, _ = backend.estimate(base_cfg)
         if tech_est and base_est and base_est["peak_bytes"]:
             saving = (base_est["peak_bytes"] - tech_est["peak_bytes"]) / base_est["peak_bytes"] * 100
             st.caption(t("opt.estimated", value=claims.fmt(metric, saving)))
@@ -196,7 +185,7 @@ def technique_tab(meta: dict, technique: dict) -> None:
     pair = _recorded_pair(*full_pair)
     rec, rset, summary = recorded_rounds(meta, technique) if metric == "step_time_ratio" else (None, None, None)
     if pair or summary:
-        info, _ = engine.safe_device_info()
+        info, _ = backend.safe_device_info()
         # Without a GPU the recorded verdict is the one that matters, so it starts open.
         no_gpu = not info or info.get("type") != "cuda"
         with st.expander(t("opt.recorded"), icon=":material/history:", expanded=no_gpu and not done):

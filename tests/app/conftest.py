@@ -22,7 +22,7 @@ def _worker_idle_after_each_test():
     """A test may end while its job still runs in the inline worker's thread; the next test in this process (an
     engine test, say) would share the process with that model: wait until the worker is idle."""
     yield
-    from experiments import worker
+    from experiments.jobs import worker
 
     client, deadline = worker._shared, time.time() + 60
     while client is not None and client.queue_length() and time.time() < deadline:

@@ -9,12 +9,13 @@ import re
 import pytest
 from conftest import open_page, run_until
 
-from app import grading, grading_ex1, grading_ex2, grading_ex3
 from app.i18n import STRINGS
-from experiments.config import ExperimentConfig
-from experiments.estimator import estimate
-from experiments.leaks import run_leak
-from experiments.runner import run_experiment
+from course.grading import common as grading
+from course.grading import ex1, ex2, ex3
+from experiments.core.config import ExperimentConfig
+from experiments.estimate.estimator import estimate
+from experiments.labs.leaks import run_leak
+from experiments.measure.run import run_experiment
 
 MIB = 2**20
 APP = __import__("pathlib").Path(__file__).resolve().parents[2] / "app"
@@ -34,14 +35,14 @@ def test_tolerance_edges():
 
 def test_every_grade_message_key_exists_in_both_languages():
     keys = set()
-    for path in APP.glob("grading*.py"):
+    for path in [*(APP.parent / "course" / "grading").glob("*.py"), *APP.glob("exercises/grading*.py")]:
         text = path.read_text()
         keys |= set(re.findall(r"message\(\s*\"([a-z_0-9.]+)\"", text))
         keys |= set(re.findall(r"\"((?:ex[123]|grade)\.[a-z_0-9.]+[a-z_0-9])\"", text))
     dynamic = ({f"ex1.why.state_{n}" for n in (0, 1, 2, "other")}
                | {f"ex1.why.phase_{p}" for p in ("optimizer_step", "backward", "forward")}
-               | {f"ex1.field.{f}" for f in (*grading_ex1.CATEGORIES, "phase")}
-               | {f"ex3.fix.{f}" for f in grading_ex3.FIXES}
+               | {f"ex1.field.{f}" for f in (*ex1.CATEGORIES, "phase")}
+               | {f"ex3.fix.{f}" for f in ex3.FIXES}
                | {f"ex3.why.{h}" for h in ("keep_loss", "keep_detach", "cache_keep", "cache_detach")}
                | {f"grade.progress.{e}" for e in grading.PROGRESS_TOTAL} | {"ex2.best_known.time", "ex2.best_known.work"})
     missing = sorted(k for k in keys | dynamic if k not in STRINGS and not k.endswith("."))
@@ -59,7 +60,7 @@ def run1():
 
 def _truth(result: dict) -> dict:
     b = result["breakdown"]
-    return {c: b.get(c, 0) / MIB for c in grading_ex1.CATEGORIES} | {"phase": result["peak_phase"]["phase"]}
+    return {c: b.get(c, 0) / MIB for c in ex1.CATEGORIES} | {"phase": result["peak_phase"]["phase"]}
 
 
 def _keys(item: dict) -> list[str]:
@@ -67,7 +68,7 @@ def _keys(item: dict) -> list[str]:
 
 
 def test_exercise1_the_measured_answer_gets_full_marks(run1):
-    g = grading_ex1.grade(_truth(run1), run1, run1["estimate"])
+    g = ex1.grade(_truth(run1), run1, run1["estimate"])
     assert g["solved"] and g["correct"] == g["total"] == 5
 
 
@@ -75,10 +76,10 @@ def test_exercise1_wrong_predictions_fail_with_the_engines_explanation(run1):
     truth = _truth(run1)
     assert truth["phase"] == "optimizer_step" and truth["activations"] == 0  # Adam at a small batch
     forward = run1["phases"]  # what one forward saved: the usual wrong answer for "activations at the peak"
-    saved = grading_ex1._context(run1, run1["config"])["forward"] / MIB
+    saved = ex1._context(run1, run1["config"])["forward"] / MIB
     wrong = dict(truth, optimizer_state=truth["parameters"], activations=saved + 1, phase="backward")
     assert forward and saved > 0
-    g = grading_ex1.grade(wrong, run1, run1["estimate"])
+    g = ex1.grade(wrong, run1, run1["estimate"])
     by_field = {item["field"]: item for item in g["items"]}
     assert g["correct"] == 2 and not g["solved"]
     state = by_field["optimizer_state"]
@@ -95,8 +96,8 @@ def test_exercise1_wrong_predictions_fail_with_the_engines_explanation(run1):
 def test_exercise1_tolerance_edge_on_the_real_run(run1):
     truth = _truth(run1)
     params = truth["parameters"]
-    edge = grading_ex1.grade(dict(truth, parameters=params * 1.099), run1)
-    past = grading_ex1.grade(dict(truth, parameters=params * 1.101), run1)
+    edge = ex1.grade(dict(truth, parameters=params * 1.099), run1)
+    past = ex1.grade(dict(truth, parameters=params * 1.101), run1)
     assert edge["items"][0]["ok"] and not past["items"][0]["ok"]
     assert _keys(past["items"][0]) == ["ex1.why.parameters", "ex1.why.parameters_count"]
     assert past["items"][0]["why"][1]["args"]["count"] == f"{2 * (1024 * 1024 + 1024):,}"
@@ -108,11 +109,11 @@ def test_exercise1_a_tie_between_phases_counts_both():
               "phases": [{"step": 2, "phase": "backward", "peak_bytes": 995 * MIB},
                          {"step": 2, "phase": "optimizer_step", "peak_bytes": 1000 * MIB},
                          {"step": 2, "phase": "forward", "peak_bytes": 900 * MIB}]}
-    assert grading_ex1.tied_phases(result) == {"backward", "optimizer_step"}
+    assert ex1.tied_phases(result) == {"backward", "optimizer_step"}
 
 
 def test_exercise1_bad_input_names_the_field():
-    errors = grading_ex1.validate({"parameters": 1.0, "gradients": -1.0, "optimizer_state": None,
+    errors = ex1.validate({"parameters": 1.0, "gradients": -1.0, "optimizer_state": None,
                                    "activations": "x", "phase": "lunch"})
     assert [e["args"].get("field") for e in errors] == ["gradients", "optimizer_state", "activations", None]
     assert errors[-1]["key"] == "ex1.err.phase"
@@ -136,19 +137,19 @@ def _est(config: dict, device_type: str) -> dict:
 
 def test_exercise2_best_known_is_the_fastest_fitting_option_of_the_estimator():
     peaks = {}
-    for choice in grading_ex2.grid("cpu"):
-        est = _est(grading_ex2.config_of(TINY, choice), "cpu")
-        peaks[tuple(sorted(choice.items()))] = (est, grading_ex2._center_ms(est, RATES, choice["precision"], "cpu"))
+    for choice in ex2.grid("cpu"):
+        est = _est(ex2.config_of(TINY, choice), "cpu")
+        peaks[tuple(sorted(choice.items()))] = (est, ex2._center_ms(est, RATES, choice["precision"], "cpu"))
     budget = sorted(e["peak_bytes"] for e, _ in peaks.values())[len(peaks) // 3]  # about a third of them fit
-    best = grading_ex2.best_known(TINY, budget, "cpu", _est, RATES)
+    best = ex2.best_known(TINY, budget, "cpu", _est, RATES)
     fitting = [(ms, e["peak_bytes"]) for e, ms in peaks.values() if e["peak_bytes"] <= budget]
     assert best["fitting"] == len(fitting) and best["considered"] == len(peaks) and best["ranked_by"] == "time"
     assert best["peak_bytes"] <= budget
     assert best["ms"] == min(ms for ms, _ in fitting)
     assert peaks[tuple(sorted(best["choice"].items()))][0]["peak_bytes"] == best["peak_bytes"]
     # Without the device's rates the ranking is by work; with no room at all nothing is claimed.
-    assert grading_ex2.best_known(TINY, budget, "cpu", _est, None)["ranked_by"] == "work"
-    nothing = grading_ex2.best_known(TINY, 1, "cpu", _est, RATES)
+    assert ex2.best_known(TINY, budget, "cpu", _est, None)["ranked_by"] == "work"
+    nothing = ex2.best_known(TINY, 1, "cpu", _est, RATES)
     assert nothing["choice"] is None and nothing["lowest_peak"] == min(e["peak_bytes"] for e, _ in peaks.values())
 
 
@@ -159,9 +160,9 @@ def test_exercise2_cpu_budget_is_the_gpu_challenges_share_of_the_estimate():
         calls.append(device_type)
         return {"peak_bytes": 4 * 2**30 if device_type == "cuda" else 64 * MIB}
 
-    ch = grading_ex2.challenge("cpu", fake)
+    ch = ex2.challenge("cpu", fake)
     assert ch["scaled"] and ch["share"] == 0.5 and ch["budget"] == 32 * MIB and calls == ["cuda", "cpu"]
-    gpu = grading_ex2.challenge("cuda", fake)
+    gpu = ex2.challenge("cuda", fake)
     assert not gpu["scaled"] and gpu["budget"] == 2 * 2**30 and gpu["base"]["batch"] == 8192
 
 
@@ -173,14 +174,14 @@ def _result(peak_mib: float, ms: float, oom=None) -> dict:
 def test_exercise2_assess_fit_correctness_and_speed():
     budget = 100 * MIB
     ok_guard = {"ok": True, "max_rel_diff": 1e-6, "tolerance": 1e-4, "precision": "fp32"}
-    a = grading_ex2.assess(_result(100, 10.9), _result(150, 8), _result(90, 10), ok_guard, budget)
+    a = ex2.assess(_result(100, 10.9), _result(150, 8), _result(90, 10), ok_guard, budget)
     assert a["checks"] == {"fit": True, "correct": True, "fast": True} and a["score"] == 100 and a["solved"]
-    slow = grading_ex2.assess(_result(100, 20), _result(150, 8), _result(90, 10), ok_guard, budget)
+    slow = ex2.assess(_result(100, 20), _result(150, 8), _result(90, 10), ok_guard, budget)
     assert slow["checks"]["fast"] is False and slow["score"] == 50
     assert [m["key"] for m in slow["why"]] == ["ex2.why.speed", "ex2.why.slower"]
-    over = grading_ex2.assess(_result(100.5, 5), _result(150, 8), _result(90, 10), ok_guard, budget)
+    over = ex2.assess(_result(100.5, 5), _result(150, 8), _result(90, 10), ok_guard, budget)
     assert over["checks"]["fit"] is False and over["score"] == 0 and over["why"][0]["key"] == "ex2.why.over"
-    wrong = grading_ex2.assess(_result(50, 5), None, _result(90, 10), dict(ok_guard, ok=False, max_rel_diff=0.3), budget)
+    wrong = ex2.assess(_result(50, 5), None, _result(90, 10), dict(ok_guard, ok=False, max_rel_diff=0.3), budget)
     assert wrong["passed"] == 1 and wrong["why"][0]["key"] == "ex2.why.wrong"
 
 
@@ -188,11 +189,11 @@ def test_exercise2_assess_fit_correctness_and_speed():
 
 def _leak(fixes: list[str]) -> dict:
     return run_leak("exercise_loop", steps=6, device="cpu", batch=32, width=128, layers=2,
-                    loop=grading_ex3.loop_of(fixes))
+                    loop=ex3.loop_of(fixes))
 
 
 def test_exercise3_the_right_fixes_are_flat_and_right():
-    v = grading_ex3.verdict(_leak(["keep_item", "zero_grad", "cache_none"]))
+    v = ex3.verdict(_leak(["keep_item", "zero_grad", "cache_none"]))
     assert v["solved"] and v["growth"] == 0 and v["gradient_error"] == pytest.approx(0, abs=1e-6)
 
 
@@ -202,22 +203,22 @@ def test_exercise3_the_right_fixes_are_flat_and_right():
 ])
 def test_exercise3_detach_is_not_a_fix(fixes, habit):
     result = _leak(fixes)
-    v = grading_ex3.verdict(result)
+    v = ex3.verdict(result)
     assert not v["flat"] and not v["solved"] and v["grads_ok"]
     assert result["growth_bytes_per_step"] == 32 * 128 * 4  # one output per step, exactly what .detach() shares
     assert [m["key"] for m in v["why"]] == ["ex3.why.grows", habit]
 
 
 def test_exercise3_without_zero_grad_the_curve_is_flat_but_the_gradients_are_wrong():
-    v = grading_ex3.verdict(_leak(["keep_item", "cache_none"]))
+    v = ex3.verdict(_leak(["keep_item", "cache_none"]))
     assert v["flat"] and not v["grads_ok"] and v["gradient_error"] > 1
     assert v["why"][-1]["key"] == "ex3.why.gradients"
 
 
 def test_exercise3_conflicting_fixes_are_refused():
-    errors = grading_ex3.validate(["keep_item", "keep_detach", "cache_none", "cache_detach"])
+    errors = ex3.validate(["keep_item", "keep_detach", "cache_none", "cache_detach"])
     assert [e["key"] for e in errors] == ["ex3.err.conflict", "ex3.err.conflict"]
-    assert grading_ex3.loop_of([]) == {"keep": "loss", "zero_grad": False, "cache": "keep"}  # the course's loop
+    assert ex3.loop_of([]) == {"keep": "loss", "zero_grad": False, "cache": "keep"}  # the course's loop
 
 
 # --- the pages: fill in, run (inline worker), see the grade ---
@@ -244,15 +245,15 @@ def test_exercise1_page_grades_a_run_and_keeps_progress_in_the_url():
 
 
 def test_exercise2_page_runs_the_challenge_and_scores_it(monkeypatch):
-    from app import grading_panel2
+    from app.exercises import grading_panel2
 
     budget = _est(TINY, "cpu")["peak_bytes"]  # the unoptimized baseline just fits: the page's logic, small
     monkeypatch.setattr(grading_panel2, "_challenge", lambda device_type: {"base": dict(TINY), "budget": budget,
                                                                             "scaled": False})
-    monkeypatch.setitem(grading_ex2.OPTIONS, "precision", {"cuda": ("fp32",), "cpu": ("fp32",)})
-    monkeypatch.setitem(grading_ex2.OPTIONS, "checkpoint", ("none", "segments"))
-    monkeypatch.setitem(grading_ex2.OPTIONS, "accum", (1, 2))
-    monkeypatch.setitem(grading_ex2.OPTIONS, "optimizer_impl", ("default",))
+    monkeypatch.setitem(ex2.OPTIONS, "precision", {"cuda": ("fp32",), "cpu": ("fp32",)})
+    monkeypatch.setitem(ex2.OPTIONS, "checkpoint", ("none", "segments"))
+    monkeypatch.setitem(ex2.OPTIONS, "accum", (1, 2))
+    monkeypatch.setitem(ex2.OPTIONS, "optimizer_impl", ("default",))
     at = open_page("exercise2", lang="zh")
     at.selectbox(key="ex2g_checkpoint").set_value("segments")
     _button(at, "运行并评分").click().run()

@@ -1,4 +1,4 @@
-"""The lesson prompts check themselves against the run they sit under (app/expect_view.py)."""
+"""The lesson prompts check themselves against the run they sit under (app/ui/expect_view.py)."""
 
 from __future__ import annotations
 
@@ -89,8 +89,8 @@ def test_facts_fill_lesson_prose_from_recorded_results(tiny_monitoring):
     at = open_page("monitoring")
     text = _markdown(at)
     assert "{{tiny_fact}}" not in text
-    from experiments.metrics import net_peak
-    from experiments.recorded import load_recorded
+    from experiments.core.metrics import net_peak
+    from experiments.core.recorded import load_recorded
 
     assert f"The recorded peak was {net_peak(load_recorded('monitoring-preset')) / 2**20:.1f} MiB." in text
 
@@ -99,7 +99,7 @@ def test_facts_fill_lesson_prose_from_recorded_results(tiny_monitoring):
 def analysis_lesson(tmp_path, monkeypatch):
     import shutil
 
-    from app import content
+    from course import content
 
     shutil.copytree(content.lessons_dir() / "analysis", tmp_path / "analysis")
     monkeypatch.setenv("GPU_MEMORY_LAB_LESSONS", str(tmp_path))

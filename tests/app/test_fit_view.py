@@ -1,7 +1,7 @@
 """'What fits a budget' on the compare page: the largest batch per strategy by the estimate, and a real run."""
 
-from experiments.config import ExperimentConfig
-from experiments.estimator import estimate
+from experiments.core.config import ExperimentConfig
+from experiments.estimate.estimator import estimate
 from tests.app.conftest import open_page, run_until
 
 MIB = 2**20

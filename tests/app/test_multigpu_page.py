@@ -1,12 +1,12 @@
-"""The multi-GPU page's "What fits": what it says is what experiments.sharding.what_fits finds."""
+"""The multi-GPU page's "What fits": what it says is what experiments.distributed.estimate.what_fits finds."""
 
 from __future__ import annotations
 
 from conftest import open_page, small_config
 
-from experiments.config import ExperimentConfig
-from experiments.estimator import estimate
-from experiments.sharding import what_fits
+from experiments.core.config import ExperimentConfig
+from experiments.distributed.estimate import what_fits
+from experiments.estimate.estimator import estimate
 
 NS = "multigpu"
 
@@ -42,7 +42,7 @@ def test_what_fits_says_what_the_search_finds():
 def test_host_memory_is_a_bar_of_its_own_never_added_to_the_device():
     """CPU offload: the rank's host memory is drawn apart (paler), the device bar holds only the device's bytes,
     and a recording that summed both into one breakdown is not drawn at all."""
-    from app import multigpu_charts
+    from app.charts import multigpu_charts
 
     device = {"communication": 12 * 2**20, "temporaries": 4 * 2**20}
     host = {"parameters": 16 * 2**20, "gradients": 16 * 2**20, "optimizer_state": 32 * 2**20}

@@ -8,8 +8,8 @@ import json
 import pytest
 from conftest import open_page, run_until
 
-from experiments import metrics
-from experiments.recorded import load_recorded
+from experiments.core import metrics
+from experiments.core.recorded import load_recorded
 
 TINY = {"model": "mlp", "layers": 2, "width": 64, "batch": 16, "steps": 2, "timing_steps": 2}
 

@@ -6,9 +6,9 @@ import json
 
 from conftest import open_page, run_until, small_config
 
-from app import frames
-from app.side_by_side import differences
-from experiments.metrics import net_peak
+from app.charts import frames
+from app.ui.side_by_side import differences
+from experiments.core.metrics import net_peak
 
 
 def _done(at):

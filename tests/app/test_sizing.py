@@ -1,11 +1,11 @@
 """Without a GPU, a lesson page starts CPU-sized, says so, names the sized values in its prompts, and switches
-to the full size and back (app/sizing.py)."""
+to the full size and back (app/ui/sizing.py)."""
 
 from __future__ import annotations
 
 from conftest import open_page, run_until
 
-from app import content
+from course import content
 
 
 def _markdown(at) -> str:

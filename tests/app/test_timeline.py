@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import open_page, run_until, small_config
 
-from app import charts
+from app.charts import charts
 
 
 def _done(ns):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from app import frames
-from app.fit import largest_fitting_batch
+from app.charts import frames
 from app.i18n import STRINGS
-from experiments.config import CHOICES, ExperimentConfig
+from course.fit import largest_fitting_batch
+from experiments.core.config import CHOICES, ExperimentConfig
 
 APP = Path(__file__).resolve().parents[2] / "app"
 
@@ -55,7 +55,7 @@ def test_phases_frame_on_cpu_has_no_reserved():
 
 
 def test_largest_fitting_batch_is_the_boundary():
-    from experiments.estimator import estimate
+    from experiments.estimate.estimator import estimate
 
     cfg = ExperimentConfig(layers=4, width=512, batch=64, accum=2)
     capacity = estimate(cfg.replace(batch=1000))["peak_bytes"]

@@ -1,12 +1,12 @@
-"""The caching-allocator model (experiments/allocator_model.py) against hand counts and H200 recordings."""
+"""The caching-allocator model (experiments/estimate/allocator_model.py) against hand counts and H200 recordings."""
 
 import json
 from pathlib import Path
 
-from experiments.allocator_model import replay_trace, round_size, segment_size
-from experiments.config import ExperimentConfig
-from experiments.estimator import estimate
-from experiments.recorded import ROOT, load_recorded
+from experiments.core.config import ExperimentConfig
+from experiments.core.recorded import ROOT, load_recorded
+from experiments.estimate.allocator_model import replay_trace, round_size, segment_size
+from experiments.estimate.estimator import estimate
 
 MIB = 2**20
 
@@ -56,7 +56,7 @@ def test_predicted_reserved_matches_the_recorded_presets():
         phases = result["phases"]
         model_reserved = phases[0]["reserved_bytes"]
         step2 = max(i for i, p in enumerate(phases) if p["step"] == 2)
-        from experiments.replay import replay
+        from experiments.estimate.replay import replay
 
         if cfg.optimizer_impl == "default" and cfg.optimizer != "sgd":
             cfg = cfg.replace(optimizer_impl="foreach")

@@ -4,8 +4,8 @@ with its bytes per step as counted by hand, and names who holds it."""
 import pytest
 import torch
 
-from experiments import census
-from experiments.leaks import run_leak
+from experiments.labs.leaks import run_leak
+from experiments.measure import census
 
 BATCH, WIDTH, LAYERS = 16, 64, 2
 ONE_OUTPUT = BATCH * WIDTH * 4  # one (batch, width) fp32 tensor

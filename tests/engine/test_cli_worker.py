@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.worker import WorkerClient
+from experiments.jobs.worker import WorkerClient
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,7 +92,7 @@ def test_inline_worker_cancel_of_a_queued_job():
 
 
 def test_one_shared_client_per_server_process():
-    from experiments.worker import shared_client
+    from experiments.jobs.worker import shared_client
 
     assert shared_client() is shared_client()
 
@@ -100,7 +100,7 @@ def test_one_shared_client_per_server_process():
 def test_finished_jobs_expire_and_ids_never_repeat(monkeypatch):
     import time
 
-    from experiments import worker
+    from experiments.jobs import worker
 
     client = worker.WorkerClient(inline=True)
     first = client.submit("leak", {"scenario": "fixed", "steps": 2, "device": "cpu", "batch": 8, "width": 16})
@@ -127,7 +127,7 @@ def test_the_worker_exits_when_its_server_is_killed(tmp_path):
     script.write_text(
         "import sys, time\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from experiments.worker import WorkerClient\n"
+        "from experiments.jobs.worker import WorkerClient\n"
         "if __name__ == '__main__':  # the worker is spawned: it re-imports this file\n"
         "    c = WorkerClient(inline=False)\n"
         "    assert c.device_info(timeout=120)\n"
@@ -156,7 +156,7 @@ def test_a_second_worker_on_the_same_gpu_is_detected(monkeypatch, tmp_path):
 
     import torch
 
-    from experiments import worker
+    from experiments.jobs import worker
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -171,7 +171,7 @@ def test_a_second_worker_on_the_same_gpu_is_detected(monkeypatch, tmp_path):
 def test_a_joined_run_stops_only_when_its_last_learner_cancels():
     import time
 
-    from experiments import worker
+    from experiments.jobs import worker
 
     client = worker.WorkerClient(inline=True)
     blocker = {"device": "cpu", "layers": 8, "width": 1024, "batch": 1024, "steps": 10, "timing_steps": 50}

@@ -1,6 +1,6 @@
 import pytest
 
-from experiments.config import ConfigError, ExperimentConfig
+from experiments.core.config import ConfigError, ExperimentConfig
 
 
 @pytest.mark.parametrize(
@@ -30,7 +30,7 @@ def test_segments_longer_than_the_model_run_as_one_segment():
     """The model clamps a segment to the layers there are: such a value runs, so it is accepted."""
     import torch
 
-    from experiments.runner import run_experiment
+    from experiments.measure.run import run_experiment
 
     base = {"layers": 4, "width": 32, "batch": 8, "checkpoint": "segments", "device": "cpu", "steps": 2,
             "timing_steps": 0}
@@ -48,10 +48,10 @@ def test_any_cnn_image_size_in_range_runs_as_the_estimate_counts_it(size):
     replay count (vocabulary.cnn_spatial_sizes) are the ones the model computes, and the CPU replay is exact."""
     import torch
 
-    from experiments.estimator import estimate
-    from experiments.models import build_model, make_batch
-    from experiments.runner import run_experiment
-    from experiments.vocabulary import cnn_spatial_sizes
+    from experiments.core.vocabulary import cnn_spatial_sizes
+    from experiments.estimate.estimator import estimate
+    from experiments.measure.run import run_experiment
+    from experiments.training.models import build_model, make_batch
 
     cfg = ExperimentConfig(model="cnn", layers=5, width=8, batch=2, image_size=size, device="cpu", steps=2,
                            timing_steps=0)
@@ -83,7 +83,7 @@ def test_segment_size_defaults_to_sqrt_layers():
 
 
 def test_one_capacity_rule_budget_capped_by_the_device():
-    from experiments.capacity import capacity
+    from experiments.core.capacity import capacity
 
     assert capacity(None, 1000) == 1000
     assert capacity(None, 1000, cached_free_bytes=24) == 1024
@@ -93,7 +93,7 @@ def test_one_capacity_rule_budget_capped_by_the_device():
 
 
 def test_cpu_capacity_sees_a_containers_memory_limit(tmp_path, monkeypatch):
-    from experiments import device_info
+    from experiments.measure import device as device_info
 
     limit, usage = tmp_path / "memory.max", tmp_path / "memory.current"
     limit.write_text("1073741824\n")
@@ -110,14 +110,14 @@ def test_operator_limits_file(tmp_path, monkeypatch):
 
     import pytest
 
-    from experiments.limits import ENV, Limits, LimitsError, load
+    from experiments.core.limits import ENV, Limits, LimitsError, load
 
     path = tmp_path / "limits.json"
     path.write_text(json.dumps({"max_job_seconds": 30, "max_queue": 5, "max_peak_gib": 0.001}))
     monkeypatch.setenv(ENV, str(path))
     assert load() == Limits(max_job_seconds=30, max_queue=5, max_peak_gib=0.001)
     # The operator's cap refuses a run even when the learner forces it.
-    from experiments.runner import WouldNotFit, run_experiment
+    from experiments.measure.run import WouldNotFit, run_experiment
 
     with pytest.raises(WouldNotFit, match="max_peak_gib"):
         run_experiment(ExperimentConfig(device="cpu", layers=4, width=512, batch=64, force=True))
@@ -132,8 +132,8 @@ def test_operator_limits_file(tmp_path, monkeypatch):
 def test_the_queue_refuses_past_its_limit(monkeypatch):
     import pytest
 
-    from experiments import worker
-    from experiments.limits import Limits
+    from experiments.core.limits import Limits
+    from experiments.jobs import worker
 
     monkeypatch.setattr(worker, "LIMITS", Limits(max_queue=1))
     import time
@@ -180,8 +180,8 @@ def test_a_single_field_from_a_link_is_checked_by_the_engine_rules():
 
 
 def test_every_entry_point_refuses_an_unknown_device():
-    from experiments.device_info import resolve_device
-    from experiments.jobs import execute
+    from experiments.jobs.kinds import execute
+    from experiments.measure.device import resolve_device
 
     for bad in ("foo", "", "cuda:0 "):
         with pytest.raises(ConfigError) as err:

@@ -10,10 +10,10 @@ import weakref
 import pytest
 import torch
 
-from experiments.config import ConfigError
-from experiments.distributed import DistributedConfig, device_type_for, run_distributed_many
-from experiments.jobs import execute
-from experiments.sharding import estimate_sharded, what_fits, zero1_partition
+from experiments.core.config import ConfigError
+from experiments.distributed.estimate import estimate_sharded, what_fits, zero1_partition
+from experiments.distributed.launch import DistributedConfig, device_type_for, run_distributed_many
+from experiments.jobs.kinds import execute
 
 MIB = 2**20
 LAYERS, WIDTH, BATCH = 4, 256, 64
@@ -99,7 +99,7 @@ def plain():
 
     import torch.multiprocessing as mp
 
-    from experiments.distributed import _free_port
+    from experiments.distributed.launch import _free_port
 
     q = multiprocessing.get_context("spawn").Queue()
     mp.start_processes(_plain_rank, args=(_free_port(), q), nprocs=2, start_method="spawn")
@@ -212,7 +212,7 @@ TAMPER = {"none": None, "skip": _skip_all_reduce, "sum": _sum_all_reduce}
 def _tampered_rank(rank: int, port: int, cases, out) -> None:
     import torch.distributed as dist
 
-    from experiments.distributed_rank import check_update
+    from experiments.distributed.rank import check_update
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
@@ -228,7 +228,7 @@ def test_the_update_check_catches_a_missing_all_reduce_and_a_sum_for_a_mean():
 
     import torch.multiprocessing as mp
 
-    from experiments.distributed import _free_port
+    from experiments.distributed.launch import _free_port
 
     adam = dict(BASE, model="transformer", layers=2, width=64, heads=4, seq_len=64, batch=4, seed=370,
                 optimizer="adam", strategy="ddp")
@@ -311,12 +311,12 @@ def test_estimate_on_a_seeded_random_grid():
 
 @pytest.mark.parametrize(("seed", "ws"), [(31, 3), (32, 4)])
 def test_fsdp2_replay_matches_the_gloo_ranks_at_three_and_four_ranks(seed, ws):
-    """FSDP2 replayed on fake tensors with a fake process group (experiments/sharded_replay.py) against the real
+    """FSDP2 replayed on fake tensors with a fake process group (experiments/distributed/replay.py) against the real
     ranks, on seeded configurations at three and four ranks, fp32 and bf16 (two ranks: the grid test above).
     The fake group completes a collective at once; a real one frees its buffers when its work is done, so a
     rank whose collective finishes late holds them a little longer (and gloo's emulated reduce-scatter keeps
     one more on rank 0 at three ranks or more): the replay is the least-loaded rank, no rank far above it."""
-    from experiments.distributed import run_distributed
+    from experiments.distributed.launch import run_distributed
 
     rng = random.Random(seed)
     plans = [{"model": rng.choice(("mlp", "transformer")), "layers": rng.choice((2, 3)),
@@ -362,8 +362,8 @@ def test_fsdp2_replay_runs_under_fp16_with_its_grad_scaler(strategy):
 def test_zero1_step_temporaries_follow_its_parameter_order():
     """ZeroRedundancyOptimizer steps its share largest first; Adam's for-loop makes sqrt(v) and the denominator
     of one tensor while the last tensor's denominator is still alive: 3 W for two W-sized tensors in a row."""
-    from experiments.config import ExperimentConfig
-    from experiments.sharding import optimizer_step_bytes
+    from experiments.core.config import ExperimentConfig
+    from experiments.distributed.estimate import optimizer_step_bytes
 
     w, b = (256, 256), (256,)
     W, B = 256 * 256 * 4, 256 * 4
@@ -391,9 +391,9 @@ def test_zero_paper_terms_and_what_fits():
 def test_what_fits_finds_what_a_full_scan_finds():
     """The bisection over world sizes against trying every world size and strategy in order, on seeded
     configurations and budgets between one device's peak and a sixth of it, both batch modes."""
-    from experiments.config import ExperimentConfig
-    from experiments.estimator import estimate
-    from experiments.sharding import STRATEGY_ORDER
+    from experiments.core.config import ExperimentConfig
+    from experiments.distributed.estimate import STRATEGY_ORDER
+    from experiments.estimate.estimator import estimate
 
     rng = random.Random(43)
     for _ in range(3):
@@ -507,9 +507,9 @@ def _traffic_rank(rank: int, port: int, out, plans: list[dict]) -> None:
     """The sandbox's own wrap, optimizer and step; the second step's collectives are counted."""
     import torch.distributed as dist
 
-    from experiments.distributed_rank import make_rank_optimizer, rank_batch, sync_phase, sync_setter, wrap
-    from experiments.models import build_model
-    from experiments.training import TrainState, train_step
+    from experiments.distributed.rank import make_rank_optimizer, rank_batch, sync_phase, sync_setter, wrap
+    from experiments.training.models import build_model
+    from experiments.training.step import TrainState, train_step
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
@@ -536,7 +536,7 @@ def traffic():
 
     import torch.multiprocessing as mp
 
-    from experiments.distributed import _free_port
+    from experiments.distributed.launch import _free_port
 
     small = dict(BASE, layers=3, width=64, batch=8, steps=2, timing_steps=0)
     plans = [dict(small, strategy=s, accum=a) for s in CPU_STRATEGIES for a in (1, 2)]
@@ -554,7 +554,7 @@ def test_traffic_model_is_what_each_strategy_sends(traffic):
     """ZeRO-1 as torch runs it (DDP + ZeroRedundancyOptimizer) all-reduces every gradient and then broadcasts every
     updated parameter: 3Ψ, half as much again as DDP, where the ZeRO paper's stage 1 moves 2Ψ. FSDP2 gathers per
     micro-batch and reduces once; DDP and ZeRO-1 communicate once per step whatever the accumulation."""
-    from experiments.sharding import traffic_units
+    from experiments.distributed.estimate import traffic_units
 
     got, params = traffic
     for (rank, strategy, accum), nbytes in got.items():
@@ -564,7 +564,7 @@ def test_traffic_model_is_what_each_strategy_sends(traffic):
 
 
 def test_estimate_and_what_fits_use_the_traffic_model():
-    from experiments.sharding import strategy_order, traffic_bytes
+    from experiments.distributed.estimate import strategy_order, traffic_bytes
 
     est = {s: estimate_sharded(DistributedConfig.from_dict(dict(BASE, strategy=s)))["communication"]["per_step_bytes"]
            for s in CPU_STRATEGIES}
@@ -579,8 +579,8 @@ def test_estimate_and_what_fits_use_the_traffic_model():
 def test_zero_stages_in_this_runs_bytes_beside_the_papers():
     """The paper counts mixed-precision Adam (2 + 2 + 12 bytes per parameter); the sandbox trains fp32 Adam
     (4 + 4 + 8), SGD with momentum keeps one state tensor, pure bf16 halves everything."""
-    from experiments.config import ExperimentConfig
-    from experiments.sharding import zero_paper_bytes, zero_run_bytes
+    from experiments.core.config import ExperimentConfig
+    from experiments.distributed.estimate import zero_paper_bytes, zero_run_bytes
 
     psi, n = 1000, 4
     assert zero_paper_bytes(psi, n) == {"ddp": 16000, "zero1": 4000 + 3000, "zero2": 2000 + 3500, "zero3": 4000}
@@ -596,7 +596,7 @@ def test_a_gpu_ranks_tracker_counts_host_memory_apart():
     """CPU offload keeps shards, their gradients and Adam's state in host memory: on a rank whose device is not the
     CPU (the meta device stands in for a GPU here) those storages are a series of their own, never in the device's
     count, its peak or its categories."""
-    from experiments.distributed_rank import ShardTracker
+    from experiments.distributed.rank import ShardTracker
 
     tracker = ShardTracker(device=torch.device("meta"))
     with tracker:

@@ -7,10 +7,10 @@ import sys
 import pytest
 import torch
 
-from experiments import fp32_math
-from experiments.config import ConfigError, ExperimentConfig
-from experiments.fp32_math import DEFAULT_TREE, fp32_mode
-from experiments.strategies import float32_precision
+from experiments.core.config import ConfigError, ExperimentConfig
+from experiments.training import fp32_math
+from experiments.training.fp32_math import DEFAULT_TREE, fp32_mode
+from experiments.training.strategies import float32_precision
 
 NEW_API = hasattr(torch._C, "_get_fp32_precision_getter")
 
@@ -111,9 +111,9 @@ def test_config_accepts_strict_fp32_and_names_the_field_for_junk():
 
 def test_the_engine_runs_and_replays_a_step_in_the_mode_its_precision_names(monkeypatch):
     """Read inside a convolution of the real CPU run and of the estimate's fake-tensor replay."""
-    from experiments import models
-    from experiments.estimator import estimate
-    from experiments.runner import run_experiment
+    from experiments.estimate.estimator import estimate
+    from experiments.measure.run import run_experiment
+    from experiments.training import models
 
     seen = []
     forward = models.ConvBlock.forward

@@ -2,13 +2,13 @@ import json
 
 import pytest
 
-from experiments import op_workspace
-from experiments.config import ExperimentConfig
-from experiments.estimator import estimate
-from experiments.guard import check_gradients, seed_lambda_forward
-from experiments.jobs import execute
-from experiments.leaks import SCENARIOS, run_leak
-from experiments.runner import run_experiment
+from experiments.core.config import ExperimentConfig
+from experiments.estimate import workspaces as op_workspace
+from experiments.estimate.estimator import estimate
+from experiments.jobs.kinds import execute
+from experiments.labs.leaks import SCENARIOS, run_leak
+from experiments.measure.run import run_experiment
+from experiments.training.guard import check_gradients, seed_lambda_forward
 
 BASE = dict(device="cpu", layers=6, width=128, batch=32)
 
@@ -27,7 +27,7 @@ def test_amp_gradients_are_within_the_documented_tolerance(precision):
 
 
 def test_the_guard_compares_with_strict_fp32_and_allows_tf32_error_only_where_tf32_runs():
-    from experiments.guard import TOLERANCE, tolerance
+    from experiments.training.guard import TOLERANCE, tolerance
 
     cnn = ExperimentConfig(model="cnn", layers=2, width=8, batch=4, image_size=16, device="cpu")
     r = check_gradients(cnn)
@@ -160,8 +160,8 @@ def test_predicted_step_time_range_covers_the_recorded_h200_runs():
     import json
     from pathlib import Path
 
-    from experiments.recorded import ROOT
-    from experiments.steptime import predict_step_ms
+    from experiments.core.recorded import ROOT
+    from experiments.estimate.steptime import predict_step_ms
 
     rates = json.loads((Path(ROOT).parent / "docs/benchmarks/throughput-h200.json").read_text())["rates"]
     inside = total = 0
@@ -175,7 +175,7 @@ def test_predicted_step_time_range_covers_the_recorded_h200_runs():
 
 
 def test_predicted_compute_takes_convolutions_at_the_tf32_rate_unless_fp32_is_strict():
-    from experiments.steptime import predict_step_ms
+    from experiments.estimate.steptime import predict_step_ms
 
     cnn = ExperimentConfig(model="cnn", layers=3, width=16, batch=4, image_size=32)
     step = estimate(cnn, device_type="cuda")["step"]
@@ -196,8 +196,8 @@ def test_replay_counts_the_flops_the_runner_counts():
 
 
 def test_profile_and_guard_refuse_what_would_not_fit():
-    from experiments.profiling import profile_step
-    from experiments.runner import WouldNotFit
+    from experiments.measure.profiling import profile_step
+    from experiments.measure.run import WouldNotFit
 
     big = ExperimentConfig(device="cpu", layers=8, width=4096, batch=64, budget_mb=64)
     for check in (profile_step, check_gradients):
@@ -206,8 +206,9 @@ def test_profile_and_guard_refuse_what_would_not_fit():
 
 
 def test_leak_runs_refuse_what_would_not_fit_and_the_bound_covers_every_scenario(monkeypatch):
-    from experiments import device_info, leaks
-    from experiments.runner import WouldNotFit
+    from experiments.labs import leaks
+    from experiments.measure import device as device_info
+    from experiments.measure.run import WouldNotFit
 
     bound = leaks.worst_case_bytes(steps=6, batch=64, width=256, layers=3)
     for scenario in SCENARIOS:

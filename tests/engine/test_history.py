@@ -1,4 +1,4 @@
-"""The allocation timeline (experiments/history.py) on CPU: its bytes add up to the tracker's figures, its
+"""The allocation timeline (experiments/measure/history.py) on CPU: its bytes add up to the tracker's figures, its
 categories to a hand count, and the segment replay and the coalescing keep what they promise."""
 
 import random
@@ -6,9 +6,9 @@ import random
 import torch
 from torch import nn
 
-from experiments import history
-from experiments.config import ExperimentConfig
-from experiments.runner import run_experiment
+from experiments.core.config import ExperimentConfig
+from experiments.measure import history
+from experiments.measure.run import run_experiment
 
 LAYERS, WIDTH, BATCH = 2, 64, 8
 PARAM_BYTES = LAYERS * (WIDTH * WIDTH + WIDTH) * 4
@@ -155,7 +155,7 @@ def test_expandable_segment_unmap_is_undone():
 def test_trace_events_use_markers_for_phases_and_the_tracker_for_categories():
     marker = [{"filename": history.__file__, "line": 1, "name": history._MARKER}]
     user = [{"filename": "/x/torch/nn/functional.py", "line": 5, "name": "linear"},
-            {"filename": "/app/experiments/models.py", "line": 26, "name": "forward"}]
+            {"filename": "/app/experiments/training/models.py", "line": 26, "name": "forward"}]
     m = 0x1000
     old = {"action": "alloc", "addr": 0x9000, "size": 512, "frames": user}  # before this run: ignored
     trace = [old,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from experiments import expectations, facts, metrics
-from experiments.config import ConfigError
+from course import expectations, facts
+from experiments.core import metrics
+from experiments.core.config import ConfigError
 
 MIB = 2**20
 
@@ -68,7 +69,7 @@ def test_a_fact_can_read_one_allocator_setting_of_a_fragmentation_run():
     ({"pattern": "carved", "device": "cpu"}, "device"),
 ])
 def test_fragmentation_bad_input_names_the_field(kwargs, field):
-    from experiments.fragmentation import run_fragmentation
+    from experiments.labs.fragmentation import run_fragmentation
 
     with pytest.raises(ConfigError) as err:
         run_fragmentation(**kwargs)
@@ -89,7 +90,7 @@ def test_the_reference_cycle_scenario_is_freed_by_gc_collect_and_a_real_leak_is_
     frees all of it; the cached outputs are still referenced by the module, so gc.collect() frees nothing."""
     import gc
 
-    from experiments.leaks import run_leak
+    from experiments.labs.leaks import run_leak
 
     enabled = gc.isenabled()
     out = 64 * 512 * 4

@@ -1,6 +1,6 @@
-"""The class queue (experiments/worker.py): fairness between sessions, per-session limits, closed tabs, several GPUs.
+"""The class queue (experiments/jobs/worker.py): fairness between sessions, per-session limits, closed tabs, several GPUs.
 
-The jobs here are stand-ins (experiments.jobs.execute replaced) so that the order and overlap of jobs is
+The jobs here are stand-ins (experiments.jobs.kinds.execute replaced) so that the order and overlap of jobs is
 what is tested, in milliseconds; real jobs through the same client are tested in test_cli_worker.py.
 """
 
@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from experiments import jobs, worker
-from experiments.limits import Limits
+from experiments.core.limits import Limits
+from experiments.jobs import kinds as jobs
+from experiments.jobs import worker
 
 
 class FakeJobs:

@@ -1,7 +1,7 @@
 import torch
 
-from experiments.config import ExperimentConfig
-from experiments.runner import run_experiment
+from experiments.core.config import ExperimentConfig
+from experiments.measure.run import run_experiment
 
 SMALL = dict(device="cpu", model="mlp", layers=3, width=64, batch=16, timing_steps=2)
 
@@ -82,7 +82,7 @@ def test_out_of_memory_is_a_result_and_frees_everything():
 def test_a_run_that_would_not_fit_is_refused_before_allocating():
     import pytest
 
-    from experiments.runner import WouldNotFit
+    from experiments.measure.run import WouldNotFit
 
     with pytest.raises(WouldNotFit) as info:
         run_experiment(ExperimentConfig(**dict(SMALL, width=4096, batch=4096), budget_mb=8))
@@ -118,7 +118,7 @@ def test_cancel_stops_the_timing_steps_too():
 def test_losses_match_a_plain_pytorch_loop():
     cfg = ExperimentConfig(**dict(SMALL, optimizer="sgd", timing_steps=0, steps=3))
     r = run_experiment(cfg)
-    from experiments.models import build_model, make_batch
+    from experiments.training.models import build_model, make_batch
 
     torch.manual_seed(cfg.seed)
     model = build_model(cfg, torch.device("cpu"))
@@ -148,7 +148,7 @@ def test_the_phase_that_runs_out_of_memory_is_recorded_with_the_memory_in_use():
 def _mem_tracker_figures(cfg: ExperimentConfig, out) -> None:
     from torch.distributed._tools.mem_tracker import MemTracker
 
-    from experiments.training import build_state, train_step
+    from experiments.training.step import build_state, train_step
 
     state = build_state(cfg, torch.device("cpu"))
     mt = MemTracker()

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments.distributed import DistributedConfig
-from experiments.op_workspace import load
-from experiments.sharding import estimate_sharded
+from experiments.distributed.estimate import estimate_sharded
+from experiments.distributed.launch import DistributedConfig
+from experiments.estimate.workspaces import load
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = ROOT / "docs" / "benchmarks" / "sharded-grid-h200x2-seed12.json"

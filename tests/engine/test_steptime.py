@@ -1,12 +1,12 @@
-"""The step-time and run-duration predictions (experiments/steptime.py) against hand computations, and the CPU's
-measured rates (experiments/throughput.py)."""
+"""The step-time and run-duration predictions (experiments/estimate/steptime.py) against hand computations, and the CPU's
+measured rates (experiments/estimate/throughput.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from experiments.steptime import CPU_RANGE, RANGE, contention, predict_run_s, predict_step_ms
+from experiments.estimate.steptime import CPU_RANGE, RANGE, contention, predict_run_s, predict_step_ms
 
 STEP = {"flops": 2e9, "bytes": 4e8, "kernels": 200}
 CPU = {"tflops": {"fp32": 0.1, "tf32": 0.1, "bf16": 0.002, "fp16": 0.004}, "bandwidth_gbs": 10.0, "op_us": 20.0,
@@ -66,7 +66,7 @@ def test_without_measured_run_costs_the_old_rule_stands():
 
 def test_every_precision_is_measured_on_a_cpu(monkeypatch):
     """fp16's rate used to be bf16's copied: on some CPUs they differ many times over."""
-    from experiments import throughput
+    from experiments.estimate import throughput
 
     made = []
     randn = torch.randn

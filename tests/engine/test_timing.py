@@ -6,10 +6,11 @@ import statistics
 
 import pytest
 
-from experiments import expectations, facts, metrics
-from experiments.config import ConfigError
-from experiments.recorded import load_recorded
-from experiments.timing import time_rounds
+from course import expectations, facts
+from experiments.core import metrics
+from experiments.core.config import ConfigError
+from experiments.core.recorded import load_recorded
+from experiments.measure.timing import time_rounds
 
 
 def rounds_result(**round_ms) -> dict:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from experiments.config import ExperimentConfig
-from experiments.strategies import make_optimizer
-from experiments.training import build_state, train_step
-from experiments.update_check import compare, compute_eps, first_step_update, summed_terms
+from experiments.core.config import ExperimentConfig
+from experiments.distributed.update_check import compare, compute_eps, first_step_update, summed_terms
+from experiments.training.step import build_state, train_step
+from experiments.training.strategies import make_optimizer
 
 EPS32 = torch.finfo(torch.float32).eps
 CONFIGS = [

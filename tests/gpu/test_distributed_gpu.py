@@ -25,7 +25,7 @@ STRATEGIES = ("ddp", "ddp_zero1", "fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload")
 
 @pytest.fixture(scope="module")
 def runs():
-    from experiments.distributed import run_distributed_many
+    from experiments.distributed.launch import run_distributed_many
 
     plans = [dict(BASE, strategy=s) for s in STRATEGIES] + [dict(BASE, strategy="fsdp2_zero3", precision="amp_bf16"),
                                                            dict(BASE, strategy="ddp", batch=512, checkpoint="segments")]
@@ -77,7 +77,7 @@ def _plain_rank(rank: int, port: int, out, only: str) -> None:
 def plain():
     import torch.multiprocessing as mp
 
-    from experiments.distributed import _free_port
+    from experiments.distributed.launch import _free_port
 
     got = {}
     for strategy in ("ddp", "fsdp2_zero3"):

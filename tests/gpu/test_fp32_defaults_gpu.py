@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments.config import ExperimentConfig
-from experiments.runner import run_experiment
+from experiments.core.config import ExperimentConfig
+from experiments.measure.run import run_experiment
 from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
 
 pytestmark = [pytest.mark.usefixtures("one_gpu_user"), pytest.mark.gpu,
@@ -27,7 +27,7 @@ import json, sys
 import torch
 import torch.nn.functional as F
 from torch import nn
-from experiments.runner import warm_up_cuda
+from experiments.measure.run import warm_up_cuda
 
 layers, width, batch, size, precision, steps = {layers}, {width}, {batch}, {image_size}, {precision!r}, {steps}
 {setup}

@@ -9,9 +9,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from experiments.config import ExperimentConfig
-from experiments.leaks import run_leak
-from experiments.runner import run_experiment, warm_up_cuda
+from experiments.core.config import ExperimentConfig
+from experiments.labs.leaks import run_leak
+from experiments.measure.run import run_experiment, warm_up_cuda
 from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
 
 pytestmark = [pytest.mark.usefixtures("one_gpu_user"), pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
@@ -122,7 +122,7 @@ def test_a_reference_cycle_holds_device_memory_until_gc_collect():
 
 
 def test_growing_allocations_fragment_the_default_allocator_not_expandable_segments():
-    from experiments.fragmentation import run_fragmentation
+    from experiments.labs.fragmentation import run_fragmentation
 
     r = run_fragmentation("growing", device="cuda", steps=8, size_mb=16)
     std, exp = r["runs"]["standard"], r["runs"]["expandable"]
@@ -137,7 +137,7 @@ def test_growing_allocations_fragment_the_default_allocator_not_expandable_segme
 
 
 def test_holes_leave_reserved_but_unallocated_memory_and_the_oom_message_names_it():
-    from experiments.fragmentation import run_fragmentation
+    from experiments.labs.fragmentation import run_fragmentation
 
     before = torch.cuda.memory_allocated()
     r = run_fragmentation("holes", device="cuda", steps=24, size_mb=6)
@@ -157,8 +157,8 @@ def test_expandable_segments_fit_more_only_where_the_holes_are_whole_pages_of_on
     """40 MiB holes under a 600 MiB budget. Carved out of one cached segment, the default allocator can give none of
     them back (fits one 80 MiB block, from the budget's spare room) while expandable segments unmap their whole
     20 MiB pages (fit until the live blocks fill the budget). Each in a segment of its own, both settings fit alike."""
-    from experiments.fragmentation import run_fragmentation
-    from experiments.metrics import frag_larger_fits
+    from experiments.core.metrics import frag_larger_fits
+    from experiments.labs.fragmentation import run_fragmentation
 
     carved = run_fragmentation("carved", device="cuda", steps=12, size_mb=40, budget_mb=600)["runs"]
     fits = {k: frag_larger_fits(v) for k, v in carved.items()}
@@ -173,7 +173,7 @@ def test_expandable_segments_fit_more_only_where_the_holes_are_whole_pages_of_on
 
 
 def test_timing_rounds_on_cuda_interleaves_strategies():
-    from experiments.timing import time_rounds
+    from experiments.measure.timing import time_rounds
 
     small = {"model": "mlp", "layers": 4, "width": 512, "batch": 256, "device": "cuda"}
     r = time_rounds([{"id": "adam", "config": small}, {"id": "sgd", "config": dict(small, optimizer="sgd")}],
@@ -181,7 +181,7 @@ def test_timing_rounds_on_cuda_interleaves_strategies():
     assert [len(s["round_ms"]) for s in r["strategies"]] == [3, 3]
     assert all(s["min_ms"] <= s["median_ms"] <= s["max_ms"] for s in r["strategies"])
     # Paired by round against the first strategy; three rounds are too few for a verdict.
-    from experiments.metrics import paired
+    from experiments.core.metrics import paired
 
     assert r["paired"] == [paired(r, "sgd", "adam")] and r["paired"][0]["verdict"] == "too_few"
 
@@ -192,8 +192,8 @@ def test_estimate_with_measured_scratch_memory_matches_runs_it_was_not_tuned_on(
     import random
 
     from benchmarks.estimate_grid import draw
-    from experiments.estimator import estimate
-    from experiments.runner import measure_workspaces
+    from experiments.estimate.estimator import estimate
+    from experiments.measure.run import measure_workspaces
 
     rng, errors = random.Random(20261130), []
     while len(errors) < 9:
@@ -215,7 +215,7 @@ def test_estimate_with_measured_scratch_memory_matches_runs_it_was_not_tuned_on(
 def test_one_worker_per_gpu_runs_two_jobs_at_once_each_with_its_own_peak():
     import time
 
-    from experiments.worker import WorkerClient
+    from experiments.jobs.worker import WorkerClient
 
     client = WorkerClient(inline=False)
     deadline = time.monotonic() + 180

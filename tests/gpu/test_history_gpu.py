@@ -9,11 +9,11 @@ import pickle
 import pytest
 import torch
 
-from experiments import history
-from experiments.config import ExperimentConfig
-from experiments.fragmentation import run_fragmentation
-from experiments.leaks import run_leak
-from experiments.runner import run_experiment
+from experiments.core.config import ExperimentConfig
+from experiments.labs.fragmentation import run_fragmentation
+from experiments.labs.leaks import run_leak
+from experiments.measure import history
+from experiments.measure.run import run_experiment
 from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
 
 pytestmark = [pytest.mark.usefixtures("one_gpu_user"), pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from app import content
-from experiments.config import ExperimentConfig
-from experiments.estimator import estimate
-from experiments.runner import run_experiment
+from course import catalog, content
+from experiments.core.config import ExperimentConfig
+from experiments.estimate.estimator import estimate
+from experiments.measure.run import run_experiment
 
-SIZED = [lesson for lesson in content.LESSON_IDS if content.cpu_scale(content.meta(lesson)) > 1]
+SIZED = [lesson for lesson in catalog.LESSON_IDS if content.cpu_scale(content.meta(lesson)) > 1]
 
 
 def _configs(meta: dict) -> list[tuple[str, dict | None]]:
@@ -76,7 +76,7 @@ def test_sized_keeps_configs_valid():
     t = content.sized({"model": "transformer", "width": 1024, "heads": 48, "batch": 8}, 4)
     assert t["width"] % 48 == 0 and t["batch"] == 2
     assert content.sized({"width": 64, "batch": 8}, 1) == {"width": 64, "batch": 8}
-    for lesson in content.LESSON_IDS:
+    for lesson in catalog.LESSON_IDS:
         meta = content.meta(lesson)
         for _, change in _configs(meta):
             ExperimentConfig.from_dict(content.over_preset(meta, change, content.cpu_scale(meta)))

@@ -8,9 +8,9 @@ import copy
 
 import pytest
 
-from app import claims, content
-from experiments import expectations, facts, metrics
-from experiments.recorded import load_recorded
+from course import claims, content, expectations, facts
+from experiments.core import metrics
+from experiments.core.recorded import load_recorded
 
 MIB = 2**20
 

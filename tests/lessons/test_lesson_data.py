@@ -9,14 +9,14 @@ from functools import cache
 
 import pytest
 
-from app import content
-from experiments import expectations, facts, metrics
-from experiments.config import ExperimentConfig
-from experiments.jobs import execute
-from experiments.recorded import ROOT as RECORDED_ROOT
-from experiments.recorded import load_recorded
+from course import catalog, content, expectations, facts
+from experiments.core import metrics
+from experiments.core.config import ExperimentConfig
+from experiments.core.recorded import ROOT as RECORDED_ROOT
+from experiments.core.recorded import load_recorded
+from experiments.jobs.kinds import execute
 
-LESSONS = content.LESSON_IDS
+LESSONS = catalog.LESSON_IDS
 JOBS = content.all_jobs()
 PROMPTS = [(lesson, kind) for lesson in LESSONS for kind in sorted(content.meta(lesson).get("prompts") or {})]
 MARKDOWN = sorted(content.lessons_dir().glob("*/*.md"))
@@ -244,7 +244,7 @@ def _with_breakdowns() -> list:
     """Every recorded result a page draws categories for, the offload run marked: FSDP2's CPU offload keeps the
     sharded parameters, gradients and Adam state in host memory, its rank's tracker counts them in the breakdown,
     and the multigpu page stacks those bytes beside a GPU peak a quarter their size (to fix in
-    experiments/distributed_rank.py, then re-record on 2 GPUs; strict, so the fix shows up here)."""
+    experiments/distributed/rank.py, then re-record on 2 GPUs; strict, so the fix shows up here)."""
     out = []
     for folder in ("h200", "h200x2", "cpu-gloo"):
         for path in sorted((RECORDED_ROOT / folder).glob("*.json")):

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from experiments import expectations, facts
-from experiments.distributed import DistributedConfig
-from experiments.distributed_lesson import LESSON, lesson_jobs, meta, recording, runs_by_strategy
-from experiments.recorded import ROOT as RECORDED_ROOT
-from experiments.recorded import load_recorded
+from course import expectations, facts
+from course.distributed import LESSON, lesson_jobs, meta, recording, runs_by_strategy
+from experiments.core.recorded import ROOT as RECORDED_ROOT
+from experiments.core.recorded import load_recorded
+from experiments.distributed.launch import DistributedConfig
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_lesson_data import bare_numbers, prose_of  # noqa: E402

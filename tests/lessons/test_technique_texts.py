@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app import claims, content
-from experiments import expectations
-from experiments.recorded import load_recorded
+from course import claims, content, expectations
+from experiments.core.recorded import load_recorded
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_lesson_data import LESSONS, _sum_outcomes, cpu_run  # noqa: E402

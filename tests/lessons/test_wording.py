@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from app import content
 from app.i18n import STRINGS
+from course import content
 
 NUMBER = r"(?:\{\{?\s*[\w.]+\s*\}?\}|\d+(?:\.\d+)?|[一二两三四五六七八九十百几好]+)"
 # A comparative directly followed by a multiple: "慢 3 倍", "快了 {{x}} 倍", "慢上好几倍", "缩小 {k} 倍".

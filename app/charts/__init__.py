@@ -1,0 +1,1 @@
+"""Results as DataFrames (frames) and the Altair charts drawn from them."""

@@ -1,0 +1,1 @@
+"""The graded exercises' pages; their rules live in course/grading."""

@@ -1,0 +1,159 @@
+"""Exercise 1's graded panel: predict what is alive at the peak, run it for real, get each prediction graded."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.charts import charts, frames
+from app.exercises import grading_view
+from app.i18n import t
+from app.ui import jobs, results, sandbox, urlstate
+from course.grading.common import FLOOR_BYTES, TOLERANCE
+from course.grading.ex1 import CATEGORIES, FIELDS, MAX_MIB, PHASES, TIE, grade, validate
+from experiments.core.config import CHOICES
+
+LESSON = "exercise1"
+NS = "ex1g"  # its own namespace: the free sandbox of this page uses exercise1_*
+WIDTHS = [64, 128, 256, 512, 1024, 2048, 4096]
+
+
+def _key(name: str) -> str:
+    return f"{NS}_{name}"
+
+
+def _parse_mib(raw):
+    if str(raw).lower() in ("", "none"):
+        return None
+    value = float(raw)
+    if not 0 <= value <= MAX_MIB:
+        raise ValueError(raw)
+    return value
+
+
+def _parse_phase(raw):
+    if raw not in PHASES:
+        raise ValueError(raw)
+    return raw
+
+
+def _config_widgets(base: dict) -> dict:
+    values = {}
+    cols = st.columns(2) + st.columns(2) + st.columns(2)
+    for i, field in enumerate(FIELDS):
+        k = _key(field)
+        urlstate.init(k, base[field], lambda raw, f=field: sandbox.parse(f, raw))
+        label = t("field." + field)
+        if field in CHOICES:
+            labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in CHOICES[field]}
+            values[field] = cols[i].selectbox(label, list(CHOICES[field]), format_func=labels.__getitem__, key=k)
+        elif field == "width":
+            values[field] = cols[i].selectbox(label, sorted(set(WIDTHS) | {st.session_state[k]}), key=k)
+        else:
+            hi = {"layers": 64, "batch": 65536}[field]
+            values[field] = cols[i].number_input(label, min_value=1, max_value=hi, step=1, key=k)
+    return values
+
+
+def _prediction_widgets() -> dict:
+    preds = {}
+    cols = st.columns(2)
+    for i, cat in enumerate(CATEGORIES):
+        k = _key(f"p_{cat}")
+        urlstate.init(k, None, _parse_mib)
+        preds[cat] = cols[i % 2].number_input(t("ex1.predict", category=t("cat." + cat)), min_value=0.0,
+                                              max_value=MAX_MIB, step=1.0, format="%.1f",
+                                              placeholder=t("ex1.placeholder"), key=k)
+    k = _key("p_phase")
+    urlstate.init(k, None, _parse_phase)
+    labels = {p: t("phase." + p) for p in PHASES}
+    preds["phase"] = st.selectbox(t("ex1.predict_phase"), list(PHASES), format_func=labels.__getitem__,
+                                  index=None, placeholder=t("ex1.choose"), key=k)
+    return preds
+
+
+def render(meta: dict) -> None:
+    slot = st.empty()
+    base_cfg, _ = sandbox.base_config(meta)
+    base = base_cfg.to_dict()
+    with st.form(f"{NS}.form"):
+        st.subheader(t("ex1.title"))
+        st.markdown(t("ex1.intro"))
+        config = _config_widgets(base)
+        st.markdown(f"**{t('ex1.predictions')}**")
+        preds = _prediction_widgets()
+        st.caption(t("ex1.tolerance", pct=f"{TOLERANCE * 100:.0f}", floor=frames.fmt_bytes(FLOOR_BYTES),
+                     tie=f"{TIE * 100:.0f}"))
+        submitted = st.form_submit_button(t("ex1.run"), type="primary", disabled=jobs.pending(NS), width="stretch")
+    for field, value in config.items():
+        urlstate.sync(_key(field), value, base[field])
+    for name, value in preds.items():
+        urlstate.sync(_key(f"p_{name}"), value, None)
+    if submitted:
+        _submit(base_cfg, config, preds)
+    jobs.poll(NS)
+    done = jobs.finished(NS)
+    if done:
+        _show(done, meta)
+    grading_view.show_progress(LESSON, slot)
+
+
+def _submit(base_cfg, config: dict, preds: dict) -> None:
+    errors = validate(preds)
+    if errors:
+        st.error(t("ex1.fix_first") + "\n" + grading_view.say_all(errors))
+        return
+    cfg, err = sandbox.validate(base_cfg, config)
+    if err:
+        st.error(t("config.invalid", message=sandbox.explain(err, config)))
+        return
+    jobs.start(NS, [{"label": t("ex1.run_label"), "kind": "run", "params": cfg.to_dict()}],
+               tag={"predictions": dict(preds), "config": cfg.to_dict()})
+
+
+def _line(item: dict) -> str:
+    """One prediction's grade as a line that wraps in a narrow column (a wide table would be cut off)."""
+    field = item["field"]
+    if field == "phase":
+        def name(p):
+            return t("phase." + p, default=str(p)) if p else "—"
+        predicted, measured, estimated = name(item["predicted"]), name(item["measured"]), name(item["estimated"])
+        if item.get("tied"):
+            measured += " (" + t("ex1.tie", phases=", ".join(name(p) for p in item["tied"])) + ")"
+        tolerance = t("ex1.exact")
+    else:
+        predicted, measured, estimated = item["predicted"], item["measured"], item["estimated"]
+        tolerance = f"± {item['tolerance']}"
+    mark = ":green[✓]" if item["ok"] else ":red[✗]"
+    return f"- {mark} **{t('ex1.field.' + field)}** — " + t("ex1.line", yours=predicted, measured=measured,
+                                                           estimated=estimated, tolerance=tolerance)
+
+
+def _show(done: dict, meta: dict) -> None:
+    status = done["statuses"][0]
+    result = status.get("result")
+    if status.get("state") != "done" or not result or result.get("oom"):
+        results.render_status(status, meta, current=None, ran=done["tag"]["config"], key=NS)
+        return
+    g = grade(done["tag"]["predictions"], result, result.get("estimate"))
+    grading_view.record(LESSON, g["correct"])
+    st.divider()
+    st.subheader(t("ex1.grade_title", correct=g["correct"], total=g["total"]))
+    results.device_label(result)
+    st.caption(t("ex1.config_ran", layers=result["config"]["layers"], width=result["config"]["width"],
+                 batch=result["config"]["batch"], optimizer=t("opt.optimizer." + result["config"]["optimizer"]),
+                 impl=t("opt.optimizer_impl." + result["config"]["optimizer_impl"])))
+    st.markdown("\n".join(_line(item) for item in g["items"]))
+    if g["solved"]:
+        st.success(t("ex1.all_right"))
+    for item in g["items"]:
+        if not item["ok"]:
+            st.markdown(f"**{t('ex1.field.' + item['field'])}** — " + t("ex1.miss"))
+            st.markdown(grading_view.say_all(item["why"]))
+    with st.expander(t("ex1.explain_hits")):
+        for item in g["items"]:
+            if item["ok"]:
+                st.markdown(f"**{t('ex1.field.' + item['field'])}**\n" + grading_view.say_all(item["why"]))
+    bdf = frames.breakdown_frame(result.get("breakdown"), (result.get("estimate") or {}).get("categories"))
+    if not bdf.empty:
+        st.markdown(f"##### {t('chart.breakdown')}")
+        st.altair_chart(charts.breakdown_chart(bdf), width="stretch")

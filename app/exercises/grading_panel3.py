@@ -1,0 +1,98 @@
+"""Exercise 3's graded panel: pick the fixes for the leaky loop, run it next to the course's loop, and see whether
+its memory curve is flat and its gradients are right."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.charts import charts, frames
+from app.exercises import grading_view
+from app.features import census_view
+from app.i18n import t
+from app.ui import jobs, results, urlstate
+from course.grading.ex3 import (
+    BATCH,
+    FIXES,
+    FLAT_SHARE,
+    GRAD_TOLERANCE,
+    LAYERS,
+    STEPS,
+    WIDTH,
+    code,
+    loop_of,
+    validate,
+    verdict,
+)
+from course.units import fmt_bytes
+
+LESSON = "exercise3"
+NS = "ex3g"
+
+
+def _key(fix: str) -> str:
+    return f"{NS}_{fix}"
+
+
+def _parse_bool(raw) -> bool:
+    if str(raw).lower() not in ("true", "false", "1", "0"):
+        raise ValueError(raw)
+    return str(raw).lower() in ("true", "1")
+
+
+def render(meta: dict) -> None:
+    slot = st.empty()
+    with st.container(border=True):
+        st.subheader(t("ex3.title"))
+        st.markdown(t("ex3.intro", steps=STEPS))
+        fixes = []
+        for fix in FIXES:
+            urlstate.init(_key(fix), False, _parse_bool)
+            if st.checkbox(t("ex3.fix." + fix), key=_key(fix)):
+                fixes.append(fix)
+            urlstate.sync(_key(fix), st.session_state[_key(fix)], False)
+        errors = validate(fixes)
+        if errors:
+            st.error(grading_view.say_all(errors))
+        loop = loop_of(fixes)
+        st.markdown(f"**{t('ex3.your_loop')}**")
+        st.code(code(loop), language="python")
+        st.caption(t("ex3.rule", share=f"{FLAT_SHARE * 100:.0f}", output=fmt_bytes(BATCH * WIDTH * 4),
+                     limit=fmt_bytes(FLAT_SHARE * BATCH * WIDTH * 4), tol=f"{GRAD_TOLERANCE:.0e}", batch=BATCH,
+                     width=WIDTH))
+        run = st.button(t("ex3.run"), key=f"{NS}.run", type="primary", disabled=bool(errors) or jobs.pending(NS),
+                        width="stretch")
+    if run:
+        params = {"scenario": "exercise_loop", "steps": STEPS, "device": "auto", "batch": BATCH, "width": WIDTH,
+                  "layers": LAYERS}
+        jobs.start(NS, [{"label": t("ex3.label.yours"), "kind": "leak", "params": dict(params, loop=loop)},
+                        {"label": t("ex3.label.course"), "kind": "leak", "params": dict(params, loop={})}],
+                   tag={"fixes": fixes, "loop": loop})
+    jobs.poll(NS)
+    done = jobs.finished(NS)
+    if done:
+        _show(done)
+    grading_view.show_progress(LESSON, slot)
+
+
+def _show(done: dict) -> None:
+    ok = results.successful(done)
+    mine = next((r for label, r in ok if label == done["specs"][0]["label"]), None)
+    if mine is None:
+        return
+    v = verdict(mine)
+    grading_view.record(LESSON, v["passed"])
+    st.divider()
+    st.subheader(t("ex3.solved") if v["solved"] else t("ex3.not_yet"))
+    results.device_label(mine)
+    grading_view.check_line(v["flat"], t("ex3.check.flat" if v["flat"] else "ex3.check.grows",
+                                         growth=fmt_bytes(v["growth"]), limit=fmt_bytes(v["limit"])))
+    error = v["gradient_error"]
+    grading_view.check_line(v["grads_ok"], t("ex3.check.grads" if v["grads_ok"] else "ex3.check.grads_wrong",
+                                             error=f"{error:.2e}" if error is not None else "—",
+                                             tol=f"{GRAD_TOLERANCE:.0e}"))
+    if v["why"]:
+        st.markdown(grading_view.say_all(v["why"]))
+    st.markdown(f"##### {t('chart.leak')}")
+    st.altair_chart(charts.leak_chart(frames.leak_frame(ok)), width="stretch")
+    st.dataframe(frames.leak_table(ok), hide_index=True, width="stretch")
+    census_view.render(ok, key=NS)

@@ -1,0 +1,63 @@
+"""'What would fit' per strategy: the largest batch under a memory budget by the estimate, confirmed by a real run."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import backend
+from app.i18n import t
+from app.ui import jobs, results
+from course.fit import largest_fitting_batch
+from experiments.core.metrics import net_peak
+
+NS = "compare.fit"
+MIB = 2**20
+
+
+def _search(strategies, budget: int) -> list[dict]:
+    out = []
+    for sid, title, cfg in strategies:
+        batch = largest_fitting_batch(cfg, budget, lambda c: backend.estimate(c)[0])
+        est = backend.estimate(cfg.replace(batch=batch))[0] if batch else None
+        out.append({"sid": sid, "title": title, "batch": batch, "peak": est["peak_bytes"] if est else None})
+    return out
+
+
+def render(strategies) -> None:
+    """strategies: (id, title, config) of the compare page."""
+    with st.container(border=True):
+        st.subheader(t("fit.title"))
+        st.caption(t("fit.explain"))
+        budget_mib = st.number_input(t("fit.budget"), min_value=1, max_value=10_000_000, value=256, step=64,
+                                     key=f"{NS}.budget")
+        budget = int(budget_mib * MIB)
+        if st.button(t("fit.search"), key=f"{NS}.search", width="stretch"):
+            with st.spinner(t("fit.searching")):
+                st.session_state[f"{NS}.found"] = {"budget": budget, "rows": _search(strategies, budget)}
+        found = st.session_state.get(f"{NS}.found")
+        if not found:
+            return
+        rows = found["rows"]
+        st.dataframe([{t("col.strategy"): r["title"], t("fit.batch"): r["batch"] or t("fit.none"),
+                       t("compare.estimated_peak"): results.fmt_bytes(r["peak"])} for r in rows],
+                     hide_index=True, width="stretch")
+        fitting = [r for r in rows if r["batch"]]
+        if not fitting:
+            return
+        best = max(fitting, key=lambda r: r["batch"])
+        st.caption(t("fit.best", title=best["title"], batch=best["batch"], budget=results.fmt_bytes(found["budget"])))
+        titles = {r["title"]: r for r in fitting}
+        chosen = st.selectbox(t("fit.confirm_which"), list(titles), key=f"{NS}.which")
+        if st.button(t("fit.confirm"), key=f"{NS}.confirm", disabled=jobs.pending(NS), width="stretch"):
+            row = titles[chosen]
+            cfg = next(c for sid, _, c in strategies if sid == row["sid"]).replace(batch=row["batch"])
+            jobs.start(NS, [{"label": chosen, "kind": "run", "params": cfg.to_dict()}],
+                       tag={"budget": found["budget"], "batch": row["batch"]})
+        jobs.poll(NS)
+        done = jobs.finished(NS)
+        if done:
+            for label, result in results.successful(done):
+                measured, limit = net_peak(result), done["tag"]["budget"]
+                text = t("fit.measured", title=label, batch=done["tag"]["batch"], peak=results.fmt_bytes(measured),
+                         budget=results.fmt_bytes(limit))
+                (st.success if measured is not None and measured <= limit else st.warning)(text)

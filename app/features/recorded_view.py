@@ -1,0 +1,74 @@
+"""Browser for results recorded on a real GPU and shipped with the app (for learners without one)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import backend
+from app.i18n import lang, t
+from app.ui import layout, results
+from course import content
+
+
+def _label(entry: dict) -> str:
+    device = entry.get("device") or {}
+    date = str(entry.get("recorded_at") or "")[:10]
+    parts = [content.localized(entry.get("label"), lang(), entry.get("id", "?")), device.get("name"), date]
+    return " · ".join(p for p in parts if p)
+
+
+def browser(lesson: str | None, expanded: bool = False) -> None:
+    """All recorded results (lesson=None) or those of one lesson; nothing if there are none."""
+    entries, err = backend.safe_list_recorded()
+    if lesson is not None:
+        entries = [e for e in entries if e.get("lesson") == lesson]
+    if not entries and lesson is not None:
+        return
+    with st.expander(t("recorded.title"), expanded=expanded, icon=":material/history:"):
+        st.caption(t("recorded.explain"))
+        if err:
+            layout.error(err)
+            return
+        if not entries:
+            st.info(t("recorded.none"))
+            return
+        ns = f"recorded.{lesson or 'all'}"
+        by_id = {e["id"]: e for e in entries}
+        labels = {i: _label(e) for i, e in by_id.items()}
+        chosen = st.selectbox(t("recorded.pick"), list(by_id), format_func=labels.__getitem__, key=ns)
+        entry = by_id[chosen]
+        result, err = backend.safe_load_recorded(chosen)
+        if err:
+            layout.error(err)
+            return
+        if not result:
+            layout.error(chosen)
+            return
+        meta = content.meta(entry.get("lesson") or "home")
+        kind = entry.get("kind", "run")
+        if kind == "leak":
+            from app.features import leak_sandbox
+
+            status = {"state": "done", "result": result}
+            spec = {"label": _label(entry), "scenario": result.get("scenario")}
+            leak_sandbox.show_results({"specs": [spec], "statuses": [status]}, meta,
+                                      leak_sandbox.scenarios(entry.get("lesson") or "leaks"), ns=ns)
+        elif kind == "fragmentation":
+            from app.features import fragmentation_view
+
+            fragmentation_view.show(result, meta, key=ns)
+        elif kind == "timing_rounds":
+            from app.features import rounds_view
+
+            lesson_id = entry.get("lesson") or "home"
+            rset = next((r for r in content.rounds_sets(meta)
+                         if content.rounds_set_recorded_id(lesson_id, r["id"]) == chosen), None)
+            rounds_view.show(result, meta, key=ns, rset=rset)
+        elif kind == "profile":
+            from app.ui import expect_view
+
+            results.device_label(result, entry.get("recorded_at"))
+            results.render_profile(result)
+            expect_view.checked(meta.get("profile_expect"), {"run": result})  # what the lesson says of this table
+        else:
+            results.render_run(result, meta, recorded_at=entry.get("recorded_at"), key=ns, driver=True)

@@ -1,0 +1,141 @@
+"""Groups of worker jobs per page: submit, poll from a fragment, keep the finished statuses."""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from app.backend import get_client, session_id
+from app.i18n import t
+
+POLL_S = 0.7
+FAR_POLL_S = 2.0
+FAR_POSITION = 3
+TERMINAL = ("done", "error", "cancelled")
+
+
+def _pending_key(ns: str) -> str:
+    return f"{ns}.jobs"
+
+
+def _done_key(ns: str) -> str:
+    return f"{ns}.done"
+
+
+def _previous_key(ns: str) -> str:
+    return f"{ns}.previous"
+
+
+def previous(ns: str) -> dict | None:
+    """The group that finished before the last one, or None."""
+    return st.session_state.get(_previous_key(ns))
+
+
+def submit(ns: str, specs: list[dict], tag=None) -> str | None:
+    """specs: [{"label", "kind", "params"}]; returns an error message or None. tag travels to the result."""
+    client, err = get_client()
+    if err:
+        return err
+    try:
+        owner = session_id()
+        ids = [client.submit(spec["kind"], spec["params"], owner=owner) for spec in specs]
+    except Exception as exc:  # noqa: BLE001
+        if type(exc).__name__ == "QueueFull":
+            return t("jobs.session_full" if getattr(exc, "per_session", False) else "jobs.queue_full")
+        return f"{type(exc).__name__}: {exc}"
+    st.session_state[_pending_key(ns)] = {"ids": ids, "specs": specs, "tag": tag, "since": time.time()}
+    return None
+
+
+def start(ns: str, specs: list[dict], tag=None) -> None:
+    """Submit; the page's `poll(ns)`, which every page calls after its Run button, shows the progress in this
+    same run (no second page run per click). A refused submission is shown here; a click that arrives while
+    the page's group still runs (the button is redrawn disabled only with the result) is ignored."""
+    from app.ui import layout
+
+    if pending(ns):
+        return
+    error = submit(ns, specs, tag=tag)
+    if error:
+        layout.error(error)
+
+
+def pending(ns: str) -> bool:
+    return _pending_key(ns) in st.session_state
+
+
+def finished(ns: str) -> dict | None:
+    """{"specs", "statuses", "tag"} of the last completed group, or None."""
+    return st.session_state.get(_done_key(ns))
+
+
+def clear(ns: str) -> None:
+    st.session_state.pop(_done_key(ns), None)
+
+
+def _cancel(ns: str) -> None:
+    group = st.session_state.get(_pending_key(ns))
+    client, _ = get_client()
+    if not group or client is None:
+        return
+    for job_id in group["ids"]:
+        try:
+            client.cancel(job_id)
+        except Exception:  # noqa: BLE001, S110 - a job that already ended cannot be cancelled
+            pass
+
+
+def _status(client, job_id: str) -> dict:
+    try:
+        return client.status(job_id)
+    except Exception as exc:  # noqa: BLE001
+        return {"state": "error", "error": f"{type(exc).__name__}: {exc}", "result": None}
+
+
+def poll(ns: str) -> None:
+    """Shows progress of the page's running group; when all its jobs ended, stores them and reruns the page."""
+    if pending(ns):
+        group = st.session_state[_pending_key(ns)]
+        # Far back in the queue nothing changes quickly: fewer polls leave the server's time to the pages.
+        far = (group.get("last_position") or 0) > FAR_POSITION
+        st.fragment(_poll_body, run_every=FAR_POLL_S if far else POLL_S)(ns)
+
+
+def _poll_body(ns: str) -> None:
+    group = st.session_state.get(_pending_key(ns))
+    if not group:
+        return
+    client, err = get_client()
+    if err:
+        statuses = [{"state": "error", "error": err, "result": None} for _ in group["ids"]]
+    else:
+        statuses = [_status(client, job_id) for job_id in group["ids"]]
+    if all(s.get("state") in TERMINAL for s in statuses):
+        if _done_key(ns) in st.session_state:
+            # The run before is what a "try this" prompt's prediction is checked against.
+            st.session_state[_previous_key(ns)] = st.session_state[_done_key(ns)]
+        st.session_state[_done_key(ns)] = {"specs": group["specs"], "statuses": statuses, "tag": group["tag"]}
+        del st.session_state[_pending_key(ns)]
+        st.rerun()
+    group["last_position"] = min((s.get("position") or 0 for s in statuses), default=0)
+    _render_progress(ns, group, statuses)
+
+
+def _render_progress(ns: str, group: dict, statuses: list[dict]) -> None:
+    running = any(s.get("state") == "running" for s in statuses)
+    label = t("jobs.running") if running else t("jobs.queued")
+    with st.status(label, state="running", expanded=True):
+        for spec, status in zip(group["specs"], statuses, strict=True):
+            state = status.get("state", "queued")
+            line = f"**{spec['label']}** — {t('jobs.state.' + state)}"
+            if state == "queued" and status.get("position"):
+                line += " · " + t("jobs.position", n=status["position"])
+            st.markdown(line)
+            progress = status.get("progress")
+            if state == "running" and progress and progress.get("total"):
+                fraction = min(1.0, max(0.0, progress["done"] / progress["total"]))
+                # The engine's label is English; the counts say the same in every language.
+                st.progress(fraction, text=t("jobs.progress", done=progress["done"], total=progress["total"]))
+        st.caption(t("jobs.elapsed", s=int(time.time() - group["since"])))
+    st.button(t("jobs.cancel"), key=f"{ns}.cancel", on_click=_cancel, args=(ns,))

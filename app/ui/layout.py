@@ -1,0 +1,60 @@
+"""Page scaffolding shared by all views: title, lesson column, charts with their prompts."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.i18n import lang, t
+from app.ui import expect_view
+from course import content, facts
+
+
+def lesson_meta(lesson_id: str) -> dict:
+    return content.meta(lesson_id)
+
+
+def header(lesson_id: str, meta: dict) -> None:
+    st.title(content.localized(meta.get("title"), lang(), t("page." + lesson_id)))
+    summary = expect_view.text(meta, meta.get("summary"))
+    if summary:
+        st.caption(summary)
+
+
+def columns():
+    """Lesson left, sandbox right; Streamlit stacks them on narrow screens."""
+    return st.columns(2, gap="large")
+
+
+def lesson_page(lesson_id: str):
+    """Title, then the lesson text in the left column. Returns (meta, left, right) for the page to fill."""
+    meta = lesson_meta(lesson_id)
+    header(lesson_id, meta)
+    left, right = columns()
+    with left:
+        markdown_file(lesson_id)
+    return meta, left, right
+
+
+def markdown_file(lesson_id: str, name: str = "lesson") -> bool:
+    text, used = content.read_text(lesson_id, name, lang())
+    if text is None:
+        st.info(t("lesson.missing"))
+        return False
+    if used != lang():
+        st.caption(t("lesson.fallback"))
+    st.markdown(facts.render(text, expect_view.page_facts(lesson_meta(lesson_id))))
+    return True
+
+
+def prompts(meta: dict, kind: str, runs: dict | None = None, **where) -> None:
+    """'What to notice' (checked against `runs`) and 'Try this' under a chart; see app/ui/expect_view.py."""
+    expect_view.render(meta, kind, runs, **where)
+
+
+def chart(figure, meta: dict, kind: str, runs: dict | None = None, **where) -> None:
+    st.altair_chart(figure, width="stretch")
+    prompts(meta, kind, runs, **where)
+
+
+def error(message: str) -> None:
+    st.error(t("error.engine", message=message))

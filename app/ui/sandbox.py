@@ -1,0 +1,303 @@
+"""The experiment sandbox shared by the lesson pages: config widgets (bound to the URL), validation,
+estimate, Run/Cancel through the worker, and the results of the page's last run."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import backend
+from app.charts import charts
+from app.charts.frames import breakdown_frame
+from app.i18n import t
+from app.ui import jobs, layout, results, sizing, urlstate
+from course import content
+from experiments.core.config import BOOLS, CHOICES, RANGES, ConfigError, ExperimentConfig
+
+
+def _powers(lo: int, hi: int) -> list[int]:
+    values, v = [], 1
+    while v <= hi:
+        if v >= lo:
+            values.append(v)
+        v *= 2
+    return values
+
+
+# Fixed option lists: Streamlit keys a select_slider's identity on its options, so they must not
+# depend on other widgets (or the slider would reset whenever, say, the model changes).
+OPTIONS = {
+    "width": _powers(8, 16384),
+    "batch": _powers(1, 65536),
+    "accum": _powers(1, 64),
+    "seq_len": _powers(16, 8192),
+    "heads": _powers(1, 128),
+    "image_size": [16, 32, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512],
+}
+SLIDER_MAX = {"layers": 64, "segments": 32, "steps": 50, "timing_steps": 50}
+SELECT = tuple(CHOICES)
+
+
+def key(ns: str, field: str) -> str:
+    # Also the URL query parameter name, so a shared link opens the same experiment on the same page.
+    return f"{ns}_{field}"
+
+
+def base_config(meta: dict, full: bool = False) -> tuple[ExperimentConfig, str | None]:
+    """The lesson's preset over the engine defaults, CPU-sized where this page's runs are (app/ui/sizing.py) unless
+    `full`; the defaults alone if the preset is invalid."""
+    try:
+        return ExperimentConfig.from_dict(content.over_preset(meta, None) if full else sizing.preset(meta)), None
+    except (ConfigError, TypeError) as exc:
+        return ExperimentConfig(), str(exc)
+
+
+def parse(field: str, raw):
+    """A URL query value for a config field -> the typed value; ConfigError (a ValueError) if unusable.
+    The engine's own rules decide (ExperimentConfig.field_value): the app keeps no copy of them."""
+    return ExperimentConfig.field_value(field, raw)
+
+
+def _widget(ns: str, field: str, default, container) -> object:
+    k = key(ns, field)
+    urlstate.init(k, default, lambda raw: parse(field, raw))
+    current = st.session_state[k]
+    common = {"key": k, "help": t("help." + field, default="") or None, "persist_state": "session"}
+    label = t("field." + field)
+    if field in SELECT:
+        options = list(CHOICES[field])
+        # Labels are resolved now: a format_func called later (AppTest does) must not re-read the language.
+        labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in options}
+        return container.selectbox(label, options, format_func=labels.__getitem__, **common)
+    if field in OPTIONS:
+        # A keyed select_slider keeps its identity when its options change, so a shared odd value
+        # (batch=100) can simply join the list.
+        return container.select_slider(label, sorted(set(OPTIONS[field]) | {default, current}), **common)
+    if field in SLIDER_MAX:
+        lo = RANGES[field][0]
+        return container.slider(label, lo, max(SLIDER_MAX[field], default, current), **common)
+    if field in BOOLS:
+        return container.toggle(label, **common)
+    if field == "seed":
+        return container.number_input(label, *RANGES["seed"], step=1, **common)
+    if field == "budget_mb":
+        return container.number_input(label, min_value=1.0, max_value=10_000_000.0, step=64.0,
+                                      placeholder=t("budget.none"), **common)
+    raise KeyError(field)
+
+
+ADVANCED = [["timing_steps", "seed"], ["budget_mb", "device"], ["force"]]
+
+
+def _reset(ns: str, base: ExperimentConfig) -> None:
+    for field, value in base.to_dict().items():
+        st.session_state[key(ns, field)] = value
+
+
+def config_widgets(ns: str, base: ExperimentConfig, url_base: ExperimentConfig | None = None) -> tuple[dict, dict]:
+    """Renders the widgets; returns (raw values, one empty slot per field for its error message).
+    Widgets start at `base`; the URL holds what differs from `url_base` (the full-size preset), so a link made
+    on a CPU-sized page opens the same experiment on a GPU server too."""
+    values, slots = {}, {}
+    defaults = base.to_dict()
+    url_defaults = (url_base or base).to_dict()
+
+    def row(*fields):
+        cols = st.columns(2)
+        for i, field in enumerate(fields):
+            values[field] = _widget(ns, field, defaults[field], cols[i])
+            slots[field] = cols[i].empty()
+            urlstate.sync(key(ns, field), values[field], url_defaults[field])
+
+    # Drawn in order so that model and checkpoint (already returned) decide which fields follow;
+    # a shared link with model=transformer therefore shows seq_len/heads on its very first run.
+    row("model", "precision")
+    row("layers", "width")
+    row("batch", "accum")
+    if values["model"] == "transformer":
+        row("seq_len", "heads")
+    elif values["model"] == "cnn":
+        row("image_size")
+    row("checkpoint")
+    if values["checkpoint"] == "segments":
+        row("segments")
+    row("optimizer", "optimizer_impl")
+    row("zero_grad_to_none", "inplace")
+    row("steps")
+    with st.expander(t("sandbox.advanced")):
+        for fields in ADVANCED:
+            row(*fields)
+    for field in set(defaults) - set(values):
+        urlstate.drop(key(ns, field))  # hidden fields (seq_len for an MLP) leave the link
+    return values, slots
+
+
+def validate(base: ExperimentConfig, values: dict) -> tuple[ExperimentConfig | None, ConfigError | None]:
+    data = base.to_dict()
+    data.update(values)
+    try:
+        return ExperimentConfig.from_dict(data), None
+    except ConfigError as exc:
+        return None, exc
+    except (TypeError, ValueError) as exc:
+        return None, ConfigError("config", str(exc))
+
+
+def _set_values(ns: str, **values) -> None:
+    for field, value in values.items():
+        st.session_state[key(ns, field)] = value
+
+
+def explain(err: ConfigError, values: dict | None = None) -> str:
+    """The engine's ConfigError in the learner's language: its rule code and values, worded by the app."""
+    if err.code:
+        text = t("config.err." + err.code, default="", **err.params)
+        if text and err.code in ("range", "choice"):
+            return f"{t('field.' + err.field, default=err.field)}: {text}"
+        if text:
+            return text
+    return str(err)
+
+
+def _show_error(ns: str, err: ConfigError, values: dict, slots: dict) -> None:
+    slot = slots.get(err.field)
+    target = slot.container() if slot is not None else st.container()
+    target.error(t("config.invalid", message=explain(err, values)))
+    batch, accum = values.get("batch"), values.get("accum")
+    if err.field == "batch" and batch and accum and batch % accum:
+        # Offer the nearest valid combinations instead of only saying no.
+        batches = [b for b in OPTIONS["batch"] if b % accum == 0]
+        nearest = sorted(batches, key=lambda b: abs(b - batch))[:2]
+        accums = [a for a in OPTIONS["accum"] if batch % a == 0 and a < accum][-1:]
+        cols = target.columns(len(nearest) + len(accums))
+        for col, b in zip(cols, nearest, strict=False):
+            col.button(t("config.use_batch", batch=b), key=f"{ns}.fix_b{b}", on_click=_set_values,
+                       args=(ns,), kwargs={"batch": b})
+        for col, a in zip(cols[len(nearest):], accums, strict=False):
+            col.button(t("config.use_accum", accum=a), key=f"{ns}.fix_a{a}", on_click=_set_values,
+                       args=(ns,), kwargs={"accum": a})
+
+
+def term_text(term: dict) -> str:
+    """The estimator's explanation of one category (data from the engine), worded in the learner's language."""
+    args = dict(term.get("args") or {})
+    if "mib" in args:
+        args["mib"] = f"{args['mib']:.1f}"
+    if term["category"] == "activations":
+        extra = t("term.activations.checkpointed") if args.pop("checkpointed", False) else ""
+        return t("term.activations", **args) + extra
+    return t("term." + term["category"], **args)
+
+
+def show_time(cfg: ExperimentConfig, est: dict) -> None:
+    """Step time and run duration before running: the replay's work over the worker's measured device rates."""
+    info, _ = backend.safe_device_info()
+    rates = (info or {}).get("rates")
+    if not est.get("step") or not rates or backend.device_type(cfg) != info.get("type"):
+        return
+    from experiments.estimate.steptime import current_load, predict_run_s, predict_step_ms
+
+    load = current_load()  # the worker runs on this machine: a CPU step shares its cores with this load
+    step = predict_step_ms(est["step"], rates, cfg.precision, info["type"], load, cfg.model)
+    low_s, high_s = predict_run_s(step, cfg.steps, cfg.timing_steps, rates, est["step"]["kernels"], load)
+    cols = st.columns(2)
+    cols[0].metric(t("estimate.step_ms"), f"{step['low_ms']:,.3g}–{step['high_ms']:,.3g}")
+    cols[1].metric(t("estimate.run_s"), f"{low_s:,.2g}–{high_s:,.2g}")
+    st.caption(t("estimate.bound." + step["bound"]))
+
+
+def show_estimate(cfg: ExperimentConfig) -> dict | None:
+    capacity = backend.capacity_bytes(cfg)
+    est, err = backend.estimate(cfg, capacity)
+    if err:
+        layout.error(err)
+        return None
+    peak = est["peak_bytes"]
+    cols = st.columns(2)
+    cols[0].metric(t("estimate.peak"), results.fmt_bytes(peak))
+    if est.get("capacity_bytes"):
+        cols[1].metric(t("estimate.capacity"), results.fmt_bytes(est["capacity_bytes"]))
+    phase = str(est.get("peak_phase"))
+    st.caption(t("estimate.peak_phase_is", phase=t("phase." + phase, default=phase)))
+    if est.get("reserved_bytes"):
+        st.caption(t("estimate.reserved", reserved=results.fmt_bytes(est["reserved_bytes"])))
+    show_time(cfg, est)
+    if est.get("fits") is True:
+        st.success(t("estimate.fits"))
+    elif est.get("fits") is False:
+        st.warning(t("estimate.no_fit"))
+    else:
+        st.caption(t("estimate.no_capacity"))
+    if est.get("method") in ("replay", "replay_device"):
+        st.caption(t("estimate.method.replay"))
+    if est.get("unmeasured"):
+        st.caption(t("estimate.not_predicted", n=len(est["unmeasured"])))
+    elif est.get("signatures"):
+        st.caption(t("estimate.workspaces_measured"))
+    df = breakdown_frame(None, est.get("categories"))
+    if not df.empty:
+        st.altair_chart(charts.estimate_chart(df), width="stretch")
+    terms = est.get("terms") or []
+    if terms:
+        with st.expander(t("estimate.terms")):
+            for term in terms:
+                st.markdown(f"- **{t('cat.' + term['category'], default=term['category'])}** "
+                            f"({results.fmt_bytes(term['bytes'])}): {term_text(term)}")
+    return est
+
+
+def _full_size_recording(meta: dict, cfg: ExperimentConfig) -> dict | None:
+    """On a CPU-sized page: the H200 recording of this configuration at full size, if the project has one."""
+    k = sizing.scale(meta)
+    if k <= 1:
+        return None
+    data = cfg.to_dict()
+    if content.sized(dict(data, width=data["width"] * k, batch=data["batch"] * k), k) != data:
+        return None
+    try:
+        full = ExperimentConfig.from_dict(dict(data, width=data["width"] * k, batch=data["batch"] * k))
+    except (ConfigError, TypeError):
+        return None
+    return backend.find_recorded(full)
+
+
+def render(ns: str, meta: dict, *, driver: bool = False) -> ExperimentConfig | None:
+    """The whole sandbox of a lesson page; returns the valid current config (None if invalid)."""
+    base, preset_err = base_config(meta)
+    full, _ = base_config(meta, full=True)
+    with st.container(border=True):
+        head, reset = st.columns([3, 1], vertical_alignment="center")
+        head.subheader(t("sandbox.title"))
+        reset.button(t("sandbox.reset"), key=f"{ns}.reset", on_click=_reset, args=(ns, base), width="stretch")
+        if preset_err:
+            st.warning(t("sandbox.bad_preset", message=preset_err))
+        sizing.banner(meta, ns)
+        values, slots = config_widgets(ns, base, full)
+        cfg, err = validate(base, values)
+        if err:
+            _show_error(ns, err, values, slots)
+    if cfg is not None:
+        with st.container(border=True):
+            st.subheader(t("estimate.title"))
+            show_estimate(cfg)
+    if cfg is not None:
+        recorded, label = backend.find_recorded(cfg), "sandbox.recorded"
+        if not recorded:
+            recorded, label = _full_size_recording(meta, cfg), "sandbox.recorded_full"
+        if recorded:
+            name = (recorded.get("device") or {}).get("name", "GPU")
+            with st.expander(t(label, name=name, k=sizing.scale(meta)), icon=":material/history:"):
+                results.render_run(recorded, meta, driver=driver, recorded_at=recorded.get("started_at"),
+                                   key=f"{ns}.recorded", ns=ns)
+    running = jobs.pending(ns)
+    if st.button(t("sandbox.run"), key=f"{ns}.run", type="primary", disabled=cfg is None or running,
+                 width="stretch"):
+        jobs.start(ns, [{"label": t("sandbox.run_label"), "kind": "run", "params": cfg.to_dict()}], tag=cfg.to_dict())
+    jobs.poll(ns)
+    done = jobs.finished(ns)
+    if done:
+        with st.container(key=f"{ns}-results"):
+            before = jobs.previous(ns)
+            previous = before["statuses"][0].get("result") if before else None
+            results.render_status(done["statuses"][0], meta, current=cfg, ran=done["tag"], driver=driver, key=ns,
+                                  previous=previous)
+    return cfg

@@ -1,0 +1,62 @@
+"""Checks a lesson's claim against two measured results (technique vs baseline)."""
+
+from __future__ import annotations
+
+from experiments.core import metrics
+
+
+def measure(metric: str, technique: dict, baseline: dict) -> float | None:
+    """peak_saving_pct: % less peak memory than the baseline; step_time_ratio: technique step time / baseline, of
+    one pair of runs (a time claim is judged over interleaved rounds: holds_over_rounds)."""
+    if technique.get("oom") or baseline.get("oom"):
+        return None
+    return metrics.scalar(metric, technique, baseline)
+
+
+def holds(value: float | None, claimed_range) -> bool | None:
+    if value is None or not claimed_range or len(claimed_range) != 2:
+        return None
+    lo, hi = claimed_range
+    return lo <= value <= hi
+
+
+def explanation(technique: dict, verdict: bool | None) -> tuple[str | None, list[dict]]:
+    """Which of a technique's texts the page shows beside a verdict, and the checks that text makes on the pair
+    it is shown with (run keys "run": the technique, "baseline": the configuration without it)."""
+    if verdict is None:
+        return None, []
+    key = "why_holds" if verdict else "why_not"
+    return key, list(technique.get(f"{key}_expect") or [])
+
+
+def runs(technique_result: dict, baseline_result: dict) -> dict[str, dict]:
+    return {"run": technique_result, "baseline": baseline_result}
+
+
+def fmt(metric: str, value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:+.1f} %" if metric == "peak_saving_pct" else f"{value:.2f}×"
+
+
+def fmt_range(metric: str, claimed_range) -> str:
+    if not claimed_range or len(claimed_range) != 2:
+        return "—"
+    lo, hi = claimed_range
+    return f"{lo:g}–{hi:g} %" if metric == "peak_saving_pct" else f"{lo:g}–{hi:g}×"
+
+
+def holds_over_rounds(summary: dict | None, claimed_range) -> bool | None:
+    """A time claim against interleaved rounds (experiments.core.metrics.paired): it holds when every round's ratio lies
+    in the claimed range, fails when none does; otherwise, or with too few rounds, the rounds cannot decide."""
+    if summary is None or not claimed_range or len(claimed_range) != 2:
+        return None
+    if summary["rounds"] < metrics.VERDICT_MIN_ROUNDS:
+        return None
+    lo, hi = claimed_range
+    inside = [lo <= r <= hi for r in summary["ratios"]]
+    if all(inside):
+        return True
+    if not any(inside):
+        return False
+    return None

@@ -1,0 +1,328 @@
+"""Data-parallel runs of a sandbox configuration: DDP, ZeRO-1, FSDP2 (ZeRO-2/3-like, CPU offload), measured per rank.
+
+`run_distributed(params)` starts world_size processes with torch.multiprocessing (spawn): NCCL with one
+process per GPU, or gloo on the CPU. Each rank measures itself phase by phase (experiments/distributed/rank.py)
+and the parent gathers one JSON-able dict: "ranks" (one single-device-shaped result per rank) and a summary.
+The top level also carries rank 0's figures under the single-device names (phases, peak_bytes, breakdown,
+step_ms), so every metric and lesson check of the other lessons reads a distributed result too.
+
+When the caller is a daemonic process (the classroom worker), multiprocessing may not start children there;
+the same spawn then runs in a child interpreter (`python -m experiments.distributed.launch`), which streams progress.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import multiprocessing
+import os
+import queue as _queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from ..core.config import ConfigError, ExperimentConfig
+
+STRATEGIES = ("ddp", "ddp_zero1", "fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload")
+CUDA_ONLY = ("fsdp2_offload",)  # CPUOffloadPolicy copies shards to an accelerator; there is none on a CPU run
+BATCH_MODES = ("per_rank", "global")
+WORLD_SIZE = (1, 8)
+EXTRA = ("strategy", "world_size", "batch_mode", "check_update")
+RANK_TIMEOUT_S = 120  # a rank that waits this long in a collective gives up (a peer died or ran out of memory)
+
+
+@dataclass(frozen=True)
+class DistributedConfig:
+    """The sandbox configuration, plus how it is spread. `config.batch` is per rank or global (batch_mode)."""
+
+    config: ExperimentConfig
+    strategy: str = "ddp"
+    world_size: int = 2
+    batch_mode: str = "per_rank"
+    check_update: bool = True
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise ConfigError("strategy", f"got {self.strategy!r}; allowed: {', '.join(STRATEGIES)}")
+        lo, hi = WORLD_SIZE
+        if not isinstance(self.world_size, int) or isinstance(self.world_size, bool) or not lo <= self.world_size <= hi:
+            raise ConfigError("world_size", f"got {self.world_size!r}; allowed range is [{lo}, {hi}]")
+        if self.batch_mode not in BATCH_MODES:
+            raise ConfigError("batch_mode", f"got {self.batch_mode!r}; allowed: {', '.join(BATCH_MODES)}")
+        if self.batch_mode == "global" and self.config.batch % self.world_size:
+            raise ConfigError("batch", f"global batch {self.config.batch} must be divisible by world_size "
+                                       f"{self.world_size}")
+        if self.per_rank_batch % self.config.accum:
+            raise ConfigError("batch", f"per-rank batch {self.per_rank_batch} must be divisible by accum "
+                                       f"{self.config.accum}")
+        if (self.strategy.startswith("fsdp2") and self.config.optimizer_impl == "fused"
+                and self.config.optimizer.startswith("sgd")):
+            # torch has no DTensor rule for aten._fused_sgd_: the sharded step would stop with NotImplementedError.
+            raise ConfigError("optimizer_impl", "got 'fused'; FSDP2's sharded parameters have no fused SGD "
+                                                "step: allowed with SGD are default, foreach and for-loop")
+
+    @property
+    def per_rank_batch(self) -> int:
+        return self.config.batch // self.world_size if self.batch_mode == "global" else self.config.batch
+
+    @property
+    def global_batch(self) -> int:
+        return self.per_rank_batch * self.world_size
+
+    @property
+    def rank_config(self) -> ExperimentConfig:
+        """What every rank runs: the configuration at the per-rank batch."""
+        return self.config.replace(batch=self.per_rank_batch)
+
+    @property
+    def global_config(self) -> ExperimentConfig:
+        """The single-device run with the same global batch (the update check's baseline)."""
+        return self.config.replace(batch=self.global_batch)
+
+    def to_dict(self) -> dict:
+        return {**self.config.to_dict(), "strategy": self.strategy, "world_size": self.world_size,
+                "batch_mode": self.batch_mode, "check_update": self.check_update}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> DistributedConfig:
+        data = dict(data)
+        extra = {k: data.pop(k) for k in EXTRA if k in data}
+        if isinstance(extra.get("world_size"), str):
+            try:
+                extra["world_size"] = int(extra["world_size"])
+            except ValueError:
+                raise ConfigError("world_size", f"must be an integer, got {extra['world_size']!r}") from None
+        if isinstance(extra.get("check_update"), str):
+            extra["check_update"] = extra["check_update"].strip().lower() in ("1", "true", "yes", "on")
+        return cls(ExperimentConfig.from_dict(data), **extra)
+
+
+def device_type_for(dcfg: DistributedConfig) -> str:
+    """cuda or cpu, after checking that this machine can run the configuration; ConfigError names the field."""
+    import torch
+
+    want = dcfg.config.device
+    cuda = want == "cuda" or (want == "auto" and torch.cuda.is_available())
+    if cuda:
+        count = torch.cuda.device_count()
+        if count == 0:
+            raise ConfigError("device", "got 'cuda' but torch.cuda.is_available() is False; allowed here: auto, cpu")
+        if dcfg.world_size > count:
+            raise ConfigError("world_size", f"got {dcfg.world_size}; this machine has {count} GPU(s): allowed "
+                                            f"range is [1, {count}] (one process per GPU)")
+        return "cuda"
+    if dcfg.strategy in CUDA_ONLY:
+        raise ConfigError("strategy", f"{dcfg.strategy} is not available on a CPU run (FSDP2's CPUOffloadPolicy "
+                                      "needs an accelerator to offload from); allowed on CPU: "
+                                      + ", ".join(s for s in STRATEGIES if s not in CUDA_ONLY))
+    return "cpu"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_main(rank: int, plans: list[dict], device_type: str, port: int, out) -> None:
+    """Entry point of one rank (a spawned process): every plan in turn, on one process group."""
+    import torch
+    import torch.distributed as dist
+
+    from .rank import check_update, measure_rank
+
+    world = plans[0]["world_size"]
+    if device_type == "cuda":
+        device = torch.device("cuda", rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        device = torch.device("cpu")
+        backend = "gloo"
+        # The ranks share the machine's cores; without this each would start one thread per core.
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=_dt.timedelta(seconds=RANK_TIMEOUT_S),
+                            **({"device_id": device} if backend == "nccl" else {}))
+    try:
+        for i, params in enumerate(plans):
+            dcfg = DistributedConfig.from_dict(params)
+
+            def progress(done, total, label, i=i):
+                if rank == 0:
+                    out.put(("progress", rank, i, {"done": done, "total": total, "label": label}))
+
+            result = measure_rank(dcfg, rank, device, progress)
+            out.put(("result", rank, i, result))  # before the check: a failing check must not lose the measurement
+            if result["oom"] is not None:
+                break  # the other ranks may be waiting in a collective: the parent stops them
+            if dcfg.check_update:
+                out.put(("update", rank, i, check_update(dcfg, rank, device)))
+    except Exception as e:  # noqa: BLE001 - reported to the parent, which stops the other ranks
+        out.put(("error", rank, None, f"{type(e).__name__}: {e}"))
+    finally:
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+
+
+def _spawn(plans: list[dict], device_type: str, progress=None, should_cancel=None) -> list[dict]:
+    """Starts the ranks with torch.multiprocessing (spawn) and collects what they send, per plan."""
+    import torch.multiprocessing as mp
+
+    world = plans[0]["world_size"]
+    out = multiprocessing.get_context("spawn").Queue()
+    ctx = mp.start_processes(_rank_main, args=(plans, device_type, _free_port(), out), nprocs=world,
+                             join=False, start_method="spawn")
+    got = [{"results": {}, "update": None, "errors": {}, "cancelled": False} for _ in plans]
+    failed_at = None
+    while True:
+        try:
+            kind, rank, i, payload = out.get(timeout=0.1)
+            if kind == "progress" and progress:
+                progress(payload["done"], payload["total"], payload["label"])
+            elif kind == "result":
+                got[i]["results"][rank] = payload
+                if payload.get("oom") and failed_at is None:
+                    failed_at = time.monotonic()
+            elif kind == "update" and payload is not None:
+                got[i]["update"] = payload
+            elif kind == "error":
+                pending = [g for g in got if len(g["results"]) < world] or got[-1:]
+                pending[0]["errors"][rank] = payload
+                failed_at = failed_at or time.monotonic()
+            continue
+        except _queue.Empty:
+            pass
+        if all(not p.is_alive() for p in ctx.processes):
+            break
+        cancel = should_cancel is not None and should_cancel()
+        # A rank that failed leaves the others waiting in a collective: stop them after a short grace.
+        if cancel or (failed_at is not None and time.monotonic() - failed_at > 5):
+            for g in got:
+                g["cancelled"] = g["cancelled"] or cancel
+            for p in ctx.processes:
+                if p.is_alive():
+                    p.terminate()
+    for p in ctx.processes:
+        p.join()
+    for g in got:
+        if not g["cancelled"] and not g["errors"] and len(g["results"]) < world:
+            codes = sorted({p.exitcode for p in ctx.processes})
+            g["errors"][-1] = f"not every rank reported (exit status {codes})"
+    return got
+
+
+def _spawn_via_child(plans: list[dict], device_type: str, progress=None, should_cancel=None) -> list[dict]:
+    """The same spawn from a fresh interpreter, for callers that may not have children (daemonic processes)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([_root(), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.distributed.launch", device_type], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    proc.stdin.write(json.dumps(plans))
+    proc.stdin.close()
+    lines: _queue.Queue = _queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True)
+    reader.start()
+    got = None
+    while reader.is_alive() or not lines.empty():
+        try:
+            message = json.loads(lines.get(timeout=0.1))
+        except _queue.Empty:
+            message = None
+        except json.JSONDecodeError:
+            continue  # a line that is not ours (a library printing to stdout)
+        if message and "progress" in message and progress:
+            progress(*message["progress"])
+        elif message and "got" in message:
+            got = message["got"]
+        if should_cancel is not None and should_cancel():
+            os.killpg(proc.pid, signal.SIGTERM)  # the child and the ranks it started: its own session
+            proc.wait()
+            return [{"results": {}, "update": None, "errors": {}, "cancelled": True} for _ in plans]
+    proc.wait()
+    if got is None:
+        return [{"results": {}, "update": None, "errors": {-1: f"the launcher exited with status {proc.returncode}"},
+                 "cancelled": False} for _ in plans]
+    for g in got:
+        g["results"] = {int(k): v for k, v in g["results"].items()}
+        g["errors"] = {int(k): v for k, v in g["errors"].items()}
+    return got
+
+
+def _root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_distributed(params: dict, progress=None, should_cancel=None) -> dict:
+    return run_distributed_many([params], progress, should_cancel)[0]
+
+
+def run_distributed_many(plans: list[dict], progress=None, should_cancel=None) -> list[dict]:
+    """Several configurations of one world size, one after another on the same ranks (one process start)."""
+    from .estimate import estimate_sharded
+
+    dcfgs = [DistributedConfig.from_dict(p) for p in plans]
+    if len({d.world_size for d in dcfgs}) > 1:
+        raise ConfigError("world_size", "every configuration of one launch must have the same world_size")
+    device_types = {device_type_for(d) for d in dcfgs}
+    if len(device_types) > 1:
+        raise ConfigError("device", "every configuration of one launch must run on the same device type")
+    device_type = device_types.pop()
+    started = _dt.datetime.now(_dt.timezone.utc)
+    t0 = time.perf_counter()
+    estimates = [estimate_sharded(d, device_type=device_type) for d in dcfgs]
+    spawn = _spawn_via_child if multiprocessing.current_process().daemon else _spawn
+    gots = spawn([d.to_dict() for d in dcfgs], device_type, progress, should_cancel)
+    duration = round(time.perf_counter() - t0, 3)
+    return [_assemble(d, device_type, got, est, started, duration) for d, got, est in zip(dcfgs, gots, estimates,
+                                                                                          strict=True)]
+
+
+def _assemble(dcfg: DistributedConfig, device_type: str, got: dict, est: dict, started, duration: float) -> dict:
+    from ..measure.device import device_info
+
+    ranks = [got["results"][r] for r in sorted(got["results"])]
+    first = ranks[0] if ranks else {}
+    result = {
+        "kind": "distributed", "config": dcfg.rank_config.to_dict(), "distributed": dcfg.to_dict(),
+        "strategy": dcfg.strategy, "world_size": dcfg.world_size, "batch_mode": dcfg.batch_mode,
+        "per_rank_batch": dcfg.per_rank_batch, "global_batch": dcfg.global_batch,
+        "backend": "nccl" if device_type == "cuda" else "gloo", "device": device_info(device_type),
+        "ranks": ranks, "update_check": got["update"],
+        "errors": [f"rank {r}: {m}" if r >= 0 else m for r, m in sorted(got["errors"].items())],
+        "cancelled": got["cancelled"], "estimate": est, "started_at": started.isoformat(timespec="seconds"),
+    }
+    # Rank 0 under the single-device names: the other lessons' metrics and checks read it unchanged.
+    for k in ("phases", "baseline_bytes", "peak_bytes", "peak_phase", "setup_peak_bytes", "breakdown",
+              "breakdown_steady", "step_ms", "oom", "losses", "driver"):
+        result[k] = first.get(k)
+    peaks = [r["peak_bytes"] - (r.get("baseline_bytes") or 0) for r in ranks if r.get("peak_bytes") is not None]
+    result["summary"] = {
+        "max_net_peak_bytes": max(peaks) if peaks else None, "min_net_peak_bytes": min(peaks) if peaks else None,
+        "oom_ranks": [r["rank"] for r in ranks if r.get("oom")],
+        "step_ms_median": max((r["step_ms"]["median"] for r in ranks if r.get("step_ms")), default=None),
+        "estimate_peak_bytes": est["peak_bytes"],
+        "update_ok": None if got["update"] is None else got["update"]["ok"],
+    }
+    result["duration_s"] = duration
+    return result
+
+
+def _child_main() -> None:
+    """`python -m experiments.distributed.launch <device_type>` with the parameters as JSON on stdin (see above)."""
+    device_type = sys.argv[1]
+    plans = json.loads(sys.stdin.read())
+
+    def progress(done, total, label):
+        print(json.dumps({"progress": [done, total, label]}), flush=True)
+
+    got = _spawn(plans, device_type, progress)
+    print(json.dumps({"got": got}, default=str), flush=True)
+
+
+if __name__ == "__main__":
+    _child_main()

@@ -1,0 +1,1 @@
+"""The memory labs: leak scenarios and allocator fragmentation."""

@@ -1,0 +1,532 @@
+"""Every allocation of a run, in order: a compact, JSON-able timeline and the allocator's segments at the peak.
+
+On CUDA the source is the caching allocator's own history (`torch.cuda.memory._record_memory_history` and
+`_snapshot()`); each allocation gets a category by matching its address with the storages the engine's
+tracker saw in the same phase. What the tracker never saw is not a tensor of the model (cuBLAS/cuDNN
+workspaces, buffers an operator allocates and frees inside itself): category "other".
+On CPU there is no caching allocator: the same timeline comes from the storage tracker's own events.
+
+Result (`result["history"]`):
+    source        "cuda_snapshot" | "cpu_tracker"
+    start_bytes   bytes allocated when recording started (the baseline: CUDA context workspaces)
+    events        [{"seq", "t_ms", "bytes" (+alloc / -free), "category", "phase", "frame", "addr", "n", "parts"?}]
+    phases        [{"index", "phase", "step", "micro", "seq"}]: the event index where each phase starts
+    peak_bytes, final_bytes, raw_events, coalesced (bool), truncated (bool)
+    segments      (CUDA) reserved segments and their blocks at the peak; segments_at: "peak" | "end"
+    snapshot      (CUDA) {"path", "bytes"}: the raw snapshot, pickled with protocol 4 for pytorch.org/memory_viz
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import pickle
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict, deque
+from pathlib import Path
+
+import torch
+
+from ..estimate.allocator_model import round_size
+from .tracker import CATEGORIES, StorageTracker
+
+# The allocator keeps this many trace entries (a ring buffer; each entry with Python frames costs a few KB of
+# host memory). Older entries of a larger run are dropped: the timeline says so ("truncated").
+MAX_ENTRIES = 20_000
+# Events kept in the result; a larger run is coalesced (see coalesce) so a page can chart it.
+MAX_EVENTS = 1_500
+# Blocks kept in the segment view; adjacent blocks of the same state and category are merged beyond it.
+MAX_BLOCKS = 800
+SNAPSHOT_DIR = Path(tempfile.gettempdir()) / "gpu-memory-lab-snapshots"
+KEEP_SNAPSHOTS = 24  # raw snapshots kept on disk for download; older ones are deleted
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_SKIP_FILES = {os.path.abspath(__file__), os.path.abspath(sys.modules[StorageTracker.__module__].__file__)}
+_MARKER = "_cuda_phase_marker"
+
+
+def _user_file(filename: str) -> bool:
+    return bool(filename) and not filename.startswith(_TORCH_DIR) and "/torch/" not in filename \
+        and os.path.abspath(filename) not in _SKIP_FILES and not filename.startswith("<")
+
+
+def _frame_text(filename: str, line: int, name: str) -> str:
+    return f"{os.path.basename(filename)}:{line} {name}"
+
+
+def python_frame() -> str | None:
+    """The innermost frame of the caller's stack outside torch and this engine's bookkeeping."""
+    f = sys._getframe(2)
+    while f is not None:
+        if _user_file(f.f_code.co_filename):
+            return _frame_text(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+        f = f.f_back
+    return None
+
+
+def trace_frame(frames: list[dict] | None) -> str | None:
+    """The same for a CUDA trace entry's frames (innermost first)."""
+    for fr in frames or []:
+        if _user_file(fr.get("filename", "")):
+            return _frame_text(fr["filename"], fr.get("line", 0), fr.get("name", "?"))
+    return None
+
+
+class HistoryTracker(StorageTracker):
+    """The storage tracker, also logging every allocation and free with its phase (and, on CPU, its frame).
+
+    A record's category is read when the timeline is built: the runner promotes tags after each phase
+    ("_forward" -> "activations", gradients, optimizer state), so a freed storage keeps its final tag.
+    """
+
+    def __init__(self, *args, frames: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.logging = True
+        self.frames = frames
+        self.phase_index = -1
+        self.history_events: list[tuple] = []  # (t, +/-bytes, record, ptr, frame, phase)
+        self._t0 = time.perf_counter()
+
+    def track(self, t: torch.Tensor, tag: str, nbytes: int | None = None) -> None:
+        key = t.untyped_storage()._cdata
+        known = key in self.live
+        super().track(t, tag, nbytes)
+        rec = None if known else self.live.get(key)
+        if self.logging and rec is not None and rec.nbytes:
+            ptr = t.untyped_storage().data_ptr()
+            frame = python_frame() if self.frames else None
+            self.history_events.append((time.perf_counter() - self._t0, rec.nbytes, rec, ptr, frame, self.phase_index))
+
+    def _free(self, key: int) -> None:
+        rec = self.live.get(key)
+        super()._free(key)
+        if self.logging and rec is not None and rec.nbytes:
+            self.history_events.append((time.perf_counter() - self._t0, -rec.nbytes, rec, None, None, self.phase_index))
+
+
+def _category(rec) -> str:
+    # Phase-local tags never promoted ("_forward", ...) are transient buffers, as in tracker.by_category.
+    return rec.tag if rec.tag in CATEGORIES else "temporaries"
+
+
+class Recording:
+    """Records one run's allocations: start() before the setup phases, phase() at every phase start, finish()."""
+
+    def __init__(self, device: torch.device, tracker: HistoryTracker):
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.tracker = tracker
+        self.phases: list[dict] = []
+        self.markers: list[int] = []
+        self.result: dict | None = None
+        self.start_bytes = 0
+        self.recording = False
+
+    def start(self) -> None:
+        if self.cuda:
+            self.start_bytes = torch.cuda.memory_allocated(self.device)
+            kwargs = {"max_entries": MAX_ENTRIES, "context": "alloc", "stacks": "python"}
+            if "clear_history" in inspect.signature(torch.cuda.memory._record_memory_history).parameters:
+                kwargs["clear_history"] = True  # a previous run's entries must not show up in this one's
+            torch.cuda.memory._record_memory_history(**kwargs)
+            self.recording = True
+            self._cuda_phase_marker()  # marks where this run's entries start
+        else:
+            self.start_bytes = self.tracker.current
+
+    def phase(self, name: str, step: int, micro: int | None) -> None:
+        self.tracker.phase_index = len(self.phases)
+        seq = len(self.tracker.history_events)
+        if self.cuda and self.recording:
+            seq = None  # known only once the trace is read: the marker's position
+            self._cuda_phase_marker()
+        self.phases.append({"index": len(self.phases), "phase": name, "step": step, "micro": micro, "seq": seq})
+
+    def _cuda_phase_marker(self) -> None:
+        """A 1-byte raw allocation, freed at once, whose stack names this function: a phase boundary in the
+        allocator's trace that needs no clock. It bypasses the tracker (no tensor), and it happens before the
+        phase resets the peak counter, so no reported figure contains it."""
+        try:
+            ptr = torch.cuda.caching_allocator_alloc(1, device=self.device)
+        except torch.OutOfMemoryError:
+            self.markers.append(-1)
+            return
+        torch.cuda.caching_allocator_delete(ptr)
+        self.markers.append(ptr)
+
+    def finish(self) -> dict:
+        """Stop recording and build the timeline; called once after the measured steps (or an OOM)."""
+        if self.result is not None:
+            return self.result
+        self.tracker.logging = False
+        try:
+            self.result = self._finish_cuda() if self.cuda else self._finish_cpu()
+        except Exception as e:  # noqa: BLE001 - a timeline that fails must not fail the run it describes
+            self.result = {"error": f"{type(e).__name__}: {e}"}
+        finally:
+            self.stop()
+        return self.result
+
+    def stop(self) -> None:
+        if self.recording:
+            self.recording = False
+            torch.cuda.memory._record_memory_history(enabled=None)
+
+    def _finish_cpu(self) -> dict:
+        events = []
+        born: dict[int, tuple] = {}  # a free is shown with the address and frame of its allocation
+        for i, (t, nbytes, rec, ptr, frame, phase) in enumerate(self.tracker.history_events):
+            if nbytes > 0:
+                born[id(rec)] = (ptr, frame)
+            else:
+                ptr, frame = born.pop(id(rec), (None, None))
+            events.append({"seq": i, "t_ms": round(t * 1e3, 3), "bytes": nbytes, "category": _category(rec),
+                           "phase": phase, "frame": frame, "addr": ptr, "n": 1})
+        return build(events, self.phases, self.start_bytes, source="cpu_tracker")
+
+    def _finish_cuda(self) -> dict:
+        torch.cuda.synchronize(self.device)
+        end_bytes = torch.cuda.memory_allocated(self.device)
+        snapshot = torch.cuda.memory._snapshot()
+        self.stop()
+        index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+        trace = snapshot["device_traces"][index]
+        events, phase_seq, truncated, start, tindex = trace_events(trace, self.markers, self.tracker.history_events)
+        for p, seq in zip(self.phases, phase_seq[1:], strict=False):
+            p["seq"] = seq
+        segs = [s for s in snapshot.get("segments", []) if s.get("device", index) == index]
+        start_bytes = end_bytes - sum(e["bytes"] for e in events)
+        out = build(events, self.phases, start_bytes, source="cuda_snapshot")
+        out["truncated"] = truncated
+        peak_at = tindex[out["peak_seq"]] if out["peak_seq"] is not None else None
+        out["segments"], out["segments_at"] = segments_at(segs, trace[start:], peak_at, live_categories(events, out))
+        out["snapshot"] = save_snapshot(snapshot)
+        return out
+
+
+def trace_events(trace: list[dict], markers: list[int], tracked: list[tuple]) -> tuple[list[dict], list, bool, int, list]:
+    """The allocator's trace -> events with a phase, a category and a frame.
+
+    Returns (events, seq of each marker, truncated, index of the first entry after the start marker, and for
+    every event its index in trace[start:]).
+    Categories: a trace allocation takes the category of the tracker's storage with the same address in the same
+    phase (in order, the block at least as large as the storage); an allocation no tensor explains is "other".
+    """
+    def is_marker(e, k):
+        # The address alone is not enough: the marker's 512-byte block is reused by other small allocations.
+        return e.get("action") == "alloc" and k < len(markers) and e.get("addr") == markers[k] and any(
+            f.get("name") == _MARKER for f in e.get("frames") or [])
+
+    # Where this run starts: the first marker (a ring buffer that wrapped may have dropped it).
+    start, k = 0, 0
+    for i, e in enumerate(trace):
+        if is_marker(e, 0):
+            start, k = i + 1, 1
+            break
+    truncated = k == 0 and bool(markers) and markers[0] != -1
+    if markers and markers[0] == -1:
+        k = 1
+    candidates: dict[tuple[int, int], deque] = defaultdict(deque)
+    for _t, nbytes, rec, ptr, _frame, phase in tracked:
+        if nbytes > 0 and ptr:
+            candidates[(phase, ptr)].append((nbytes, rec))
+    events: list[dict] = []
+    tindex: list[int] = []
+    live: dict[int, tuple[str, str | None]] = {}
+    marker_seq: list = [0]
+    phase = -1
+    skip_free: set[int] = {markers[0]} if not truncated and markers and markers[0] != -1 else set()
+    t0 = trace[start]["time_us"] if start < len(trace) and "time_us" in trace[start] else None
+    for ti, e in enumerate(trace[start:]):
+        action, addr, size = e.get("action"), e.get("addr"), int(e.get("size", 0))
+        if action in ("alloc", "free_completed"):
+            # The trace keeps a small request's own size (a reduction's 4-byte semaphore); memory_allocated
+            # counts the 512-byte block it got.
+            size = round_size(size)
+        while k < len(markers) and markers[k] == -1:  # a marker that could not be allocated: no boundary seen
+            marker_seq.append(None)
+            phase, k = k - 1, k + 1
+        n_before = len(events)
+        if is_marker(e, k):
+            marker_seq.append(len(events))
+            phase, k = k - 1, k + 1
+            skip_free.add(addr)
+            continue
+        if action in ("free_requested", "free_completed") and addr in skip_free:
+            if action == "free_completed":
+                skip_free.discard(addr)
+            continue
+        t_ms = round((e["time_us"] - t0) / 1e3, 3) if t0 is not None and "time_us" in e else None
+        if action == "alloc":
+            category, queue = "other", candidates.get((phase, addr))
+            if queue:
+                nbytes, rec = queue[0]
+                rounded = -(-nbytes // 512) * 512
+                if rounded <= size <= rounded + 2**21:  # an unsplit block may carry up to ~1 MiB of remainder
+                    queue.popleft()
+                    category = _category(rec)
+            frame = trace_frame(e.get("frames"))
+            live[addr] = (category, frame)
+            events.append({"seq": len(events), "t_ms": t_ms, "bytes": size, "category": category, "phase": phase,
+                           "frame": frame, "addr": addr, "n": 1})
+        elif action == "free_completed":
+            category, frame = live.pop(addr, ("other", None))
+            events.append({"seq": len(events), "t_ms": t_ms, "bytes": -size, "category": category, "phase": phase,
+                           "frame": frame, "addr": addr, "n": 1})
+        elif action == "oom":
+            events.append({"seq": len(events), "t_ms": t_ms, "bytes": 0, "category": "oom", "phase": phase,
+                           "frame": trace_frame(e.get("frames")), "addr": None, "n": 1, "oom_bytes": size})
+        if len(events) > n_before:
+            tindex.append(ti)
+    return events, marker_seq, truncated, start, tindex
+
+
+def build(events: list[dict], phases: list[dict], start_bytes: int, source: str) -> dict:
+    """Running totals, the peak and the final level; coalesced to MAX_EVENTS events when larger."""
+    run = peak = start_bytes
+    peak_seq = None
+    for e in events:
+        run += e["bytes"]
+        if run > peak:
+            peak, peak_seq = run, e["seq"]
+    kept, coalesced = coalesce(events, MAX_EVENTS)
+    return {"source": source, "start_bytes": start_bytes, "events": kept, "phases": phases, "peak_bytes": peak,
+            "peak_seq": peak_seq, "final_bytes": run, "raw_events": len(events), "coalesced": coalesced,
+            "truncated": False}
+
+
+def coalesce(events: list[dict], max_events: int) -> tuple[list[dict], bool]:
+    """At most about max_events events with the same peak and the same final level.
+
+    Consecutive events of one phase are squashed in windows; each window becomes at most two events: up to the
+    highest level inside the window, then down to where the window ends. So the running total still reaches
+    every window's maximum (the run's peak included) and ends where it ended; `parts` keeps the categories.
+    """
+    if len(events) <= max_events:
+        return events, False
+    per = math.ceil(len(events) / max(1, max_events // 2))
+    out: list[dict] = []
+    i = 0
+    while i < len(events):
+        j = i + 1
+        while j < len(events) and j - i < per and events[j]["phase"] == events[i]["phase"]:
+            j += 1
+        out.extend(_squash(events[i:j]))
+        i = j
+    return out, True
+
+
+def _squash(chunk: list[dict]) -> list[dict]:
+    if len(chunk) <= 2:
+        return chunk
+    run, best, best_k = 0, 0, -1
+    parts: dict[str, int] = defaultdict(int)
+    best_parts: dict[str, int] = {}
+    for k, e in enumerate(chunk):
+        run += e["bytes"]
+        for cat, b in (e.get("parts") or {e["category"]: e["bytes"]}).items():
+            parts[cat] += b
+        if run > best:
+            best, best_k, best_parts = run, k, dict(parts)
+    out = []
+
+    def event(seq, nbytes, cat_bytes, members):
+        cat_bytes = {c: b for c, b in cat_bytes.items() if b}
+        largest = max(members, key=lambda e: abs(e["bytes"]), default=chunk[0])
+        main = max(cat_bytes, key=lambda c: abs(cat_bytes[c])) if cat_bytes else largest["category"]
+        return {"seq": seq, "t_ms": chunk[0].get("t_ms"), "bytes": nbytes, "category": main,
+                "phase": chunk[0]["phase"], "frame": largest.get("frame"), "addr": None,
+                "n": sum(e.get("n", 1) for e in members), "parts": cat_bytes}
+
+    if best_k >= 0:
+        out.append(event(chunk[best_k]["seq"], best, best_parts, chunk[: best_k + 1]))
+    rest = {c: parts[c] - best_parts.get(c, 0) for c in parts}
+    if best_k < len(chunk) - 1:
+        out.append(event(chunk[-1]["seq"], run - best, rest, chunk[best_k + 1:]))
+    return out
+
+
+def series(history: dict) -> list[dict]:
+    """Live bytes per category after every event: [{"seq", "phase", "total", <category>: bytes}] (for a chart)."""
+    live: dict[str, int] = defaultdict(int)
+    live["baseline"] = history.get("start_bytes", 0)
+    rows = []
+    for e in history.get("events") or []:
+        for cat, b in (e.get("parts") or {e["category"]: e["bytes"]}).items():
+            if cat != "oom":
+                live[cat] += b
+        rows.append({"seq": e["seq"], "phase": e["phase"], "total": sum(live.values()), **live})
+    return rows
+
+
+def live_categories(events: list[dict], history: dict) -> dict[int, tuple[str, str | None]]:
+    """Address -> (category, frame) of the blocks alive at the peak, from the raw (not coalesced) events."""
+    if history.get("peak_seq") is None:
+        return {}
+    live: dict[int, tuple[str, str | None]] = {}
+    for e in events:
+        if e["addr"] is None:
+            continue
+        if e["bytes"] > 0:
+            live[e["addr"]] = (e["category"], e["frame"])
+        else:
+            live.pop(e["addr"], None)
+        if e["seq"] == history["peak_seq"]:
+            break
+    return live
+
+
+# --- segments --------------------------------------------------------------------------------------------------
+
+
+class ReplayError(ValueError):
+    pass
+
+
+def parse_segments(segments: list[dict]) -> list[dict]:
+    """Snapshot segments -> [{"address", "total_bytes", "expandable", "blocks": [[address, size, state]]}]."""
+    out = []
+    for s in segments:
+        addr = int(s["address"])
+        blocks, at = [], addr
+        for b in s.get("blocks") or []:
+            baddr = int(b.get("address", at))
+            state = "allocated" if b.get("state") in ("active_allocated", "active_pending_free") else "free"
+            blocks.append([baddr, int(b["size"]), state])
+            at = baddr + int(b["size"])
+        out.append({"address": addr, "total_bytes": int(s["total_size"]), "expandable": bool(s.get("is_expandable")),
+                    "pool": s.get("segment_type", "?"), "blocks": blocks})
+    return sorted(out, key=lambda s: s["address"])
+
+
+def _find(segs: list[dict], addr: int) -> dict:
+    for s in segs:
+        if s["address"] <= addr < s["address"] + s["total_bytes"]:
+            return s
+    raise ReplayError(f"no segment holds address {addr:#x}")
+
+
+def _merge(seg: dict) -> None:
+    merged: list[list] = []
+    for b in seg["blocks"]:
+        if merged and merged[-1][2] == b[2] == "free" and merged[-1][0] + merged[-1][1] == b[0]:
+            merged[-1][1] += b[1]
+        else:
+            merged.append(list(b))
+    seg["blocks"] = merged
+
+
+def _set_state(segs: list[dict], addr: int, size: int, want_from: str, to: str) -> None:
+    seg = _find(segs, addr)
+    for i, (baddr, bsize, state) in enumerate(seg["blocks"]):
+        if baddr <= addr and addr + size <= baddr + bsize and state == want_from:
+            if want_from == "allocated" and (baddr != addr or bsize != size):
+                raise ReplayError(f"allocated block at {addr:#x} is {bsize} B, not {size} B")
+            pieces = [[baddr, addr - baddr, state], [addr, size, to], [addr + size, baddr + bsize - addr - size, state]]
+            seg["blocks"][i:i + 1] = [p for p in pieces if p[1] > 0]
+            _merge(seg)
+            return
+    raise ReplayError(f"no {want_from} block at {addr:#x} of {size} B")
+
+
+def undo(segs: list[dict], e: dict) -> None:
+    """Step the segment state one trace entry back in time."""
+    a, addr, size = e.get("action"), e.get("addr"), round_size(int(e.get("size", 0)))
+    if a == "alloc":
+        _set_state(segs, addr, size, "allocated", "free")
+    elif a == "free_completed":
+        _set_state(segs, addr, size, "free", "allocated")
+    elif a in ("segment_alloc", "segment_map"):
+        seg = _find(segs, addr)
+        if any(b[2] != "free" for b in seg["blocks"] if b[0] < addr + size and addr < b[0] + b[1]):
+            raise ReplayError(f"segment range at {addr:#x} still holds live blocks")
+        if seg["address"] == addr and seg["total_bytes"] == size:
+            segs.remove(seg)
+            return
+        if addr + size != seg["address"] + seg["total_bytes"] and addr != seg["address"]:
+            raise ReplayError("unmapping the middle of a segment")
+        _set_state(segs, addr, size, "free", "gone")
+        seg["blocks"] = [b for b in seg["blocks"] if b[2] != "gone"]
+        seg["total_bytes"] -= size
+        seg["address"] = seg["blocks"][0][0] if seg["blocks"] else seg["address"]
+    elif a in ("segment_free", "segment_unmap"):
+        for seg in segs:
+            if a == "segment_unmap" and seg["address"] + seg["total_bytes"] == addr:
+                seg["blocks"].append([addr, size, "free"])
+                seg["total_bytes"] += size
+                _merge(seg)
+                return
+            if a == "segment_unmap" and addr + size == seg["address"]:
+                seg["blocks"].insert(0, [addr, size, "free"])
+                seg["address"], seg["total_bytes"] = addr, seg["total_bytes"] + size
+                _merge(seg)
+                return
+        segs.append({"address": addr, "total_bytes": size, "expandable": a == "segment_unmap", "pool": "?",
+                     "blocks": [[addr, size, "free"]]})
+        segs.sort(key=lambda s: s["address"])
+
+
+def segments_at(snapshot_segments: list[dict], trace: list[dict], peak_at: int | None,
+                categories: dict[int, tuple[str, str | None]] | None = None) -> tuple[list[dict], str]:
+    """The segments at the peak, replayed backwards from the snapshot's state (as memory_viz does).
+
+    Returns (segments for a chart, "peak"), or the snapshot's own state and "end" when the trace cannot be
+    replayed (entries dropped by the ring buffer, or no peak inside the trace)."""
+    end = parse_segments(snapshot_segments)
+    if peak_at is None:
+        return view(end, categories), "end"
+    segs = [dict(s, blocks=[list(b) for b in s["blocks"]]) for s in end]
+    try:
+        for e in reversed(trace[peak_at + 1:]):
+            undo(segs, e)
+    except ReplayError:
+        return view(end, categories), "end"
+    return view(segs, categories), "peak"
+
+
+def view(segs: list[dict], categories: dict[int, tuple[str, str | None]] | None = None) -> list[dict]:
+    """Segments as plain data: blocks with offset, size, state and (allocated, where known) category and frame.
+    Beyond MAX_BLOCKS blocks, neighbours with the same state and category are merged."""
+    out = []
+    for s in segs:
+        blocks = []
+        for baddr, size, state in s["blocks"]:
+            cat, frame = (categories or {}).get(baddr, ("other" if state == "allocated" else None, None))
+            blocks.append({"offset": baddr - s["address"], "size": size, "state": state,
+                           "category": cat if state == "allocated" else None, "frame": frame})
+        out.append({"address": s["address"], "total_bytes": s["total_bytes"], "expandable": s.get("expandable", False),
+                    "pool": s.get("pool", "?"), "blocks": blocks})
+    if sum(len(s["blocks"]) for s in out) > MAX_BLOCKS:
+        for s in out:
+            merged: list[dict] = []
+            for b in s["blocks"]:
+                if merged and (merged[-1]["state"], merged[-1]["category"]) == (b["state"], b["category"]):
+                    merged[-1]["size"] += b["size"]
+                    merged[-1]["frame"] = None
+                    merged[-1]["merged"] = merged[-1].get("merged", 1) + 1
+                else:
+                    merged.append(dict(b))
+            s["blocks"] = merged
+    return out
+
+
+def save_snapshot(snapshot: dict) -> dict:
+    """The raw snapshot, pickled with protocol 4 (pytorch.org/memory_viz cannot read protocol 5), for download."""
+    SNAPSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    path = SNAPSHOT_DIR / f"{uuid.uuid4().hex}.pickle"
+    with open(path, "wb") as f:
+        pickle.dump(snapshot, f, protocol=4)
+    old = sorted(SNAPSHOT_DIR.glob("*.pickle"), key=lambda p: p.stat().st_mtime)[:-KEEP_SNAPSHOTS]
+    for p in old:
+        p.unlink(missing_ok=True)
+    return {"path": str(path), "bytes": path.stat().st_size}
+
+
+def shrink(history: dict, max_events: int) -> dict:
+    """The same timeline in at most about max_events events (peak and final level unchanged): for recordings."""
+    events, coalesced = coalesce(history.get("events") or [], max_events)
+    return {**history, "events": events, "coalesced": history.get("coalesced", False) or coalesced}

@@ -1,0 +1,75 @@
+"""Fair step-time comparison: strategies interleaved, whole rounds repeated.
+
+A launch-bound step (a few ms) moves by tens of percent between two runs of the same code in one
+process, so the spread *within* one run says nothing about the next run. Each round builds every
+strategy afresh (rotating the order, so none always runs first), warms it up and times a few steps.
+Strategies are compared round by round: the ratio of their medians within each round, whose median
+and range over rounds are the comparison and its spread (experiments/core/metrics.py: paired).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import gc
+import statistics
+
+import torch
+
+from ..core.config import ConfigError, ExperimentConfig
+from ..core.metrics import paired
+from ..training.step import build_state, train_step
+from ..training.strategies import float32_precision
+from .device import device_info, resolve_device
+from .run import Cancelled, _time_steps, warm_up_cuda
+
+LIMITS = {"rounds": (2, 10), "steps": (1, 50), "warmup": (0, 10)}
+
+
+def time_rounds(strategies: list[dict], rounds: int = 3, steps: int = 10, warmup: int = 2,
+                progress=None, should_cancel=None) -> dict:
+    """strategies: [{"id", "config": ExperimentConfig dict}], all on one device."""
+    for name, value in (("rounds", rounds), ("steps", steps), ("warmup", warmup)):
+        lo, hi = LIMITS[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ConfigError(name, f"got {value!r}; allowed range is [{lo}, {hi}]")
+    if not strategies or len(strategies) > 12:
+        raise ConfigError("strategies", f"give 1 to 12 strategies, got {len(strategies or [])}")
+    configs = [(s["id"], ExperimentConfig.from_dict(s["config"])) for s in strategies]
+    devices = {resolve_device(c.device) for _, c in configs}
+    if len(devices) != 1:
+        raise ConfigError("device", "all strategies of a timing comparison must run on one device")
+    device = devices.pop()
+    if device.type == "cuda":
+        warm_up_cuda(device)
+    per_round: dict[str, list[float]] = {sid: [] for sid, _ in configs}
+    total, done = rounds * len(configs), 0
+    for r in range(rounds):
+        order = configs[r % len(configs):] + configs[: r % len(configs)]
+        for sid, cfg in order:
+            if should_cancel and should_cancel():
+                raise Cancelled()
+            with float32_precision(cfg):
+                state = build_state(cfg, device)
+                for _ in range(warmup):
+                    train_step(state)
+                samples = _time_steps(state, steps)
+            per_round[sid].append(statistics.median(samples))
+            del state
+            gc.collect()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            done += 1
+            if progress:
+                progress(done, total, f"{sid} (round {r + 1})")
+    rows = []
+    for sid, cfg in configs:
+        values = per_round[sid]
+        rows.append({"id": sid, "config": cfg.to_dict(), "round_ms": [round(v, 4) for v in values],
+                     "median_ms": statistics.median(values), "min_ms": min(values), "max_ms": max(values)})
+    result = {"kind": "timing_rounds", "device": device_info(device.type), "rounds": rounds, "steps": steps,
+              "warmup": warmup, "strategies": rows,
+              "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    # Each strategy against the first, as the page shows it; derived from round_ms, which stays the source.
+    result["paired"] = [paired(result, sid, configs[0][0]) for sid, _ in configs[1:]]
+    return result
+

@@ -1,0 +1,159 @@
+"""The three model families of the sandbox, with activation checkpointing built into their forward."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from ..core.config import ExperimentConfig
+from ..core.vocabulary import CNN_CLASSES, cnn_pools
+
+
+class MLPBlock(nn.Module):
+    """One layer of the syllabus's LargeModel: Linear(width, width) then ReLU."""
+
+    def __init__(self, width: int, inplace: bool):
+        super().__init__()
+        self.linear = nn.Linear(width, width)
+        self.inplace = inplace
+
+    def forward(self, x):
+        return F.relu(self.linear(x), inplace=self.inplace)
+
+
+class ConvBlock(nn.Module):
+    def __init__(self, c_in: int, c_out: int, pool: bool, inplace: bool):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, kernel_size=3, padding=1)
+        self.pool = pool
+        self.inplace = inplace
+
+    def forward(self, x):
+        x = F.relu(self.conv(x), inplace=self.inplace)
+        return F.max_pool2d(x, 2) if self.pool else x
+
+
+class TransformerBlock(nn.Module):
+    """A GPT-style pre-norm block: causal self-attention (SDPA) and a 4x GELU MLP."""
+
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        self.ln2 = nn.LayerNorm(width)
+        self.fc1 = nn.Linear(width, 4 * width)
+        self.fc2 = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+def _run_blocks(blocks, x):
+    for block in blocks:
+        x = block(x)
+    return x
+
+
+class Net(nn.Module):
+    """`blocks` is the part that checkpointing applies to; `head` (may be empty) runs after it."""
+
+    def __init__(self, blocks: list[nn.Module], head: nn.Module, checkpoint_mode: str, segment_size: int):
+        super().__init__()
+        self.blocks = nn.ModuleList(blocks)
+        self.head = head
+        self.checkpoint_mode = checkpoint_mode
+        self.segment_size = segment_size
+
+    def forward(self, x):
+        if self.checkpoint_mode == "none":
+            x = _run_blocks(self.blocks, x)
+        elif self.checkpoint_mode == "per_layer":
+            for block in self.blocks:
+                # The module itself is passed, so recomputation uses this very layer.
+                x = checkpoint(block, x, use_reentrant=False)
+        else:
+            n = self.segment_size
+            for start in range(0, len(self.blocks), n):
+                # partial binds this segment's layers now; a closure over a loop variable
+                # would be evaluated in backward and recompute the wrong layers.
+                segment = functools.partial(_run_blocks, self.blocks[start : start + n])
+                x = checkpoint(segment, x, use_reentrant=False)
+        return self.head(x)
+
+
+def build_model(cfg: ExperimentConfig, device: torch.device) -> Net:
+    # Built directly on the device, as `nn.Linear(..., device="cuda")` would be, so the
+    # model phase shows only the parameters and not a CPU-to-GPU copy.
+    # Pure bf16 weights are created in bf16, as `nn.Linear(..., dtype=torch.bfloat16)` would make them:
+    # no fp32 copy exists first, and the fake-tensor replay of the estimator sees the same allocations.
+    old_dtype = torch.get_default_dtype()
+    if cfg.precision == "bf16":
+        torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device(device):
+            return _build(cfg)
+    finally:
+        torch.set_default_dtype(old_dtype)
+
+
+def _build(cfg: ExperimentConfig) -> Net:
+    if cfg.model == "mlp":
+        blocks = [MLPBlock(cfg.width, cfg.inplace) for _ in range(cfg.layers)]
+        head = nn.Identity()
+    elif cfg.model == "cnn":
+        blocks, c_in = [], 3
+        for i in range(cfg.layers):
+            blocks.append(ConvBlock(c_in, cfg.width, pool=cnn_pools(cfg.image_size, i), inplace=cfg.inplace))
+            c_in = cfg.width
+        head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cfg.width, CNN_CLASSES))
+    else:
+        blocks = [TransformerBlock(cfg.width, cfg.heads) for _ in range(cfg.layers)]
+        head = nn.LayerNorm(cfg.width)
+    return Net(blocks, head, cfg.checkpoint, cfg.segment_size)
+
+
+def make_batch(cfg: ExperimentConfig, device: torch.device, generator_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The full batch (inputs, targets); micro-batches under accumulation are slices of it."""
+    gen = torch.Generator(device="cpu").manual_seed(generator_seed)
+    dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
+    if cfg.model == "mlp":
+        shape = (cfg.batch, cfg.width)
+    elif cfg.model == "cnn":
+        shape = (cfg.batch, 3, cfg.image_size, cfg.image_size)
+    else:
+        shape = (cfg.batch, cfg.seq_len, cfg.width)
+    # Generated on the CPU so every device (and the baseline of the correctness guard)
+    # sees the same numbers for the same seed.
+    x = torch.randn(shape, generator=gen).to(device=device, dtype=dtype)
+    if cfg.model == "cnn":
+        y = torch.randint(0, CNN_CLASSES, (cfg.batch,), generator=gen).to(device)
+    else:
+        y = torch.randn(shape, generator=gen).to(device=device, dtype=dtype)
+    return x, y
+
+
+def loss_fn(cfg: ExperimentConfig, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    if cfg.model == "cnn":
+        return F.cross_entropy(out, target)
+    return F.mse_loss(out, target)
+
+
+def seed_lambda_forward(self: Net, x):
+    """The syllabus's exercise-2 answer, kept to show that it is wrong.
+
+    The lambda reads `layer` when backward recomputes it, i.e. after the loop has finished, so
+    every segment is recomputed with the LAST layer. No error is raised; the gradients are wrong.
+    """
+    for layer in self.blocks:
+        x = checkpoint(lambda x: torch.relu(layer.linear(x)), x, use_reentrant=False)  # noqa: B023
+    return self.head(x)
