@@ -1,0 +1,274 @@
+"""The architecture as rules on the import graph: no cycles, each layer imports only what is below it, small modules.
+
+Every module under experiments/, course/ and app/ is parsed (`ast`, imports inside functions included, relative
+imports resolved). `from package import name` counts as an import of the module package.name when there is one.
+The rules that issue 16 is still making true are marked xfail(strict=True): they fail today, and the day they
+hold the strict xfail fails too, so the mark is removed and the rule then guards the layout.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("experiments", "course", "app")
+MAX_MODULE_LINES = 400
+MAX_PAGE_LINES = 60
+IN_PROGRESS = "issue 16 in progress"
+
+# The engine's import cycles when the layout moved into packages (held apart by imports inside functions).
+# A cycle found must lie within one of these: a new one fails at once, and breaking them only shrinks what is found.
+KNOWN_ENGINE_CYCLES = (
+    {"experiments.measure.run", "experiments.estimate.estimator", "experiments.estimate.replay",
+     "experiments.measure.device", "experiments.estimate.throughput"},
+    {"experiments.distributed.launch", "experiments.distributed.estimate"},
+)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@functools.lru_cache(maxsize=1)
+def _modules() -> dict[str, Path]:
+    found = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")) if (ROOT / pkg).is_dir() else []:
+            if "__pycache__" not in path.parts:
+                found[_module_name(path)] = path
+    return found
+
+
+def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    if node.level > 1:
+        base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+@functools.lru_cache(maxsize=1)
+def _imports() -> dict[str, set[str]]:
+    """module -> every module name it imports (internal ones resolved to the module, external ones as written)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(node, name, path.name == "__init__.py")
+                for a in node.names:
+                    targets.add(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base)
+        graph[name] = targets
+    return graph
+
+
+def _internal_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {m: {t for t in targets if t in modules and t != m} for m, targets in _imports().items()}
+
+
+def _top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def _cycles() -> list[list[str]]:
+    """The import graph's strongly connected components of more than one module (Tarjan), each sorted."""
+    graph = _internal_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(graph) + 100))
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def _a_cycle(component: list[str]) -> list[str]:
+    """One closed path through a component, for the message (a -> b -> ... -> a)."""
+    graph, members = _internal_graph(), set(component)
+    start = component[0]
+    paths = [[start]]
+    while paths:
+        path = paths.pop(0)
+        for w in sorted(graph[path[-1]] & members):
+            if w == start:
+                return path + [start]
+            if w not in path:
+                paths.append(path + [w])
+    return component
+
+
+def _describe(cycles: list[list[str]]) -> str:
+    return "; ".join(f"{' -> '.join(_a_cycle(c))} (component: {', '.join(c)})" for c in cycles)
+
+
+# ---------------------------------------------------------------------------------------------- the graph itself
+
+
+def test_the_graph_sees_imports_inside_functions_and_relative_ones():
+    """The parser finds what the rules depend on: a relative import inside a function, a module imported from
+    its package, an import of an external library (known edges of today's tree, so a broken parser fails here)."""
+    graph = _imports()
+    assert "experiments.measure.run" in graph["experiments.jobs.kinds"]  # `from ..measure.run import` in a function
+    assert "experiments.measure.census" in graph["experiments.labs.leaks"]  # `from ..measure import census`
+    assert "torch" in graph["experiments.measure.run"]
+    assert "streamlit" in graph["app.main"]
+    assert len(_modules()) > 60
+
+
+# ---------------------------------------------------------------------------------------------- (a) cycles
+
+
+def _cycles_in(pkg: str) -> list[list[str]]:
+    return [c for c in _cycles() if all(_top(m) == pkg for m in c)]
+
+
+def test_no_cycle_spans_two_packages():
+    mixed = [c for c in _cycles() if len({_top(m) for m in c}) > 1]
+    assert not mixed, f"import cycles across packages: {_describe(mixed)}"
+
+
+def test_engine_cycles_are_only_the_known_ones():
+    """Until they are broken (issue 16, stage 2), no new cycle joins them."""
+    new = [c for c in _cycles_in("experiments") if not any(set(c) <= known for known in KNOWN_ENGINE_CYCLES)]
+    assert not new, f"new import cycles in experiments/: {_describe(new)}"
+
+
+@pytest.mark.xfail(strict=True, reason=IN_PROGRESS)
+def test_no_import_cycle_in_experiments():
+    found = _cycles_in("experiments")
+    assert not found, f"import cycles in experiments/: {_describe(found)}"
+
+
+@pytest.mark.xfail(strict=True, reason=IN_PROGRESS)
+def test_no_import_cycle_in_app():
+    found = _cycles_in("app")
+    assert not found, f"import cycles in app/: {_describe(found)}"
+
+
+def test_no_import_cycle_in_course():
+    if not (ROOT / "course").is_dir():
+        pytest.skip("no course/ package in this tree yet")
+    found = _cycles_in("course")
+    assert not found, f"import cycles in course/: {_describe(found)}"
+
+
+# ---------------------------------------------------------------------------------------------- (b) layers
+
+
+def _importers(pkg: str, forbidden: set[str]) -> dict[str, list[str]]:
+    """Modules of `pkg` that import a forbidden top-level package: {module: [what it imports]}."""
+    return {m: sorted(t for t in targets if _top(t) in forbidden)
+            for m, targets in sorted(_imports().items())
+            if _top(m) == pkg and any(_top(t) in forbidden for t in targets)}
+
+
+def test_experiments_imports_neither_app_nor_course_nor_streamlit():
+    bad = _importers("experiments", {"app", "course", "streamlit"})
+    assert not bad, f"the engine imports a layer above it: {bad}"
+
+
+def test_course_imports_neither_streamlit_nor_torch_nor_app():
+    if not (ROOT / "course").is_dir():
+        pytest.skip("no course/ package in this tree yet")
+    bad = _importers("course", {"app", "streamlit", "torch"})
+    assert not bad, f"course/ imports what it must not: {bad}"
+
+
+def test_course_reaches_neither_torch_nor_streamlit_through_what_it_imports():
+    """course/ may use torch-free engine modules (experiments.core); what those import counts too, also inside
+    functions, so a lesson rule never drags in torch through a helper."""
+    if not (ROOT / "course").is_dir():
+        pytest.skip("no course/ package in this tree yet")
+    graph, modules = _imports(), _modules()
+    reached: dict[str, str] = {}  # module -> the course module it was reached from
+    todo = [(m, m) for m in modules if _top(m) == "course"]
+    while todo:
+        m, origin = todo.pop()
+        if m in reached:
+            continue
+        reached[m] = origin
+        todo += [(t, origin) for t in graph.get(m, ()) if t in modules]
+    bad = {m: (reached[m], t) for m in reached for t in graph[m] if _top(t) in {"torch", "streamlit", "app"}}
+    assert not bad, f"course/ reaches torch, streamlit or app (module: (from course module, import)): {bad}"
+
+
+def test_experiments_core_imports_without_torch():
+    """The torch-free facts (config, vocabulary, metrics, ...) import with torch made unimportable."""
+    core = sorted(m for m in _modules() if m.startswith("experiments.core."))
+    assert core, "no experiments.core modules found"
+    probe = "import sys\nsys.modules['torch'] = None\n" + "".join(f"import {m}\n" for m in core)
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_torch_probe_fails_for_a_module_that_needs_torch():
+    """The probe above can fail: a module that imports torch does not import once torch is blocked."""
+    probe = "import sys\nsys.modules['torch'] = None\nimport experiments.measure.tracker\n"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "torch" in done.stderr
+
+
+@pytest.mark.xfail(strict=True, reason=IN_PROGRESS)
+def test_only_the_backend_imports_experiments_among_app_modules():
+    bad = {m: t for m, t in _importers("app", {"experiments"}).items() if m != "app.backend"}
+    assert not bad, f"{len(bad)} app modules import experiments besides app/backend.py: {', '.join(bad)}"
+
+
+# ---------------------------------------------------------------------------------------------- (c), (d) sizes
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+@pytest.mark.xfail(strict=True, reason=IN_PROGRESS)
+def test_no_module_over_400_lines():
+    big = {m: _lines(p) for m, p in _modules().items() if _lines(p) > MAX_MODULE_LINES}
+    assert not big, f"modules over {MAX_MODULE_LINES} lines: {big}"
+
+
+@pytest.mark.xfail(strict=True, reason=IN_PROGRESS)
+def test_no_page_over_60_lines():
+    pages = sorted((ROOT / "app" / "views").glob("*.py"))
+    assert pages, "no pages found under app/views/"
+    big = {p.name: _lines(p) for p in pages if _lines(p) > MAX_PAGE_LINES}
+    assert not big, f"pages over {MAX_PAGE_LINES} lines: {big}"
