@@ -14,8 +14,12 @@ phase's allocated/reserved/peak bytes, the peak and its breakdown, FLOPs, losses
 a digest of its events). Times, dates, device reports, addresses and source lines are left out: they differ
 between any two runs (or, for source lines, between layouts).
 Each measurement starts with an empty cuDNN workspace cache of its own, so both sides probe the same ops.
-`--compare` fails (exit 1) on any difference and prints where; on CUDA, losses may differ by 1e-4 relative
-(some CUDA kernels are not bitwise reproducible between runs), everything else must be equal.
+In the packages' layout the file also has "extras": the per-rank estimate of every strategy on small seeded
+data-parallel configurations (replays, for device_type "cpu" and "cuda"), three gradient checks and every leak
+scenario (real runs on `--device`).
+`--compare` fails (exit 1) on any difference and prints where; on CUDA, losses and the gradient checks' figures
+may differ by 1e-4 relative (some CUDA kernels are not bitwise reproducible between runs), everything else must
+be equal.
 """
 
 from __future__ import annotations
@@ -60,6 +64,27 @@ def load_engine(root: Path):
 
         layout = "flat"
     return layout, CHOICES, ExperimentConfig, estimate, run_experiment
+
+
+def load_extras():
+    """What the extra sections call (the packages' layout only): its entry points, wherever a stage put them."""
+    import importlib
+
+    def first(*names):
+        for name in names:
+            module, _, attr = name.rpartition(".")
+            try:
+                return getattr(importlib.import_module(module), attr)
+            except (ModuleNotFoundError, AttributeError):
+                continue
+        raise SystemExit(f"none of {names} in this checkout")
+
+    return {"DistributedConfig": first("experiments.core.config.DistributedConfig",
+                                       "experiments.distributed.launch.DistributedConfig"),
+            "estimate_sharded": first("experiments.distributed.estimate.estimate_sharded"),
+            "check_gradients": first("experiments.training.guard.check_gradients"),
+            "run_leak": first("experiments.labs.leaks.run_leak"),
+            "SCENARIOS": first("experiments.labs.leaks.SCENARIOS")}
 
 
 def grid(choices: dict, n: int, seed: int) -> list[dict]:
@@ -153,6 +178,70 @@ def _run(run_experiment, cfg) -> dict:
     return out
 
 
+def sharded_grid(n: int, seed: int) -> list[dict]:
+    """Small data-parallel configurations for the per-rank estimate (every strategy, two and three ranks)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        model = ("mlp", "transformer", "cnn")[i % 3]
+        c = {"model": model, "precision": rng.choice(("fp32", "bf16", "amp_bf16", "amp_fp16")),
+             "checkpoint": rng.choice(("none", "per_layer")), "accum": rng.choice((1, 2)),
+             "optimizer": rng.choice(("adam", "adamw", "sgd_momentum")), "steps": 2, "timing_steps": 0,
+             "world_size": rng.choice((2, 3)), "check_update": False, "seed": rng.randint(0, 1000)}
+        if model == "mlp":
+            c |= {"layers": rng.randint(1, 3), "width": rng.choice((16, 32)), "batch": 2 * rng.choice((1, 2))}
+        elif model == "cnn":
+            c |= {"layers": 2, "width": 8, "image_size": 8, "batch": 2}
+        else:
+            c |= {"layers": rng.randint(1, 2), "width": 16, "heads": 2, "seq_len": 8, "batch": 2}
+        out.append(c)
+    return out
+
+
+STRATEGIES = ("ddp", "ddp_zero1", "fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload")
+
+
+def _json_safe(x):
+    return json.loads(json.dumps(x, default=str))
+
+
+def extras(device: str, seed: int) -> dict:
+    """Per-rank estimates (deterministic replays), gradient checks and leak runs (real runs on `device`)."""
+    e = load_extras()
+    out = {"sharded": [], "guard": [], "leaks": []}
+    for params in sharded_grid(8, seed):
+        row = {"config": params}
+        for device_type in ("cpu", "cuda"):
+            for strategy in STRATEGIES:
+                if strategy == "fsdp2_offload" and device_type == "cpu":
+                    continue
+                key = f"{device_type}/{strategy}"
+                try:
+                    dcfg = e["DistributedConfig"].from_dict(dict(params, strategy=strategy, device="cpu"))
+                    row[key] = _json_safe(e["estimate_sharded"](dcfg, device_type=device_type))
+                except Exception as exc:  # noqa: BLE001 - an error is a result too
+                    row[key] = _error(exc)
+        out["sharded"].append(row)
+    from experiments.core.config import ExperimentConfig
+
+    for params in ({"layers": 3, "width": 32, "batch": 8, "checkpoint": "segments", "accum": 2},
+                   {"model": "cnn", "layers": 2, "width": 8, "image_size": 8, "batch": 2, "precision": "amp_bf16"},
+                   {"model": "transformer", "layers": 1, "width": 16, "heads": 2, "seq_len": 8, "batch": 2,
+                    "precision": "bf16", "checkpoint": "per_layer"}):
+        cfg = ExperimentConfig.from_dict(dict(params, device=device, seed=seed))
+        try:
+            out["guard"].append(_json_safe(e["check_gradients"](cfg)))
+        except Exception as exc:  # noqa: BLE001
+            out["guard"].append(_error(exc))
+    for scenario in e["SCENARIOS"]:
+        try:
+            r = e["run_leak"](scenario, steps=4, device=device, batch=4, width=16, layers=2)
+            out["leaks"].append(_json_safe({k: v for k, v in r.items() if k not in ("device", "started_at")}))
+        except Exception as exc:  # noqa: BLE001
+            out["leaks"].append(_error(exc))
+    return out
+
+
 def measure(root: Path, device: str, n: int, seed: int, threads: int) -> dict:
     os.environ["GPU_MEMORY_LAB_CACHE"] = tempfile.mkdtemp(prefix="layout-parity-")  # no workspaces measured yet
     layout, choices, ExperimentConfig, estimate, run_experiment = load_engine(root)
@@ -175,10 +264,13 @@ def measure(root: Path, device: str, n: int, seed: int, threads: int) -> dict:
         print(f"{i + 1}/{len(configs)} {params['model']} {params.get('precision')} {params.get('checkpoint')} "
               f"{params['optimizer']}/{params.get('optimizer_impl')} accum {params.get('accum')}: estimates "
               f"{t[1] - t[0]:.1f} + {t[2] - t[1]:.1f} s, run {t[3] - t[2]:.1f} s", flush=True)
+    t1 = time.perf_counter()
+    extra = extras(device, seed) if layout == "packages" else None
+    print(f"extras (per-rank estimates, gradient checks, leak runs): {time.perf_counter() - t1:.1f} s", flush=True)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=False)
     meta = {"layout": layout, "root": str(root), "commit": commit.stdout.strip(), "device": device, "n": len(rows),
             "seed": seed, "threads": threads, "torch": torch.__version__, "seconds": round(time.perf_counter() - t0)}
-    return {"meta": meta, "rows": rows}
+    return {"meta": meta, "rows": rows, "extras": extra}
 
 
 def differences(a, b, where: str = "", loss_rtol: float = 0.0) -> list[str]:
@@ -197,7 +289,7 @@ def differences(a, b, where: str = "", loss_rtol: float = 0.0) -> list[str]:
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             out += differences(x, y, f"{where}[{i}]", loss_rtol)
         return out
-    if loss_rtol and ".losses[" in where and isinstance(a, float) and isinstance(b, float):
+    if loss_rtol and (".losses[" in where or ".guard[" in where) and isinstance(a, float) and isinstance(b, float):
         return [] if abs(a - b) <= loss_rtol * max(abs(a), abs(b)) else [f"{where}: {a!r} vs {b!r}"]
     return [] if a == b and type(a) is type(b) else [f"{where}: {a!r} vs {b!r}"]
 
@@ -210,8 +302,17 @@ def _count(x) -> int:
     return 1
 
 
+def _canonical(data: dict) -> dict:
+    """A census lists groups of equal size in the order of a set of tuples of strings, which differs from process to
+    process (hash randomisation): compared as sets."""
+    for leak in (data.get("extras") or {}).get("leaks", []):
+        if (leak.get("census") or {}).get("groups"):
+            leak["census"]["groups"] = sorted(leak["census"]["groups"], key=lambda g: json.dumps(g, sort_keys=True))
+    return data
+
+
 def compare(path_a: Path, path_b: Path) -> int:
-    a, b = (json.loads(p.read_text(encoding="utf-8")) for p in (path_a, path_b))
+    a, b = (_canonical(json.loads(p.read_text(encoding="utf-8"))) for p in (path_a, path_b))
     ma, mb = a["meta"], b["meta"]
     print(f"A: {ma['layout']} layout at {ma['commit'][:10]}, {ma['device']}, torch {ma['torch']}, {ma['n']} configs")
     print(f"B: {mb['layout']} layout at {mb['commit'][:10]}, {mb['device']}, torch {mb['torch']}, {mb['n']} configs")
@@ -219,6 +320,8 @@ def compare(path_a: Path, path_b: Path) -> int:
                 if ma.get(k) != mb.get(k)]
     rtol = LOSS_RTOL_CUDA if ma["device"] == "cuda" else 0.0
     problems += differences(a["rows"], b["rows"], "rows", rtol)
+    if a.get("extras") is not None or b.get("extras") is not None:
+        problems += differences(a.get("extras"), b.get("extras"), "extras", rtol)
     if problems:
         print(f"PARITY FAILED: {len(problems)} differences")
         for p in problems[:200]:
