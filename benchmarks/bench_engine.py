@@ -18,8 +18,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from experiments.core.config import ExperimentConfig  # noqa: E402
-from experiments.measure.run import _time_steps, run_experiment  # noqa: E402
-from experiments.training.models import loss_fn  # noqa: E402
+from experiments.core.units import MIB  # noqa: E402
+from experiments.measure.run import run_experiment  # noqa: E402
+from experiments.measure.timing import time_steps  # noqa: E402
 from experiments.training.step import build_state  # noqa: E402
 from experiments.training.strategies import float32_precision  # noqa: E402
 
@@ -55,15 +56,16 @@ def grid() -> list[ExperimentConfig]:
 def plain_step_times(cfg: ExperimentConfig, n: int) -> list[float]:
     """The same model and data, trained by a bare loop written inline (no engine code in the step)."""
     s = build_state(cfg, torch.device("cuda"))
-    model, opt, scaler, x, y = s.model, s.optimizer, s.scaler, s.inputs, s.targets
+    model, opt, scaler, x, y = s.model, s.optimizer, s.scaler, s.inputs["x"], s.targets["y"]
     amp = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}.get(cfg.precision)
+    loss_of = torch.nn.functional.cross_entropy if cfg.model == "cnn" else torch.nn.functional.mse_loss
     events = []
     for i in range(n + 2):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         opt.zero_grad(set_to_none=True)
         with torch.amp.autocast("cuda", dtype=amp or torch.float32, enabled=amp is not None):
-            loss = loss_fn(cfg, model(x), y)
+            loss = loss_of(model(x), y)
         (scaler.scale(loss) if scaler else loss).backward()
         if scaler:
             scaler.step(opt)
@@ -79,8 +81,8 @@ def plain_step_times(cfg: ExperimentConfig, n: int) -> list[float]:
 
 def engine_step_times(cfg: ExperimentConfig, n: int) -> list[float]:
     state = build_state(cfg, torch.device("cuda"))
-    _time_steps(state, 2)
-    return _time_steps(state, n)
+    time_steps(state, 2)
+    return time_steps(state, n)
 
 
 def overhead(cfgs, rounds=5, n=20) -> list[dict]:
@@ -138,7 +140,7 @@ def main() -> None:
             res = run_experiment(cfg)
             measured = res["peak_bytes"] - res["baseline_bytes"]
             est = res["estimate"]["peak_bytes"]
-            rows.append({"config": _short(cfg), "measured_mib": measured / 2**20, "estimate_mib": est / 2**20,
+            rows.append({"config": _short(cfg), "measured_mib": measured / MIB, "estimate_mib": est / MIB,
                          "error_pct": 100 * (est / measured - 1), "measured_phase": res["peak_phase"]["phase"],
                          "estimate_phase": res["estimate"]["peak_phase"], "oom": res["oom"] is not None})
         errs = sorted(abs(r["error_pct"]) for r in rows)

@@ -32,7 +32,8 @@ from experiments.core.config import (  # noqa: E402
 )
 from experiments.estimate.estimator import estimate  # noqa: E402
 from experiments.measure.device import resolve_device  # noqa: E402
-from experiments.measure.run import measure_workspaces, run_experiment  # noqa: E402
+from experiments.measure.fits import measure_workspaces  # noqa: E402
+from experiments.measure.run import run_experiment  # noqa: E402
 
 MIB = 2**20
 METHODS = ("analytic", "replay")

@@ -23,10 +23,10 @@ import threading
 import time
 from pathlib import Path
 
+from experiments.core.units import MIB
 from experiments.jobs.worker import WorkerClient
 
 TERMINAL = ("done", "error", "cancelled")
-MIB = 2**20
 
 
 def _rss_mib(pid: int) -> float | None:

@@ -22,12 +22,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from course.distributed import lesson_jobs  # noqa: E402
+from experiments.core.units import MIB  # noqa: E402
 from experiments.distributed.launch import run_distributed_many  # noqa: E402
 
 
 def estimates_only(folder: Path, workspaces: Path | None) -> None:
+    from experiments.core.config import DistributedConfig
     from experiments.distributed.estimate import estimate_sharded
-    from experiments.distributed.launch import DistributedConfig
     from experiments.estimate.workspaces import load
 
     table = load(workspaces) if workspaces else {}
@@ -39,8 +40,8 @@ def estimates_only(folder: Path, workspaces: Path | None) -> None:
         result["estimate"] = json.loads(json.dumps(est, default=str))
         path.write_text(json.dumps(entry, indent=1, default=str) + "\n", encoding="utf-8")
         worst = max(r["peak_bytes"] - r["baseline_bytes"] for r in result["ranks"])
-        print(f"{entry['id']}: measured {worst / 2**20:.2f} MiB; estimate {est['peak_bytes'] / 2**20:.2f}"
-              f"–{est.get('peak_high_bytes', est['peak_bytes']) / 2**20:.2f} MiB ({est['method']})", flush=True)
+        print(f"{entry['id']}: measured {worst / MIB:.2f} MiB; estimate {est['peak_bytes'] / MIB:.2f}"
+              f"–{est.get('peak_high_bytes', est['peak_bytes']) / MIB:.2f} MiB ({est['method']})", flush=True)
 
 
 def main() -> None:
@@ -71,13 +72,13 @@ def main() -> None:
     for job, result in zip(jobs, results, strict=True):
         entry = {k: job[k] for k in ("id", "lesson", "label", "kind", "params")} | {"result": result}
         (out / f"{job['id']}.json").write_text(json.dumps(entry, indent=1, default=str) + "\n", encoding="utf-8")
-        peaks = ", ".join(f"rank {r['rank']} {(r['peak_bytes'] - r['baseline_bytes']) / 2**20:.2f} MiB net"
+        peaks = ", ".join(f"rank {r['rank']} {(r['peak_bytes'] - r['baseline_bytes']) / MIB:.2f} MiB net"
                           for r in result["ranks"]
                           if r.get("peak_bytes") is not None)
         update = result.get("update_check") or {}
         ok = not result["errors"] and update.get("ok") is not False
         failed += not ok
-        print(f"{job['id']}: {peaks}; estimate {result['estimate']['peak_bytes'] / 2**20:.2f} MiB; "
+        print(f"{job['id']}: {peaks}; estimate {result['estimate']['peak_bytes'] / MIB:.2f} MiB; "
               f"update {'ok' if update.get('ok') else update or '-'}; step "
               f"{(result.get('step_ms') or {}).get('median', float('nan')):.2f} ms"
               + (f"; ERRORS {result['errors']}" if result["errors"] else ""), flush=True)

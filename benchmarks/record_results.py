@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from course.content import all_jobs, device_params  # noqa: E402
+from experiments.core.units import MIB  # noqa: E402
 from experiments.jobs.kinds import execute  # noqa: E402
 from experiments.measure.history import shrink  # noqa: E402
 
@@ -68,7 +69,7 @@ def main() -> None:
         keep_history(job["id"], result, out)
         (out / f"{job['id']}.json").write_text(json.dumps({**job, "params": params, "result": result}, default=str))
         peak = result.get("peak_bytes")
-        print(f"{job['id']}: {time.time() - t0:.1f} s" + (f", peak {peak / 2**20:.1f} MiB" if peak else ""), flush=True)
+        print(f"{job['id']}: {time.time() - t0:.1f} s" + (f", peak {peak / MIB:.1f} MiB" if peak else ""), flush=True)
         for p in result.get("paired") or []:  # timing rounds: each strategy against the first, round by round
             if p:
                 print(f"  {p['strategy']} / {p['versus']}: {p['median']:.3f} ({p['lo']:.3f}-{p['hi']:.3f} over "

@@ -19,11 +19,10 @@ import statistics
 import time
 from pathlib import Path
 
-from experiments.core.config import ExperimentConfig
+from experiments.core.config import CUDA_ONLY, STRATEGIES, DistributedConfig, ExperimentConfig
+from experiments.core.units import MIB
 from experiments.distributed.estimate import estimate_sharded
-from experiments.distributed.launch import CUDA_ONLY, STRATEGIES, DistributedConfig, run_distributed
-
-MIB = 2**20
+from experiments.distributed.launch import run_distributed
 
 
 def draw(rng: random.Random, device: str) -> dict:
@@ -109,7 +108,7 @@ def main() -> None:
         if args.device == "cuda":
             from experiments.estimate.estimator import estimate
             from experiments.measure.device import resolve_device
-            from experiments.measure.run import measure_workspaces
+            from experiments.measure.fits import measure_workspaces
 
             rank_cfg = ExperimentConfig.from_dict({**config, "device": "cuda"})
             sigs = estimate(rank_cfg, device_type="cuda")["signatures"]

@@ -6,7 +6,9 @@ import argparse
 import json
 import sys
 
-from .core.config import CHOICES, ConfigError, ExperimentConfig
+from .core.config import BATCH_MODES, CHOICES, STRATEGIES, ConfigError, ExperimentConfig
+from .core.units import MIB
+from .labs.leaks import DEFAULTS as LEAK_DEFAULTS
 
 FLAG_FIELDS = {
     "device": str, "model": str, "layers": int, "width": int, "batch": int, "seq_len": int, "heads": int,
@@ -48,7 +50,7 @@ def _config(args) -> ExperimentConfig:
 
 
 def _mb(n) -> str:
-    return "-" if n is None else f"{n / 2**20:10.2f}"
+    return "-" if n is None else f"{n / MIB:10.2f}"
 
 
 def _print_run(r: dict) -> None:
@@ -75,8 +77,6 @@ def _print_run(r: dict) -> None:
 
 
 def _add_distributed_flags(p: argparse.ArgumentParser) -> None:
-    from .distributed.launch import BATCH_MODES, STRATEGIES
-
     p.add_argument("--world-size", dest="world_size", default=None, metavar="N",
                    help="run data-parallel on N processes (one per GPU; gloo on CPU)")
     p.add_argument("--strategy", dest="strategy", default=None, metavar="STRATEGY", help=f"one of {', '.join(STRATEGIES)}")
@@ -131,14 +131,14 @@ def main(argv: list[str] | None = None) -> int:
     _add_config_flags(guard_p)
     leak_p = sub.add_parser("leak", help="run a leak scenario and print allocated memory per step")
     leak_p.add_argument("--scenario", required=True)
-    leak_p.add_argument("--steps", type=int, default=10)
+    leak_p.add_argument("--steps", type=int, default=LEAK_DEFAULTS["steps"])
     leak_p.add_argument("--device", default="auto")
-    leak_p.add_argument("--batch", type=int, default=64)
-    leak_p.add_argument("--width", type=int, default=512)
+    leak_p.add_argument("--batch", type=int, default=LEAK_DEFAULTS["batch"])
+    leak_p.add_argument("--width", type=int, default=LEAK_DEFAULTS["width"])
     leak_p.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
-    from .measure.run import WouldNotFit
+    from .measure.fits import WouldNotFit
 
     try:
         if args.command == "leak":

@@ -6,8 +6,8 @@ from app.i18n import lang, t
 from app.ui import jobs, layout, results, sandbox, urlstate
 from course import content
 from course.distributed import recorded_id, runs_by_strategy
-from experiments.core.config import ConfigError
-from experiments.distributed.launch import BATCH_MODES, STRATEGIES, DistributedConfig, device_type_for
+from experiments.core.config import BATCH_MODES, STRATEGIES, ConfigError, DistributedConfig
+from experiments.distributed.launch import device_type_for
 
 NS = "multigpu"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from course.grading.common import message
 from course.units import fmt_bytes
-from experiments.training.guard import TOLERANCE
+from experiments.core.config import GRADIENT_TOLERANCE as TOLERANCE
 
 FIXES = ("keep_item", "keep_detach", "zero_grad", "cache_detach", "cache_none")
 # Two fixes of one group change the same line of the loop: only one can be applied.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-MIB = 2**20
+from .units import MIB
 
 
 def capacity(budget_mb: float | None, free_bytes: int | None, cached_free_bytes: int = 0) -> int | None:

@@ -1,4 +1,6 @@
-"""The experiment configuration: one validated dataclass shared by the CLI, the app and the tests."""
+"""The experiment configuration: one validated dataclass shared by the CLI, the app and the tests; the data-parallel
+configuration built on it (DistributedConfig); the rules' error codes; the gradient tolerance of each precision.
+Torch-free."""
 
 from __future__ import annotations
 
@@ -39,15 +41,57 @@ CHOICES = {
     "device": DEVICES,
 }
 BOOLS = ("zero_grad_to_none", "inplace", "force")
+BUDGET_MB = (1, 10_000_000)  # a memory budget's range in MB (or none)
+
+# Tolerance per precision on the relative error ||g - g_ref|| / ||g_ref|| over all gradients against strict fp32
+# gradients (experiments/training/guard.py), both runs starting from the same weights. Half precision rounds every
+# activation to 8 (bf16) or 11 (fp16) mantissa bits, and the errors compound through the layers; pure bf16 also
+# rounds the weights and the gradients. fp32 strategies (checkpointing, accumulation) only reorder float
+# additions: 1e-4 is generous. TF32 rounds the inputs of every product to 10 mantissa bits.
+GRADIENT_TOLERANCE = {"fp32": 1e-4, "fp32_strict": 1e-4, "tf32": 1e-2, "amp_fp16": 5e-2, "amp_bf16": 1e-1,
+                      "bf16": 2e-1}
+# The reference: IEEE fp32 everywhere, so a TF32 convolution's error is measured, not built into the baseline.
+GRADIENT_BASELINE = "fp32_strict"
+
+
+def gradient_tolerance(cfg, device_type: str) -> float:
+    """cfg's tolerance on `device_type`. fp32 with PyTorch's defaults runs cuDNN's convolutions in TF32 on a GPU
+    (the CNN is the family with convolutions), so a CNN's fp32 gradients carry TF32's error there."""
+    if cfg.precision == "fp32" and cfg.model == "cnn" and device_type == "cuda":
+        return GRADIENT_TOLERANCE["tf32"]
+    return GRADIENT_TOLERANCE[cfg.precision]
+
+
+# Every rule the engine refuses a value by, once: code -> the parameters its error carries. A page words each code
+# in its own language (the app's `config.err.<code>`) with these parameters; the message is the engine's English.
+ERROR_CODES = {
+    "choice": ("value", "allowed"),  # not one of the allowed values ("allowed": comma-separated)
+    "range": ("value", "lo", "hi"),  # not an integer (a number) in [lo, hi]
+    "unknown": ("value", "known"),  # a field or name the engine does not know ("known": comma-separated)
+    "batch_accum": ("batch", "accum"),  # the (per-rank) batch does not split into accum micro-batches
+    "heads_divide": ("width", "heads"),
+    "head_dim": ("dim",),  # the transformer's head dimension is not a multiple of 8
+    "cnn_width": ("width",),  # the CNN's channels above 512
+    "cnn_layers": ("layers",),  # the CNN's conv layers above 16
+    "global_batch": ("batch", "world_size"),  # a global batch that the ranks cannot split evenly
+    "fsdp_fused_sgd": (),  # FSDP2's sharded parameters have no fused SGD step
+    "cuda_unavailable": (),  # "cuda" asked for on a machine without one
+    "cuda_only": ("strategy", "allowed"),  # a strategy that needs a GPU, on a CPU run ("allowed": the others)
+    "needs_cuda": (),  # an experiment of the CUDA caching allocator, without a GPU
+    "same_world_size": (),  # configurations launched together differ in world size
+    "same_device": (),  # configurations run together differ in device
+}
 
 
 class ConfigError(ValueError):
     """A configuration value is out of range; `field` names the offending field.
 
-    `code` and `params` say which rule failed with what values, so a page can word it in its own language
-    (the app's `config.err.<code>`); the message is the engine's English wording of the same."""
+    `code` and `params` say which rule failed with what values (ERROR_CODES), so a page can word it in its own
+    language (the app's `config.err.<code>`); the message is the engine's English wording of the same."""
 
     def __init__(self, field: str, message: str, code: str | None = None, **params):
+        if code is not None and (code not in ERROR_CODES or set(params) != set(ERROR_CODES[code])):
+            raise TypeError(f"ConfigError code {code!r} with parameters {sorted(params)}: see ERROR_CODES")
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
@@ -106,15 +150,17 @@ class ExperimentConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ConfigError(unknown[0], f"unknown field; known fields are {', '.join(sorted(known))}")
+            raise ConfigError(unknown[0], f"unknown field; known fields are {', '.join(sorted(known))}", "unknown",
+                              value=unknown[0], known=", ".join(sorted(known)))
         return cls(**{k: _coerce(k, v) for k, v in data.items()})
 
     @classmethod
     def field_value(cls, name: str, raw):
         """One field's value from a query string or JSON, checked by the same rules as a whole configuration
         (rules between fields aside): how a shared link's values are read."""
-        if name not in {f.name for f in fields(cls)}:
-            raise ConfigError(name, "unknown field", "unknown")
+        known = sorted(f.name for f in fields(cls))
+        if name not in known:
+            raise ConfigError(name, "unknown field", "unknown", value=name, known=", ".join(known))
         value = _coerce(name, raw)
         validate(SimpleNamespace(**(asdict(cls()) | {name: value})), single=name)
         return value
@@ -123,15 +169,17 @@ class ExperimentConfig:
 def _coerce(name: str, value):
     """Accept the strings that query parameters and JSON hand us, and fail with the field name."""
     if name in RANGES:
+        lo, hi = RANGES[name]
         if isinstance(value, bool):
-            raise ConfigError(name, f"must be an integer, got {value!r}")
+            raise ConfigError(name, f"must be an integer, got {value!r}", "range", value=value, lo=lo, hi=hi)
         if isinstance(value, float) and value.is_integer():
             return int(value)
         if isinstance(value, str):
             try:
                 return int(value.strip())
             except ValueError:
-                raise ConfigError(name, f"must be an integer, got {value!r}") from None
+                raise ConfigError(name, f"must be an integer, got {value!r}", "range", value=value, lo=lo,
+                                  hi=hi) from None
         return value
     if name in BOOLS and isinstance(value, str):
         lowered = value.strip().lower()
@@ -139,14 +187,15 @@ def _coerce(name: str, value):
             return True
         if lowered in ("0", "false", "no", "off"):
             return False
-        raise ConfigError(name, f"must be true or false, got {value!r}")
+        raise ConfigError(name, f"must be true or false, got {value!r}", "choice", value=value, allowed="true, false")
     if name == "budget_mb" and isinstance(value, str):
         if value.strip().lower() in ("", "none", "null"):
             return None
         try:
             return float(value)
         except ValueError:
-            raise ConfigError(name, f"must be a number of megabytes, got {value!r}") from None
+            raise ConfigError(name, f"must be a number of megabytes, got {value!r}", "range", value=value,
+                              lo=BUDGET_MB[0], hi=BUDGET_MB[1]) from None
     return value
 
 
@@ -170,7 +219,8 @@ def validate(cfg: ExperimentConfig, single: str | None = None) -> None:
             raise ConfigError(name, f"got {value}; allowed range is [{lo}, {hi}]", "range", value=value, lo=lo, hi=hi)
     for name in BOOLS:
         if (not single or name == single) and not isinstance(getattr(cfg, name), bool):
-            raise ConfigError(name, f"must be true or false, got {getattr(cfg, name)!r}")
+            raise ConfigError(name, f"must be true or false, got {getattr(cfg, name)!r}", "choice",
+                              value=getattr(cfg, name), allowed="true, false")
     if single and single != "budget_mb":
         return
     if cfg.batch % cfg.accum:
@@ -190,7 +240,91 @@ def validate(cfg: ExperimentConfig, single: str | None = None) -> None:
         raise ConfigError("layers", f"got {cfg.layers}; the cnn allows [1, 16] conv layers", "cnn_layers",
                           layers=cfg.layers)
     if cfg.budget_mb is not None:
+        lo, hi = BUDGET_MB
         if isinstance(cfg.budget_mb, bool) or not isinstance(cfg.budget_mb, (int, float)):
-            raise ConfigError("budget_mb", f"must be a number of megabytes, got {cfg.budget_mb!r}")
-        if not 1 <= cfg.budget_mb <= 10_000_000:
-            raise ConfigError("budget_mb", f"got {cfg.budget_mb}; allowed range is [1, 10000000] MB, or none")
+            raise ConfigError("budget_mb", f"must be a number of megabytes, got {cfg.budget_mb!r}", "range",
+                              value=cfg.budget_mb, lo=lo, hi=hi)
+        if not lo <= cfg.budget_mb <= hi:
+            raise ConfigError("budget_mb", f"got {cfg.budget_mb}; allowed range is [{lo}, {hi}] MB, or none", "range",
+                              value=cfg.budget_mb, lo=lo, hi=hi)
+
+
+# How a data-parallel run spreads the sandbox's configuration (experiments/distributed/).
+STRATEGIES = ("ddp", "ddp_zero1", "fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload")
+CUDA_ONLY = ("fsdp2_offload",)  # CPUOffloadPolicy copies shards to an accelerator; there is none on a CPU run
+BATCH_MODES = ("per_rank", "global")
+WORLD_SIZE = (1, 8)
+EXTRA = ("strategy", "world_size", "batch_mode", "check_update")
+
+
+@dataclass(frozen=True)
+class DistributedConfig:
+    """The sandbox configuration, plus how it is spread. `config.batch` is per rank or global (batch_mode)."""
+
+    config: ExperimentConfig
+    strategy: str = "ddp"
+    world_size: int = 2
+    batch_mode: str = "per_rank"
+    check_update: bool = True
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise ConfigError("strategy", f"got {self.strategy!r}; allowed: {', '.join(STRATEGIES)}", "choice",
+                              value=self.strategy, allowed=", ".join(STRATEGIES))
+        lo, hi = WORLD_SIZE
+        if not isinstance(self.world_size, int) or isinstance(self.world_size, bool) or not lo <= self.world_size <= hi:
+            raise ConfigError("world_size", f"got {self.world_size!r}; allowed range is [{lo}, {hi}]", "range",
+                              value=self.world_size, lo=lo, hi=hi)
+        if self.batch_mode not in BATCH_MODES:
+            raise ConfigError("batch_mode", f"got {self.batch_mode!r}; allowed: {', '.join(BATCH_MODES)}", "choice",
+                              value=self.batch_mode, allowed=", ".join(BATCH_MODES))
+        if self.batch_mode == "global" and self.config.batch % self.world_size:
+            raise ConfigError("batch", f"global batch {self.config.batch} must be divisible by world_size "
+                                       f"{self.world_size}", "global_batch", batch=self.config.batch,
+                              world_size=self.world_size)
+        if self.per_rank_batch % self.config.accum:
+            raise ConfigError("batch", f"per-rank batch {self.per_rank_batch} must be divisible by accum "
+                                       f"{self.config.accum}", "batch_accum", batch=self.per_rank_batch,
+                              accum=self.config.accum)
+        if (self.strategy.startswith("fsdp2") and self.config.optimizer_impl == "fused"
+                and self.config.optimizer.startswith("sgd")):
+            # torch has no DTensor rule for aten._fused_sgd_: the sharded step would stop with NotImplementedError.
+            raise ConfigError("optimizer_impl", "got 'fused'; FSDP2's sharded parameters have no fused SGD "
+                                                "step: allowed with SGD are default, foreach and for-loop",
+                              "fsdp_fused_sgd")
+
+    @property
+    def per_rank_batch(self) -> int:
+        return self.config.batch // self.world_size if self.batch_mode == "global" else self.config.batch
+
+    @property
+    def global_batch(self) -> int:
+        return self.per_rank_batch * self.world_size
+
+    @property
+    def rank_config(self) -> ExperimentConfig:
+        """What every rank runs: the configuration at the per-rank batch."""
+        return self.config.replace(batch=self.per_rank_batch)
+
+    @property
+    def global_config(self) -> ExperimentConfig:
+        """The single-device run with the same global batch (the update check's baseline)."""
+        return self.config.replace(batch=self.global_batch)
+
+    def to_dict(self) -> dict:
+        return {**self.config.to_dict(), "strategy": self.strategy, "world_size": self.world_size,
+                "batch_mode": self.batch_mode, "check_update": self.check_update}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> DistributedConfig:
+        data = dict(data)
+        extra = {k: data.pop(k) for k in EXTRA if k in data}
+        if isinstance(extra.get("world_size"), str):
+            try:
+                extra["world_size"] = int(extra["world_size"])
+            except ValueError:
+                raise ConfigError("world_size", f"must be an integer, got {extra['world_size']!r}", "range",
+                                  value=extra["world_size"], lo=WORLD_SIZE[0], hi=WORLD_SIZE[1]) from None
+        if isinstance(extra.get("check_update"), str):
+            extra["check_update"] = extra["check_update"].strip().lower() in ("1", "true", "yes", "on")
+        return cls(ExperimentConfig.from_dict(data), **extra)

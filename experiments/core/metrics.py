@@ -6,9 +6,11 @@ the tests and the recorded files agree on what "the peak" or "the saving" means.
 
 from __future__ import annotations
 
-import statistics
-
-MIB = 2**20
+from . import families
+from .config import ConfigError, ExperimentConfig
+from .rounds import VERDICT_MIN_ROUNDS, VERDICTS, paired, paired_ratios  # noqa: F401 - read through metrics too
+from .units import KIB, MIB
+from .vocabulary import MODEL_STATES
 
 
 def net_peak(result: dict) -> int | None:
@@ -140,11 +142,8 @@ def device_rate(result: dict) -> float | None:
 
 def config_parameter_bytes(config: dict) -> int | None:
     """The model's parameter bytes, counted from its configuration (for results without a model phase)."""
-    from ..estimate.estimator import parameter_bytes as counted
-    from .config import ConfigError, ExperimentConfig
-
     try:
-        return counted(ExperimentConfig.from_dict(config))
+        return families.parameter_bytes(ExperimentConfig.from_dict(config))
     except (ConfigError, TypeError, ValueError):
         return None
 
@@ -205,57 +204,13 @@ def state_bytes_per_parameter(result: dict) -> float | None:
     if not steady or not params:
         return None
     element = 2 if (result.get("config") or {}).get("precision") == "bf16" else 4
-    held = sum(steady.get(k, 0) for k in ("parameters", "gradients", "optimizer_state"))
+    held = sum(steady.get(k, 0) for k in MODEL_STATES)
     return held / (params / element)
 
 
 def profile_row(result: dict, row: str) -> dict | None:
     """The profiler table's row whose name starts with `row` (the table sums each operator's calls)."""
     return next((r for r in result.get("rows") or [] if str(r.get("name", "")).startswith(row)), None)
-
-
-# Interleaved rounds are compared round by round: in one round both strategies run minutes apart at most, so
-# whatever drifts between rounds (clocks, neighbours, the allocator) moves both, and their ratio cancels it.
-# Two strategies are told apart only when every round puts them in the same order. Were they equally fast,
-# each round would be a coin toss, and n tosses all land the same way 2 times in 2**n: 1 in 16 at 5 rounds,
-# 1 in 4 at 3. Fewer rounds than this give no verdict.
-VERDICT_MIN_ROUNDS = 5
-VERDICTS = ("slower", "faster", "unclear", "too_few")
-
-
-def _round_ms(result: dict, strategy: str) -> list[float] | None:
-    rows = [r for r in result.get("strategies") or [] if r.get("id") == strategy]
-    return list(rows[0].get("round_ms") or []) if rows else None
-
-
-def paired_ratios(result: dict, strategy: str, versus: str) -> list[float] | None:
-    """Per round of a timing_rounds result: the strategy's median step time over `versus`'s in that round."""
-    a, b = _round_ms(result, strategy), _round_ms(result, versus)
-    if not a or not b or len(a) != len(b) or any(not ms or ms <= 0 for ms in b):
-        return None
-    return [x / y for x, y in zip(a, b, strict=True)]
-
-
-def paired(result: dict, strategy: str, versus: str) -> dict | None:
-    """The paired ratio of two strategies over rounds: its median, its range, how many rounds went each way and
-    the verdict ("slower" or "faster" when every round of at least VERDICT_MIN_ROUNDS agrees, else "unclear",
-    or "too_few" rounds)."""
-    ratios = paired_ratios(result, strategy, versus)
-    if not ratios:
-        return None
-    n = len(ratios)
-    slower, faster = sum(r > 1 for r in ratios), sum(r < 1 for r in ratios)
-    if n < VERDICT_MIN_ROUNDS:
-        verdict = "too_few"
-    elif slower == n:
-        verdict = "slower"
-    elif faster == n:
-        verdict = "faster"
-    else:
-        verdict = "unclear"
-    return {"strategy": strategy, "versus": versus, "ratios": ratios, "median": statistics.median(ratios),
-            "lo": min(ratios), "hi": max(ratios), "rounds": n, "slower": slower, "faster": faster,
-            "verdict": verdict}
 
 
 PAIRED_FIELDS = {"paired_ratio": "median", "paired_ratio_lo": "lo", "paired_ratio_hi": "hi",
@@ -329,10 +284,10 @@ def scalar(metric: str, result: dict, baseline: dict | None = None, **args) -> f
         return leak_growth(result)
     if metric == "leak_growth_kib":
         value = leak_growth(result)
-        return None if value is None else value / 2**10
+        return None if value is None else value / KIB
     if metric == "leak_gc_freed_kib":
         value = result.get("gc_freed_bytes")
-        return None if value is None else value / 2**10
+        return None if value is None else value / KIB
     if metric == "gc_freed_per_step":
         # What gc.collect() freed after the loop, in one kept model output per step: 1 when every step left one
         # output in a reference cycle, 0 when what the loop keeps is still referenced (a real leak) or nothing.

@@ -42,12 +42,21 @@ def load_recorded(entry_id: str) -> dict | None:
     return None if entry is None else entry["result"]
 
 
+# A recorded run is "the same experiment" as a configuration when every field but these is equal: where it ran, the
+# learner's "run even if it won't fit", how long it was timed and how many steps it measured (from step 2 on, every
+# step is the steady state) change no figure a lesson reads off it.
+NOT_THE_EXPERIMENT = ("device", "force", "timing_steps", "steps")
+
+
+def experiment_key(config: dict) -> tuple:
+    """What makes two configurations (plain dicts, as results record them) the same experiment: equal keys are."""
+    return tuple(sorted((k, v) for k, v in config.items() if k not in NOT_THE_EXPERIMENT))
+
+
 def find_recorded(config: dict) -> dict | None:
-    """A recorded run whose configuration equals `config` (ignoring device and timing fields)."""
-    ignore = {"device", "force", "timing_steps", "steps"}
-    want = {k: v for k, v in config.items() if k not in ignore}
+    """A recorded run of the same experiment as `config` (experiment_key)."""
+    want = experiment_key(config)
     for entry in _index().values():
-        cfg = entry["result"].get("config") or {}
-        if entry.get("kind", "run") == "run" and {k: v for k, v in cfg.items() if k not in ignore} == want:
+        if entry.get("kind", "run") == "run" and experiment_key(entry["result"].get("config") or {}) == want:
             return entry["result"]
     return None

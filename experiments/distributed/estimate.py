@@ -28,10 +28,18 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..core.config import ExperimentConfig
-from ..training.models import build_model
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 
-MIB = 2**20
+from ..core.config import ConfigError, DistributedConfig, ExperimentConfig
+from ..core.vocabulary import RANK_TENSOR_CATEGORIES, TRAINING_PHASES
+from ..estimate.estimator import allocator_peak, estimate
+from ..estimate.explain import step_temporaries
+from ..estimate.replay import replay
+from ..measure.tracker import MemoryTracker
+from ..training.models import build_model, spec_for
+from ..training.strategies import make_optimizer
+from .replay import replay_rank
 
 
 def traffic_units(strategy: str, accum: int = 1) -> int:
@@ -59,13 +67,14 @@ STRATEGY_ORDER = strategy_order()
 
 
 def _param_shapes(cfg: ExperimentConfig) -> tuple[list[list[tuple[int, ...]]], list[tuple[int, ...]], int]:
-    """(shapes per block, shapes of the root's own parameters, bytes per element), from the model on meta."""
-    import torch
-
-    model = build_model(cfg, torch.device("meta"))
-    blocks = [[tuple(p.shape) for p in b.parameters()] for b in model.blocks]
-    root = [tuple(p.shape) for p in model.head.parameters()]
-    return blocks, root, 2 if cfg.precision == "bf16" else 4
+    """(shapes per block, shapes of the root's own parameters, bytes per element), from the model on meta: the
+    blocks its spec names (FSDP2 shards each) and what is left of the model's parameters."""
+    spec = spec_for(cfg)
+    model = build_model(cfg, torch.device("meta"), spec)
+    blocks = [list(b.parameters()) for b in spec.blocks(model)]
+    in_blocks = {id(p) for b in blocks for p in b}
+    root = [tuple(p.shape) for p in model.parameters() if id(p) not in in_blocks]
+    return [[tuple(p.shape) for p in b] for b in blocks], root, 2 if cfg.precision == "bf16" else 4
 
 
 def _numel(shape) -> int:
@@ -86,12 +95,6 @@ def zero1_partition(shapes: list[tuple[int, ...]], n: int) -> list[list[int]]:
 def optimizer_step_bytes(cfg: ExperimentConfig, shapes: list[tuple[int, ...]], pe: int, block: int = 1) -> tuple[int, int]:
     """(state, temporaries) of the optimizer's second step over parameters of `shapes`, in that order, on fake
     tensors: the for-loop implementations keep one tensor's temporaries while making the next one's."""
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from ..measure.tracker import StorageTracker
-    from ..training.strategies import make_optimizer
-
     if not shapes:  # a ZeRO-1 rank beyond the number of tensors steps nothing
         return 0, 0
     with FakeTensorMode():
@@ -100,7 +103,7 @@ def optimizer_step_bytes(cfg: ExperimentConfig, shapes: list[tuple[int, ...]], p
         for p in params:
             p.grad = torch.empty_like(p)
         optimizer = make_optimizer(cfg, params)
-        tracker = StorageTracker(block=block)
+        tracker = MemoryTracker(block=block)
         with tracker:
             for p in params:  # counted from here, so that an in-place update is not their first sighting
                 tracker.track(p, "parameters")
@@ -116,13 +119,9 @@ def optimizer_step_bytes(cfg: ExperimentConfig, shapes: list[tuple[int, ...]], p
 def _single(cfg: ExperimentConfig, block: int, transients: dict[str, int] | None = None) -> dict:
     """The single-device replay of the per-rank configuration, reduced to the figures the strategies move.
     `transients`: scratch bytes per op signature measured on the GPU (experiments/estimate/workspaces.py)."""
-    from ..estimate.estimator import allocator_peak
-    from ..estimate.replay import replay
-
     r = replay(cfg, block=block, transients=transients)
     rows = r["phases"]
     step2 = [p for p in rows if p["step"] == 2]
-    before_step = [p for p in step2 if p["phase"] != "optimizer_step"][-1]["allocated_bytes"]
     step_peak = max(p["peak_bytes"] for p in step2 if p["phase"] == "optimizer_step")
     steady = r["steady"]
     in_step = r["peak_phase"] == "optimizer_step"
@@ -130,8 +129,8 @@ def _single(cfg: ExperimentConfig, block: int, transients: dict[str, int] | None
     return {
         "params": next(p["allocated_bytes"] for p in rows if p["phase"] == "model"),
         "grads": steady.get("gradients", 0), "state": steady.get("optimizer_state", 0), "data": steady.get("data", 0),
-        "step_temporaries": max(0, step_peak - before_step), "step_peak": step_peak,
-        "train_peak": max(p["peak_bytes"] for p in step2 if p["phase"] in ("zero_grad", "forward", "backward")),
+        "step_temporaries": step_temporaries(r), "step_peak": step_peak,
+        "train_peak": max(p["peak_bytes"] for p in step2 if p["phase"] in TRAINING_PHASES),
         # What is alive at the forward/backward peak: the replay's peak when that is where it is.
         "train_categories": {} if in_step else r["categories"],
         # The caching allocator's whole blocks beyond the storages (the peaks above already hold the kernels'
@@ -173,7 +172,7 @@ def estimate_sharded(dcfg, device_type: str = "cpu", transients: dict[str, int] 
         S_r, T_r = _zero1_share(single, cfg, shapes, n, pe, block)
     train = single["train_peak"] - (S - S_r) + buckets
     step = single["step_peak"] - (S - S_r) - (T - T_r) + buckets
-    cats = dict.fromkeys(CATEGORY_ORDER, 0)
+    cats = dict.fromkeys(RANK_TENSOR_CATEGORIES, 0)
     cats.update(parameters=P, optimizer_state=S_r, communication=buckets, data=single["data"])
     if step >= train:
         cats.update(gradients=G, temporaries=T_r)
@@ -202,12 +201,10 @@ def estimate_sharded(dcfg, device_type: str = "cpu", transients: dict[str, int] 
 
 def _replayed(dcfg, device_type: str, transients, single: dict, full: int, pe: int) -> dict:
     """FSDP2 per rank from FSDP2 itself on fake tensors (experiments/distributed/replay.py)."""
-    from .replay import replay_rank
-
     cuda = device_type == "cuda"
     r = replay_rank(dcfg, block=512 if cuda else 1, transients=transients if cuda else None)
     peak = r["allocator_peak_bytes"] if cuda else r["peak_bytes"]
-    cats = {k: v for k, v in r["categories"].items() if k in CATEGORY_ORDER}
+    cats = {k: v for k, v in r["categories"].items() if k in RANK_TENSOR_CATEGORIES}
     if cuda:
         cats["other"] = max(0, peak - sum(cats.values()))  # whole blocks and scratch memory, as on one device
     n = dcfg.world_size
@@ -224,8 +221,6 @@ def _replayed(dcfg, device_type: str, transients, single: dict, full: int, pe: i
     }
 
 
-CATEGORY_ORDER = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "autocast_copies",
-                  "communication", "data")
 REPLAYED = ("fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload")
 
 
@@ -256,10 +251,6 @@ def what_fits(config: dict, capacity_bytes: int, max_world_size: int = 8, device
     (the top of its range, where it has one). A strategy's per-rank memory does not grow with the world size (its
     shards shrink, and so does the per-rank batch when the global batch is fixed), so each strategy's smallest
     fitting world size is found by bisection: about three replays per strategy instead of one per world size."""
-    from ..core.config import ConfigError
-    from ..estimate.estimator import estimate
-    from .launch import DistributedConfig
-
     cfg = ExperimentConfig.from_dict(config)
     single = estimate(cfg, device_type=device_type, transients=transients)["peak_bytes"]
     if single <= capacity_bytes:

@@ -24,82 +24,12 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 
-from ..core.config import ConfigError, ExperimentConfig
+from ..core.config import CUDA_ONLY, STRATEGIES, ConfigError, DistributedConfig
+from ..measure.device import device_info
+from .estimate import estimate_sharded
 
-STRATEGIES = ("ddp", "ddp_zero1", "fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload")
-CUDA_ONLY = ("fsdp2_offload",)  # CPUOffloadPolicy copies shards to an accelerator; there is none on a CPU run
-BATCH_MODES = ("per_rank", "global")
-WORLD_SIZE = (1, 8)
-EXTRA = ("strategy", "world_size", "batch_mode", "check_update")
 RANK_TIMEOUT_S = 120  # a rank that waits this long in a collective gives up (a peer died or ran out of memory)
-
-
-@dataclass(frozen=True)
-class DistributedConfig:
-    """The sandbox configuration, plus how it is spread. `config.batch` is per rank or global (batch_mode)."""
-
-    config: ExperimentConfig
-    strategy: str = "ddp"
-    world_size: int = 2
-    batch_mode: str = "per_rank"
-    check_update: bool = True
-
-    def __post_init__(self):
-        if self.strategy not in STRATEGIES:
-            raise ConfigError("strategy", f"got {self.strategy!r}; allowed: {', '.join(STRATEGIES)}")
-        lo, hi = WORLD_SIZE
-        if not isinstance(self.world_size, int) or isinstance(self.world_size, bool) or not lo <= self.world_size <= hi:
-            raise ConfigError("world_size", f"got {self.world_size!r}; allowed range is [{lo}, {hi}]")
-        if self.batch_mode not in BATCH_MODES:
-            raise ConfigError("batch_mode", f"got {self.batch_mode!r}; allowed: {', '.join(BATCH_MODES)}")
-        if self.batch_mode == "global" and self.config.batch % self.world_size:
-            raise ConfigError("batch", f"global batch {self.config.batch} must be divisible by world_size "
-                                       f"{self.world_size}")
-        if self.per_rank_batch % self.config.accum:
-            raise ConfigError("batch", f"per-rank batch {self.per_rank_batch} must be divisible by accum "
-                                       f"{self.config.accum}")
-        if (self.strategy.startswith("fsdp2") and self.config.optimizer_impl == "fused"
-                and self.config.optimizer.startswith("sgd")):
-            # torch has no DTensor rule for aten._fused_sgd_: the sharded step would stop with NotImplementedError.
-            raise ConfigError("optimizer_impl", "got 'fused'; FSDP2's sharded parameters have no fused SGD "
-                                                "step: allowed with SGD are default, foreach and for-loop")
-
-    @property
-    def per_rank_batch(self) -> int:
-        return self.config.batch // self.world_size if self.batch_mode == "global" else self.config.batch
-
-    @property
-    def global_batch(self) -> int:
-        return self.per_rank_batch * self.world_size
-
-    @property
-    def rank_config(self) -> ExperimentConfig:
-        """What every rank runs: the configuration at the per-rank batch."""
-        return self.config.replace(batch=self.per_rank_batch)
-
-    @property
-    def global_config(self) -> ExperimentConfig:
-        """The single-device run with the same global batch (the update check's baseline)."""
-        return self.config.replace(batch=self.global_batch)
-
-    def to_dict(self) -> dict:
-        return {**self.config.to_dict(), "strategy": self.strategy, "world_size": self.world_size,
-                "batch_mode": self.batch_mode, "check_update": self.check_update}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> DistributedConfig:
-        data = dict(data)
-        extra = {k: data.pop(k) for k in EXTRA if k in data}
-        if isinstance(extra.get("world_size"), str):
-            try:
-                extra["world_size"] = int(extra["world_size"])
-            except ValueError:
-                raise ConfigError("world_size", f"must be an integer, got {extra['world_size']!r}") from None
-        if isinstance(extra.get("check_update"), str):
-            extra["check_update"] = extra["check_update"].strip().lower() in ("1", "true", "yes", "on")
-        return cls(ExperimentConfig.from_dict(data), **extra)
 
 
 def device_type_for(dcfg: DistributedConfig) -> str:
@@ -111,15 +41,18 @@ def device_type_for(dcfg: DistributedConfig) -> str:
     if cuda:
         count = torch.cuda.device_count()
         if count == 0:
-            raise ConfigError("device", "got 'cuda' but torch.cuda.is_available() is False; allowed here: auto, cpu")
+            raise ConfigError("device", "got 'cuda' but torch.cuda.is_available() is False; allowed here: auto, cpu",
+                              "cuda_unavailable")
         if dcfg.world_size > count:
             raise ConfigError("world_size", f"got {dcfg.world_size}; this machine has {count} GPU(s): allowed "
-                                            f"range is [1, {count}] (one process per GPU)")
+                                            f"range is [1, {count}] (one process per GPU)", "range",
+                              value=dcfg.world_size, lo=1, hi=count)
         return "cuda"
     if dcfg.strategy in CUDA_ONLY:
+        allowed = ", ".join(s for s in STRATEGIES if s not in CUDA_ONLY)
         raise ConfigError("strategy", f"{dcfg.strategy} is not available on a CPU run (FSDP2's CPUOffloadPolicy "
-                                      "needs an accelerator to offload from); allowed on CPU: "
-                                      + ", ".join(s for s in STRATEGIES if s not in CUDA_ONLY))
+                                      f"needs an accelerator to offload from); allowed on CPU: {allowed}",
+                          "cuda_only", strategy=dcfg.strategy, allowed=allowed)
     return "cpu"
 
 
@@ -134,7 +67,8 @@ def _rank_main(rank: int, plans: list[dict], device_type: str, port: int, out) -
     import torch
     import torch.distributed as dist
 
-    from .rank import check_update, measure_rank
+    from .rank import measure_rank
+    from .update_check import check_update
 
     world = plans[0]["world_size"]
     if device_type == "cuda":
@@ -263,14 +197,14 @@ def run_distributed(params: dict, progress=None, should_cancel=None) -> dict:
 
 def run_distributed_many(plans: list[dict], progress=None, should_cancel=None) -> list[dict]:
     """Several configurations of one world size, one after another on the same ranks (one process start)."""
-    from .estimate import estimate_sharded
-
     dcfgs = [DistributedConfig.from_dict(p) for p in plans]
     if len({d.world_size for d in dcfgs}) > 1:
-        raise ConfigError("world_size", "every configuration of one launch must have the same world_size")
+        raise ConfigError("world_size", "every configuration of one launch must have the same world_size",
+                          "same_world_size")
     device_types = {device_type_for(d) for d in dcfgs}
     if len(device_types) > 1:
-        raise ConfigError("device", "every configuration of one launch must run on the same device type")
+        raise ConfigError("device", "every configuration of one launch must run on the same device type",
+                          "same_device")
     device_type = device_types.pop()
     started = _dt.datetime.now(_dt.timezone.utc)
     t0 = time.perf_counter()
@@ -283,8 +217,6 @@ def run_distributed_many(plans: list[dict], progress=None, should_cancel=None) -
 
 
 def _assemble(dcfg: DistributedConfig, device_type: str, got: dict, est: dict, started, duration: float) -> dict:
-    from ..measure.device import device_info
-
     ranks = [got["results"][r] for r in sorted(got["results"])]
     first = ranks[0] if ranks else {}
     result = {

@@ -1,9 +1,10 @@
 """What one rank of a data-parallel run does: build, wrap (DDP, ZeRO-1 or FSDP2), train and measure, phase by phase.
 
 Runs inside a process started by experiments/distributed/launch.py with torch.distributed already initialised. The
-phases, the recorder and the training step are the single-device engine's (runner._Recorder,
-training.train_step); this module adds the "wrap" phase, the rank's slice of the batch, and a storage tracker
-that understands sharded (DTensor) parameters and communication buffers.
+phases, the recorder, the setup recipe and the training step are the single-device engine's
+(experiments/measure/phases.py, experiments/training/step.py); this module adds the "wrap" phase, the rank's slice of
+the batch, and what the memory tracker needs to understand sharded (DTensor) parameters and communication buffers
+(the `Shards` listener).
 """
 
 from __future__ import annotations
@@ -12,20 +13,22 @@ import contextlib
 import gc
 import inspect
 import time
-import weakref
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-from ..measure.run import _Recorder, _stats, release, summarize_peak, warm_up_cuda
-from ..measure.tracker import CATEGORIES as BASE_CATEGORIES
-from ..measure.tracker import StorageTracker, _Record
-from ..training.models import build_model, make_batch
-from ..training.step import TrainState, train_step
-from ..training.strategies import AMP_DTYPES, float32_precision, make_optimizer, make_scaler
+from ..core.vocabulary import RANK_TENSOR_CATEGORIES
+from ..measure.device import warm_up_cuda
+from ..measure.phases import PhaseRecorder
+from ..measure.run import release, summarize_peak
+from ..measure.timing import step_stats
+from ..measure.tracker import MemoryTracker
+from ..training.models import spec_for
+from ..training.step import Setup, TrainState, train, train_step
+from ..training.strategies import AMP_DTYPES, float32_precision, make_optimizer
 
-CATEGORIES = BASE_CATEGORIES + ("communication",)
 BUCKET_CAP_MB = 25  # DDP's default gradient bucket size
 FSDP = ("fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload")
 
@@ -39,142 +42,6 @@ def local(t):
     return t._local_tensor if isinstance(t, DTensor) else t
 
 
-class ShardTracker(StorageTracker):
-    """The engine's storage tracker for a rank: DTensors are counted by their local shard, collective buffers
-    and all-gathered parameters are "communication", and storages FSDP2 resizes in place (its unsharded
-    parameters are freed with `storage.resize_(0)`, which no dispatch mode sees) are re-read at every op.
-
-    `device`: the rank's device. When it is not the CPU, storages in host memory (CPU offload's shards, their
-    gradients, the optimizer state and its step) are counted apart (`host_*`): they are not in the device's peak,
-    and summing them into it would show offload saving nothing."""
-
-    host_apart = False  # subclasses that skip this __init__ (the fake-tensor replay's) keep everything together
-
-    def __init__(self, budget_bytes: int | None = None, block: int = 1, device=None):
-        super().__init__(budget_bytes=budget_bytes, block=block)
-        self.watch: dict[int, object] = {}  # storage key -> weakref to a storage that FSDP2 resizes
-        self.host_apart = device is not None and torch.device(device).type != "cpu"
-        self.host: dict[int, _Record] = {}  # storage key -> record, host memory only (never in self.live)
-        self.host_current = 0
-        self.host_peak = 0
-        self.host_peak_snapshot: dict[int, _Record] = {}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.resync()
-        out = super().__torch_dispatch__(func, types, args, kwargs)
-        self._tag_communication(func, args, kwargs or {}, out)
-        return out
-
-    def storage_nbytes(self, func, args, t):
-        return super().storage_nbytes(func, args, local(t))
-
-    def track(self, t, tag, nbytes=None):
-        t = local(t)
-        if self.host_apart and t.device.type == "cpu":
-            self._track_host(t, tag, nbytes)
-        else:
-            super().track(t, tag, nbytes)
-
-    def _track_host(self, t, tag, nbytes=None) -> None:
-        st = t.untyped_storage()
-        key = st._cdata
-        if key in self.host:
-            return
-        rec = self.host[key] = _Record(st.nbytes() if nbytes is None else nbytes, tag)
-        self._refs[key] = weakref.ref(st, lambda _ref, key=key: self._free_host(key))
-        self.host_current += rec.nbytes
-        if self.host_current > self.host_peak:
-            self.host_peak = self.host_current
-            self.host_peak_snapshot = dict(self.host)
-
-    def _free_host(self, key: int) -> None:
-        rec = self.host.pop(key, None)
-        self._refs.pop(key, None)
-        if rec is not None:
-            self.host_current -= rec.nbytes
-
-    def retag(self, tensors, tag):
-        tensors = [local(t) for t in tensors if isinstance(t, torch.Tensor)]
-        super().retag(tensors, tag)
-        for t in tensors if self.host_apart else ():
-            rec = self.host.get(t.untyped_storage()._cdata)
-            if rec is not None:
-                rec.tag = tag
-
-    def retag_live(self, from_tag: str, to_tag: str) -> None:
-        super().retag_live(from_tag, to_tag)
-        for rec in self.host.values() if self.host_apart else ():
-            if rec.tag == from_tag:
-                rec.tag = to_tag
-
-    def begin_phase(self, tag: str) -> None:
-        # What wrapping allocates beside the shards (DDP's gradient buckets) exists to communicate.
-        super().begin_phase("communication" if tag == "_wrap" else tag)
-
-    def by_category(self, records=None):
-        totals = dict.fromkeys(CATEGORIES, 0)
-        for rec in (self.live if records is None else records).values():
-            totals[rec.tag if rec.tag in totals else "temporaries"] += rec.nbytes
-        return totals
-
-    def host_peak_by_category(self) -> dict[str, int]:
-        return self.by_category(self.host_peak_snapshot)
-
-    def reset_peak(self) -> None:
-        """Start the run's peak here (the training steps), leaving the setup's build-then-shard moment out."""
-        self.peak = self.current
-        self.peak_snapshot = dict(self.live)
-        if self.host_apart:
-            self.host_peak = self.host_current
-            self.host_peak_snapshot = dict(self.host)
-
-    def resync(self) -> None:
-        for key, ref in list(self.watch.items()):
-            rec, storage = self.live.get(key), ref()
-            if rec is None or storage is None:
-                self.watch.pop(key, None)
-                continue
-            nbytes = -(-storage.nbytes() // self.block) * self.block
-            if nbytes != rec.nbytes:
-                self.current += nbytes - rec.nbytes
-                # A new record, not a mutated one: the peak snapshot taken earlier keeps the size it saw.
-                self.live[key] = type(rec)(nbytes, rec.tag)
-                self.phase_peak = max(self.phase_peak, self.current)
-                if self.current > self.peak:
-                    self.peak = self.current
-                    self.peak_snapshot = dict(self.live)
-
-    def _tag_communication(self, func, args, kwargs, out) -> None:
-        name = func.__name__.split(".")[0]
-        tensors = []
-        if func.namespace in ("c10d", "_c10d_functional"):
-            where = _GATHER_OUT.get(name, _REDUCE_IN.get(name))
-            if where == "out":
-                tensors = [out]
-            elif where is not None and len(args) > where:
-                tensors = [args[where]]
-        elif name == "split_with_sizes_copy" and args and self._tag_of(args[0]) == "communication":
-            # FSDP2 copies the all-gathered flat buffer out into each parameter's unsharded storage
-            # (torch.ops.fsdp.split_with_sizes_copy); those storages are resized in place from now on.
-            tensors = [kwargs.get("out", args[-1])]
-            for t in _flat(tensors):
-                self.track(t, "communication")
-                st = t.untyped_storage()
-                self.watch[st._cdata] = _weak(st)
-        for t in _flat(tensors):
-            rec = self.live.get(t.untyped_storage()._cdata)
-            if rec is not None:
-                rec.tag = "communication"
-
-    def _tag_of(self, t) -> str | None:
-        rec = self.live.get(local(t).untyped_storage()._cdata) if isinstance(t, torch.Tensor) else None
-        return None if rec is None else rec.tag
-
-
-def _weak(storage):
-    return weakref.ref(storage)
-
-
 def _flat(items):
     for x in items:
         if isinstance(x, torch.Tensor):
@@ -183,18 +50,65 @@ def _flat(items):
             yield from _flat(x)
 
 
-class RankRecorder(_Recorder):
+class Shards:
+    """A listener of a rank's memory tracker: collective buffers and all-gathered parameters are "communication",
+    and the storages FSDP2 resizes in place (its unsharded parameters are freed with `storage.resize_(0)`, which no
+    dispatch mode sees) are watched, so the tracker re-reads them at every op."""
+
+    def after_op(self, tracker: MemoryTracker, func, args, kwargs, out) -> None:
+        name = func.__name__.split(".")[0]
+        tensors = []
+        if func.namespace in ("c10d", "_c10d_functional"):
+            where = _GATHER_OUT.get(name, _REDUCE_IN.get(name))
+            if where == "out":
+                tensors = [out]
+            elif where is not None and len(args) > where:
+                tensors = [args[where]]
+        elif name == "split_with_sizes_copy" and args and _tag_of(tracker, args[0]) == "communication":
+            # FSDP2 copies the all-gathered flat buffer out into each parameter's unsharded storage
+            # (torch.ops.fsdp.split_with_sizes_copy); those storages are resized in place from now on.
+            tensors = [kwargs.get("out", args[-1])]
+            for t in _flat(tensors):
+                tracker.track(t, "communication")
+                tracker.watch_storage(t)
+        for t in _flat(tensors):
+            rec = tracker.live.get(t.untyped_storage()._cdata)
+            if rec is not None:
+                rec.tag = "communication"
+
+
+def _tag_of(tracker: MemoryTracker, t) -> str | None:
+    rec = tracker.live.get(local(t).untyped_storage()._cdata) if isinstance(t, torch.Tensor) else None
+    return None if rec is None else rec.tag
+
+
+def rank_options(device=None, listeners=()) -> dict:
+    """What makes a memory tracker a rank's: DTensors counted by their local shard, communication buffers a category
+    of their own (the Shards listener, then `listeners`). `device`: the rank's device; when it is not the CPU,
+    storages in host memory (CPU offload's shards, their gradients, the optimizer state and its step) are counted
+    apart (`host_*`): they are not in the device's peak, and summing them into it would show offload saving
+    nothing."""
+    return {"listeners": [Shards(), *listeners], "categories": RANK_TENSOR_CATEGORIES, "local": local,
+            "host_apart": device is not None and torch.device(device).type != "cpu"}
+
+
+class RankRecorder(PhaseRecorder):
     """The single-device phase recorder, plus: the peak starts with step 1, and under accumulation only the
     last micro-batch synchronises gradients (DDP's no_sync / FSDP2's set_requires_gradient_sync)."""
 
-    set_sync = None
-    accum = 1
+    def __init__(self, *args, strategy: str = "ddp", accum: int = 1, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.strategy = strategy
+        self.accum = accum
+        self.set_sync = None
 
     @contextlib.contextmanager
     def __call__(self, name: str, step: int, micro: int | None = None):
         if name == "zero_grad" and step == 1:
             self.tracker.reset_peak()
-        if name == "forward" and self.set_sync is not None:
+        if name == "forward" and self.state is not None and self.state.model is not None:
+            if self.set_sync is None:
+                self.set_sync = sync_setter(self.state.model, self.strategy)
             self.set_sync(micro is None or micro == self.accum - 1)
         with super().__call__(name, step, micro):
             yield
@@ -222,7 +136,8 @@ def sync_phase(setter, accum: int):
     return phase
 
 
-def wrap(model, strategy: str, cfg, device: torch.device, mesh=None):
+def wrap(model, strategy: str, cfg, device: torch.device, mesh=None, spec=None):
+    """The model a rank trains. `spec`: the model's spec, which names the blocks FSDP2 shards one by one."""
     if strategy in ("ddp", "ddp_zero1"):
         from torch.nn.parallel import DistributedDataParallel
 
@@ -239,7 +154,7 @@ def wrap(model, strategy: str, cfg, device: torch.device, mesh=None):
     if strategy == "fsdp2_offload":
         # Pinned host memory is for fast copies to a GPU; the replay on fake CPU tensors (mesh given) has none.
         kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=mesh is None)
-    for block in model.blocks:  # one all-gather per block: only one block's parameters are whole at a time
+    for block in (spec or spec_for(cfg)).blocks(model):  # one all-gather per block: one block whole at a time
         fully_shard(block, **kwargs)
     fully_shard(model, **kwargs)
     return model
@@ -257,97 +172,7 @@ def make_rank_optimizer(cfg, model, strategy: str):
     return make_optimizer(cfg, model.parameters())
 
 
-def rank_batch(dcfg, rank: int, device: torch.device):
-    """This rank's slice of the global batch (made from the seed exactly as the single-device run makes it)."""
-    x, y = make_batch(dcfg.global_config, torch.device("cpu"), dcfg.config.seed + 1)
-    b = dcfg.per_rank_batch
-    return x[rank * b:(rank + 1) * b], y[rank * b:(rank + 1) * b]
-
-
-def measure_rank(dcfg, rank: int, device: torch.device, progress=None, replay: dict | None = None) -> dict:
-    """Every phase of this rank, like runner.run_experiment measures a single device.
-
-    `replay`: {"tracker": factory, "recorder": class, "mesh": DeviceMesh, "wrap_scaler": callable} when
-    experiments/distributed/replay.py runs this on fake tensors (there are no losses to read then)."""
-    cfg = dcfg.rank_config
-    cuda = device.type == "cuda"
-    with ShardTracker():
-        torch.empty(0)
-    if cuda:
-        gc.collect()
-        torch.cuda.empty_cache()
-        warm_up_cuda(device)
-    replay = replay or {}
-    tracker = replay["tracker"]() if "tracker" in replay else ShardTracker(device=device)
-    total = 4 + cfg.steps * (2 + 2 * cfg.accum) + (1 if cfg.timing_steps else 0)
-    rec = replay.get("recorder", RankRecorder)(device, tracker, progress, None, total)
-    rec.accum = cfg.accum
-    result = {"rank": rank, "phases": rec.phases, "baseline_bytes": torch.cuda.memory_allocated(device) if cuda else 0,
-              "peak_bytes": None, "peak_phase": None, "setup_peak_bytes": None, "step_ms": None, "breakdown": None,
-              "breakdown_steady": None, "host_breakdown": None, "host_peak_bytes": None, "oom": None, "losses": [],
-              "driver": None}
-    xs, ys = rank_batch(dcfg, rank, device)
-    holder: dict = {}
-    try:
-        with float32_precision(cfg):
-            _train(dcfg, cfg, device, rec, tracker, holder, xs, ys, result, replay or None)
-    except torch.OutOfMemoryError as e:
-        result["oom"] = {"phase": rec.current[0], "step": rec.current[1], "message": str(e).split("\n")[0][:600],
-                         "in_use_bytes": rec.phases[-1]["peak_bytes"] if rec.phases else None}
-        del e
-    finally:
-        release(rec, holder, device)
-    steps = [p for p in rec.phases if p["step"] >= 1]
-    setup = [p for p in rec.phases if p["step"] == 0]
-    if setup:
-        result["setup_peak_bytes"] = max(p["peak_bytes"] for p in setup)
-    summarize_peak(result, steps, tracker, cuda)  # the training steps: every rank builds the whole model first
-    return result
-
-
-def _train(dcfg, cfg, device, rec, tracker, holder, xs, ys, result, replay=None) -> None:
-    strategy = dcfg.strategy
-    torch.manual_seed(cfg.seed)
-    with tracker:
-        with rec("model", 0):
-            holder["model"] = build_model(cfg, device)
-        tracker.param_keys = {p.untyped_storage()._cdata for p in holder["model"].parameters()}
-        with rec("wrap", 0):
-            holder["model"] = wrap(holder["model"], strategy, cfg, device, (replay or {}).get("mesh"))
-        params = list(holder["model"].parameters())
-        tracker.retag(params, "parameters")
-        tracker.param_keys = {local(p).untyped_storage()._cdata for p in params}
-        with rec("optimizer", 0):
-            holder["optimizer"] = make_rank_optimizer(cfg, holder["model"], strategy)
-            holder["scaler"] = make_scaler(cfg, device)
-            if replay and holder["scaler"] is not None:  # fake tensors have no values to decide a skip on
-                holder["scaler"] = replay["wrap_scaler"](holder["scaler"])
-        with rec("data", 0):
-            holder["inputs"], holder["targets"] = xs.to(device).clone(), ys.to(device).clone()
-        state = TrainState(cfg, device, holder["model"], _StateView(holder["optimizer"]), holder["scaler"],
-                           holder["inputs"], holder["targets"])
-        rec.set_sync = sync_setter(holder["model"], strategy)
-        holder["state"] = rec.state = state
-        for step in range(1, cfg.steps + 1):
-            loss = train_step(state, step, rec)
-            if replay is None:
-                result["losses"].append(float(loss))
-            del loss
-    result["breakdown"] = tracker.peak_by_category()
-    result["breakdown_steady"] = tracker.by_category()
-    if tracker.host_apart:
-        # Host memory of the training steps, at its own peak (CPU offload): a second series, never the device's.
-        result["host_breakdown"] = tracker.host_peak_by_category()
-        result["host_peak_bytes"] = tracker.host_peak
-    if device.type == "cuda":
-        free, total = torch.cuda.mem_get_info(device)
-        result["driver"] = {"free_bytes": free, "total_bytes": total}
-    if cfg.timing_steps:
-        result["step_ms"] = _stats(_time_steps(state, cfg.timing_steps, sync_phase(rec.set_sync, cfg.accum)))
-        rec.tick("timing")
-
-
-class _StateView:
+class StateView:
     """The optimizer as train_step and the recorder use it; ZeRO's per-rank state lives in its inner optimizer."""
 
     def __init__(self, optimizer):
@@ -364,7 +189,107 @@ class _StateView:
         return getattr(self.optimizer, name)
 
 
-def _time_steps(state: TrainState, n: int, phase) -> list[float]:
+def rank_batch(dcfg, rank: int) -> tuple[dict, dict]:
+    """This rank's slice of the global batch (made from the seed exactly as the single-device run makes it), on the
+    CPU: (inputs, targets)."""
+    cfg = dcfg.global_config
+    inputs, targets = spec_for(cfg).batch(cfg, torch.device("cpu"), dcfg.config.seed + 1)
+    b = dcfg.per_rank_batch
+    return ({k: v[rank * b:(rank + 1) * b] for k, v in inputs.items()},
+            {k: v[rank * b:(rank + 1) * b] for k, v in targets.items()})
+
+
+def rank_setup(dcfg, device: torch.device, inputs: dict, targets: dict, mesh=None, scaler=None, tamper=None,
+               copy: bool = True) -> Setup:
+    """How a rank's setup differs from a single device's: the wrap, the rank's optimizer, its slice of the batch
+    (copied onto the device; `copy`: as a fresh storage, what a measured rank holds). `scaler`: the replay's scaler.
+    `tamper(model, strategy)`, after the wrap, lets a test break the data-parallel step."""
+    cfg, strategy = dcfg.rank_config, dcfg.strategy
+
+    def wrapped(model):
+        model = wrap(model, strategy, cfg, device, mesh)
+        if tamper is not None:
+            tamper(model, strategy)
+        return model
+
+    def batch():
+        def to(t):
+            return t.to(device).clone() if copy else t.to(device)
+
+        return {k: to(v) for k, v in inputs.items()}, {k: to(v) for k, v in targets.items()}
+
+    return Setup(wrap=wrapped, optimizer=lambda cfg, model: StateView(make_rank_optimizer(cfg, model, strategy)),
+                 batch=batch, scaler=scaler)
+
+
+@dataclass(frozen=True)
+class RankReplay:
+    """What a replay of a rank on fake tensors (experiments/distributed/replay.py) hands measure_rank: its tracker,
+    the device mesh it built outside the fake mode, and its scaler (fake tensors have no values to skip a step on)."""
+
+    tracker: MemoryTracker
+    mesh: object
+    scaler: object
+
+
+def measure_rank(dcfg, rank: int, device: torch.device, progress=None, replay: RankReplay | None = None) -> dict:
+    """Every phase of this rank, like run_experiment measures a single device (there are no losses to read in a
+    replay)."""
+    cfg = dcfg.rank_config
+    cuda = device.type == "cuda"
+    with MemoryTracker():
+        torch.empty(0)
+    if cuda:
+        gc.collect()
+        torch.cuda.empty_cache()
+        warm_up_cuda(device)
+    tracker = replay.tracker if replay else MemoryTracker(**rank_options(device))
+    total = 4 + cfg.steps * (2 + 2 * cfg.accum) + (1 if cfg.timing_steps else 0)
+    rec = RankRecorder(device, tracker, progress, None, total, strategy=dcfg.strategy, accum=cfg.accum)
+    result = {"rank": rank, "phases": rec.phases, "baseline_bytes": torch.cuda.memory_allocated(device) if cuda else 0,
+              "peak_bytes": None, "peak_phase": None, "setup_peak_bytes": None, "step_ms": None, "breakdown": None,
+              "breakdown_steady": None, "host_breakdown": None, "host_peak_bytes": None, "oom": None, "losses": [],
+              "driver": None}
+    inputs, targets = rank_batch(dcfg, rank)
+    how = rank_setup(dcfg, device, inputs, targets, replay and replay.mesh, replay and replay.scaler)
+    state = TrainState(cfg, device)
+    try:
+        with float32_precision(cfg):
+            on_loss = None if replay else (lambda loss: result["losses"].append(float(loss)))
+            train(state, rec, tracker, how, on_loss)
+            _after_steps(state, rec, tracker, result)
+    except torch.OutOfMemoryError as e:
+        result["oom"] = {"phase": rec.current[0], "step": rec.current[1], "message": str(e).split("\n")[0][:600],
+                         "in_use_bytes": rec.phases[-1]["peak_bytes"] if rec.phases else None}
+        del e
+    finally:
+        release(rec, state, device)
+    steps = [p for p in rec.phases if p["step"] >= 1]
+    setup = [p for p in rec.phases if p["step"] == 0]
+    if setup:
+        result["setup_peak_bytes"] = max(p["peak_bytes"] for p in setup)
+    summarize_peak(result, steps, tracker, cuda)  # the training steps: every rank builds the whole model first
+    return result
+
+
+def _after_steps(state: TrainState, rec: RankRecorder, tracker: MemoryTracker, result: dict) -> None:
+    cfg, device = state.cfg, state.device
+    result["breakdown"] = tracker.peak_by_category()
+    result["breakdown_steady"] = tracker.by_category()
+    if tracker.host_apart:
+        # Host memory of the training steps, at its own peak (CPU offload): a second series, never the device's.
+        result["host_breakdown"] = tracker.host_peak_by_category()
+        result["host_peak_bytes"] = tracker.host_peak
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+        result["driver"] = {"free_bytes": free, "total_bytes": total}
+    if cfg.timing_steps:
+        setter = rec.set_sync or sync_setter(state.model, rec.strategy)
+        result["step_ms"] = step_stats(time_rank_steps(state, cfg.timing_steps, sync_phase(setter, cfg.accum)))
+        rec.tick("timing")
+
+
+def time_rank_steps(state: TrainState, n: int, phase) -> list[float]:
     """Whole steps with their communication, timed after the measured ones (every rank times its own)."""
     cuda = state.device.type == "cuda"
     samples = []
@@ -398,41 +323,3 @@ def full_parameters(model, strategy: str, grads: bool = False) -> list[torch.Ten
             t = t.full_tensor()
         out.append(t.float().cpu().clone())
     return out
-
-
-def check_update(dcfg, rank: int, device: torch.device, tamper=None) -> dict | None:
-    """One step sharded vs one step on a single device (same seed, same global batch): do the parameters agree,
-    element by element, within what reordered sums allow (experiments/distributed/update_check.py)?
-
-    Every rank takes part (FSDP2 gathers); rank 0 also runs the single-device baseline and answers.
-    `tamper(model, strategy)`, called on every rank after wrapping, lets a test break the data-parallel step."""
-    from ..training.step import build_state
-    from .update_check import compare, compute_eps, summed_terms
-
-    cfg = dcfg.rank_config
-    with float32_precision(cfg):
-        grad_eps = compute_eps(cfg.precision, device.type, cfg.model)
-        torch.manual_seed(cfg.seed)
-        model = wrap(build_model(cfg, device), dcfg.strategy, cfg, device)
-        if tamper is not None:
-            tamper(model, dcfg.strategy)
-        xs, ys = rank_batch(dcfg, rank, device)
-        state = TrainState(cfg, device, model, make_rank_optimizer(cfg, model, dcfg.strategy),
-                           make_scaler(cfg, device), xs.to(device), ys.to(device))
-        train_step(state, 0, sync_phase(sync_setter(model, dcfg.strategy), cfg.accum))
-        after = full_parameters(model, dcfg.strategy)
-        rank_grads = full_parameters(model, dcfg.strategy, grads=True)
-        del state, model
-        if rank != 0:
-            return None
-        base = build_state(dcfg.global_config.replace(device=device.type), device)
-        before = [p.detach().float().cpu().clone() for p in base.model.parameters()]
-        train_step(base)
-        expected = [p.detach().float().cpu().clone() for p in base.model.parameters()]
-        # After the step: GradScaler unscaled them in place, so these are the gradients the step used.
-        grads = [None if p.grad is None else p.grad.detach().float().cpu() for p in base.model.parameters()]
-        param_eps = torch.finfo(next(base.model.parameters()).dtype).eps
-        optimizer = base.optimizer
-    del base
-    return compare(after, expected, before, grads, optimizer, grad_eps, param_eps, summed_terms(dcfg.global_config),
-                   rank_grads)

@@ -27,6 +27,10 @@ import math
 
 import torch
 
+from ..training.step import build_state, train_step
+from ..training.strategies import float32_precision
+from .rank import full_parameters, rank_batch, rank_setup, sync_phase, sync_setter
+
 # Measured on CPU (gloo, 2 ranks, seeded grids of every model, precision, optimizer and strategy): a correct
 # step's gradient was at most 4.2 roundings of its tensor's largest element off in half precision, and at most
 # 1.1 x sqrt(terms) roundings in fp32. The factors leave about 4x and 7x of room; a wrong gradient is off by
@@ -113,3 +117,33 @@ def compare(after: list[torch.Tensor], expected: list[torch.Tensor], before: lis
             "gradient_vs_delta": grad_off, "grad_eps": grad_eps, "terms": terms,
             "tolerance": "per element: the first-step update's change for a gradient off by the rounding of "
                          "reordered sums, plus the rounding of the new weight"}
+
+
+def check_update(dcfg, rank: int, device: torch.device, tamper=None) -> dict | None:
+    """One step sharded vs one step on a single device (same seed, same global batch): do the parameters agree,
+    element by element, within what reordered sums allow?
+
+    Every rank takes part (FSDP2 gathers); rank 0 also runs the single-device baseline and answers.
+    `tamper(model, strategy)`, called on every rank after wrapping, lets a test break the data-parallel step."""
+    cfg = dcfg.rank_config
+    with float32_precision(cfg):
+        grad_eps = compute_eps(cfg.precision, device.type, cfg.model)
+        inputs, targets = rank_batch(dcfg, rank)
+        state = build_state(cfg, device, rank_setup(dcfg, device, inputs, targets, tamper=tamper, copy=False))
+        train_step(state, 0, sync_phase(sync_setter(state.model, dcfg.strategy), cfg.accum))
+        after = full_parameters(state.model, dcfg.strategy)
+        rank_grads = full_parameters(state.model, dcfg.strategy, grads=True)
+        del state, inputs, targets
+        if rank != 0:
+            return None
+        base = build_state(dcfg.global_config.replace(device=device.type), device)
+        before = [p.detach().float().cpu().clone() for p in base.model.parameters()]
+        train_step(base)
+        expected = [p.detach().float().cpu().clone() for p in base.model.parameters()]
+        # After the step: GradScaler unscaled them in place, so these are the gradients the step used.
+        grads = [None if p.grad is None else p.grad.detach().float().cpu() for p in base.model.parameters()]
+        param_eps = torch.finfo(next(base.model.parameters()).dtype).eps
+        optimizer = base.optimizer
+    del base
+    return compare(after, expected, before, grads, optimizer, grad_eps, param_eps, summed_terms(dcfg.global_config),
+                   rank_grads)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import bisect
 
-MIB = 2**20
+from ..core.units import MIB
+
 SMALL = 1 * MIB
 SMALL_SEGMENT = 2 * MIB
 LARGE_SEGMENT = 20 * MIB
@@ -123,6 +124,30 @@ class CachingAllocatorModel:
                     if neighbour.next:
                         neighbour.next.prev = block
         self._add_free(block)
+
+
+class AllocationLog:
+    """A listener of the replay's tracker (experiments/measure/tracker.py): the allocation trace this model replays.
+    ("alloc", key, bytes asked for) / ("free", key, 0) in order, and ("mark", phase index, 0) where a phase ends.
+    A kernel's scratch buffer is an allocation freed at once; a storage resized in place is freed and allocated."""
+
+    def __init__(self):
+        self.events: list[tuple[str, int, int]] = []
+
+    def allocated(self, tracker, key: int, rec, t, requested: int) -> None:
+        self.events.append(("alloc", key, requested))
+
+    def freed(self, tracker, key: int, rec) -> None:
+        self.events.append(("free", key, 0))
+
+    def resized(self, tracker, key: int, old: int, new: int) -> None:
+        self.events += ([("free", key, 0)] if old else []) + ([("alloc", key, new)] if new else [])
+
+    def held(self, tracker, key: int, nbytes: int) -> None:
+        self.events += [("alloc", key, nbytes), ("free", key, 0)]
+
+    def phase_ended(self, tracker, name: str, step: int, micro, index: int) -> None:
+        self.events.append(("mark", index, 0))
 
 
 def replay_trace(events: list[tuple[str, int, int]]) -> dict:

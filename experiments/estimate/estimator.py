@@ -13,8 +13,9 @@ import math
 from dataclasses import dataclass, field
 
 from ..core.config import ExperimentConfig
-from ..core.vocabulary import CNN_CLASSES, cnn_spatial_sizes
+from ..core.families import CNN_CLASSES, cnn_spatial_sizes
 from ..core.vocabulary import TENSOR_CATEGORIES as CATS
+from .replay import replay
 
 
 def _round(n: int) -> int:
@@ -167,7 +168,6 @@ def estimate(cfg: ExperimentConfig, capacity_bytes: int | None = None, device_ty
         return analytic | {"method": "analytic", "device_type": device_type}
     if method not in ("replay", "replay_device"):
         raise ValueError(f"method: got {method!r}; allowed: auto, analytic, replay, replay_device")
-    from .replay import replay
 
     cuda = device_type == "cuda"
     if cuda and cfg.optimizer_impl == "default" and cfg.optimizer != "sgd":

@@ -2,14 +2,14 @@
 
 Under FakeTensorMode every op computes shapes and dtypes but no numbers, so two steps of any
 configuration take well under a second, yet allocate and free storages exactly as a real run does.
-The engine's own StorageTracker and phase recorder watch the replay, so the estimate has the same
-phases and categories as a measurement. On CPU this *is* the measurement (the CPU runner counts the
-same storages); for CUDA the allocator's 512-byte blocks are applied (see estimator.py).
+The engine's own tracker, phase recorder and setup recipe run the replay, so the estimate has the same phases and
+categories as a measurement. On CPU this *is* the measurement (the CPU runner counts the same storages); for CUDA
+the allocator's 512-byte blocks are applied (see estimator.py). What only a replay needs listens to the tracker:
+the allocation log (for the caching-allocator model), the kernels' scratch memory and the step's work.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 
 import torch
@@ -18,11 +18,14 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
 from ..core.config import ExperimentConfig
-from ..measure.run import _Recorder, train_phases
-from ..measure.tracker import StorageTracker
+from ..measure.phases import PhaseRecorder
+from ..measure.tracker import MemoryTracker
+from ..training.step import Setup, TrainState, train
 from ..training.strategies import float32_precision
+from .allocator_model import AllocationLog, replay_trace
 from .workspaces import signature
 
+DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 _FULL_SIZE_REDUCTIONS = {torch.ops.aten.mse_loss.default}
 # cuDNN's ops: with PyTorch's defaults their fp32 arithmetic runs in TF32 while matmuls' does not.
 _CONVOLUTIONS = {torch.ops.aten.convolution, torch.ops.aten.convolution_backward}
@@ -39,77 +42,72 @@ def _tensor_bytes(tree) -> int:
     return sum(t.numel() * t.element_size() for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor))
 
 
-class _ReplayTracker(StorageTracker):
-    """The storage tracker, corrected where a meta kernel allocates less than the real kernel does, and counting
-    the kernels and bytes a step moves while `counting` is on (for the step-time prediction)."""
+def fake_kernel_bytes(func, args, t: torch.Tensor) -> int:
+    """The bytes behind an op's output where a meta kernel allocates less than the real kernel does."""
+    if func in _FULL_SIZE_REDUCTIONS and t.dim() == 0 and len(args) >= 2:
+        # The real kernel allocates its output at the broadcast shape and resize_s it to 0-dim; the
+        # storage keeps that size (lessons/leaks). The meta kernel allocates the 0-dim result only.
+        shape = torch.broadcast_shapes(args[0].shape, args[1].shape)
+        return max(1, shape.numel()) * t.element_size()
+    return t.untyped_storage().nbytes()
 
-    counting = False
-    kernels = 0
-    bytes_moved = 0
-    flops = 0
-    conv_flops = 0
 
-    def __init__(self, block: int = 1, transients: dict[str, int] | None = None):
-        super().__init__(block=block)
-        self.events: list[tuple[str, int, int]] = []  # the allocation trace, for the allocator model
+class Scratch:
+    """A tracker listener: the signature of every op whose kernel takes scratch memory, and that memory (measured on
+    the device, experiments/estimate/workspaces.py) held while the op runs."""
+
+    def __init__(self, transients: dict[str, int] | None = None):
         self.transients = transients or {}  # op signature -> scratch bytes measured on the device
         self.signatures: list[str] = []
-        self._scratch = 0
 
-    def track(self, t: torch.Tensor, tag: str, nbytes: int | None = None) -> None:
-        key = t.untyped_storage()._cdata
-        if key not in self.live:
-            self.events.append(("alloc", key, t.untyped_storage().nbytes() if nbytes is None else nbytes))
-        super().track(t, tag, nbytes)
-
-    def _free(self, key: int) -> None:
-        if key in self.live:
-            self.events.append(("free", key, 0))
-        super()._free(key)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = super().__torch_dispatch__(func, types, args, kwargs)
+    def after_op(self, tracker, func, args, kwargs, out) -> None:
         sig = signature(func, args, kwargs)
         if sig is not None:
             self.signatures.append(sig)
-            self._hold_scratch(self.transients.get(sig, 0))
+            tracker.hold_scratch(self.transients.get(sig, 0))
+
+
+class StepCounter:
+    """A tracker listener: the kernels, the bytes they move and the FLOPs of one step (the steady state, step 2),
+    for the step-time prediction (experiments/estimate/steptime.py)."""
+
+    def __init__(self, step: int = 2):
+        self.step = step
+        self.counting = False
+        self.kernels = self.bytes_moved = self.flops = self.conv_flops = 0
+
+    def phase_started(self, tracker, name: str, step: int, micro: int | None) -> None:
+        self.counting = step == self.step
+
+    def phase_ended(self, tracker, name: str, step: int, micro: int | None, index: int) -> None:
+        self.counting = False
+
+    def after_op(self, tracker, func, args, kwargs, out) -> None:
         if self.counting and func.__name__.split(".")[0] not in _NO_KERNEL:
             self.kernels += 1
             self.bytes_moved += _tensor_bytes((args, kwargs)) + _tensor_bytes(out)
             # FlopCounterMode's own formulas, without its module hooks (they would change what autograd keeps).
             count = flop_registry.get(func._overloadpacket)
             if count is not None:
-                n = count(*args, **(kwargs or {}), out_val=out)
+                n = count(*args, **kwargs, out_val=out)
                 self.flops += n
                 if func._overloadpacket in _CONVOLUTIONS:
                     self.conv_flops += n
-        return out
 
-    def _hold_scratch(self, nbytes: int) -> None:
-        """A library's scratch buffer, alive only while its op runs: in the peak, never in a category."""
-        if nbytes <= 0:
-            return
-        self._scratch -= 1
-        self.events += [("alloc", self._scratch, nbytes), ("free", self._scratch, 0)]
-        nbytes = -(-nbytes // self.block) * self.block
-        self.phase_peak = max(self.phase_peak, self.current + nbytes)
-        if self.current + nbytes > self.peak:
-            self.peak = self.current + nbytes
-            self.peak_snapshot = dict(self.live)
-            self.scratch_at_peak = nbytes
-
-    scratch_at_peak = 0
-
-    def storage_nbytes(self, func, args, t: torch.Tensor) -> int:
-        if func in _FULL_SIZE_REDUCTIONS and t.dim() == 0 and len(args) >= 2:
-            # The real kernel allocates its output at the broadcast shape and resize_s it to 0-dim; the
-            # storage keeps that size (lessons/leaks). The meta kernel allocates the 0-dim result only.
-            shape = torch.broadcast_shapes(args[0].shape, args[1].shape)
-            return max(1, shape.numel()) * t.element_size()
-        return super().storage_nbytes(func, args, t)
+    def figures(self) -> dict:
+        return {"flops": int(self.flops), "conv_flops": int(self.conv_flops), "kernels": self.kernels,
+                "bytes": int(self.bytes_moved)}
 
 
-class _NeverSkippingScaler:
+def replay_tracker(block: int = 1, transients: dict[str, int] | None = None, **kwargs):
+    """(the tracker of a replay, its allocation log, its scratch listener): storages rounded to `block`, fake
+    kernels corrected. `kwargs`: the tracker's own options (a rank's categories and shards, ...)."""
+    log, scratch = AllocationLog(), Scratch(transients)
+    listeners = [log, scratch, *kwargs.pop("listeners", ())]
+    return MemoryTracker(block=block, listeners=listeners, sizer=fake_kernel_bytes, **kwargs), log, scratch
+
+
+class NeverSkippingScaler:
     """GradScaler with the same allocations, minus the `.item()` that decides whether to skip a step."""
 
     def __init__(self, scaler):
@@ -127,18 +125,6 @@ class _NeverSkippingScaler:
         pass
 
 
-class _StepRecorder(_Recorder):
-    """The phase recorder that switches counting on for step 2, the steady-state step."""
-
-    @contextlib.contextmanager
-    def __call__(self, name: str, step: int, micro: int | None = None):
-        self.tracker.counting = step == 2
-        with super().__call__(name, step, micro):
-            yield
-        self.tracker.counting = False
-        self.tracker.events.append(("mark", len(self.phases), 0))
-
-
 def replay(cfg: ExperimentConfig, block: int = 1, fake_device: str = "cpu",
            transients: dict[str, int] | None = None) -> dict:
     """Two steps of cfg on fake tensors. `block`: round every storage up to a multiple of it (512 for CUDA).
@@ -153,23 +139,22 @@ def replay(cfg: ExperimentConfig, block: int = 1, fake_device: str = "cpu",
 
 def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients) -> dict:
     cfg = cfg.replace(device="cpu", steps=2, timing_steps=0, budget_mb=None, force=True)
-    device = torch.device(fake_device)
-    tracker = _ReplayTracker(block=block, transients=transients)
+    counter = StepCounter()
+    tracker, log, scratch = replay_tracker(block, transients, listeners=[counter])
     # The recorder reads the tracker, never the CUDA allocator: nothing real is allocated.
-    rec = _StepRecorder(torch.device("cpu"), tracker, None, None, 0)
-    holder: dict = {}
+    rec = PhaseRecorder(torch.device("cpu"), tracker)
+    state = TrainState(cfg, torch.device(fake_device))
     with FakeTensorMode(allow_non_fake_inputs=True), float32_precision(cfg):
-        train_phases(cfg, device, rec, tracker, holder, None, wrap_scaler=_NeverSkippingScaler)
+        train(state, rec, tracker, Setup(scaler=NeverSkippingScaler))
         categories, steady = tracker.peak_by_category(), tracker.by_category()
+        dtypes = sorted({DTYPE_NAMES.get(p.dtype, str(p.dtype)) for p in state.model.parameters()})
         rec.state = None
-        holder.clear()
+        state.clear()
     top = max(rec.phases, key=lambda p: p["peak_bytes"])
-    from .allocator_model import replay_trace
-
     # The tracker rounded sizes to blocks already; the model rounds the requests itself.
-    allocator = replay_trace(tracker.events)
-    step = {"flops": int(tracker.flops), "conv_flops": int(tracker.conv_flops), "kernels": tracker.kernels,
-            "bytes": int(tracker.bytes_moved)}
+    allocator = replay_trace(log.events)
     return {"peak_bytes": top["peak_bytes"], "peak_phase": top["phase"], "categories": categories,
-            "steady": steady, "phases": rec.phases, "step": step, "allocator": allocator,
-            "signatures": list(dict.fromkeys(tracker.signatures))}
+            "steady": steady, "phases": rec.phases, "step": counter.figures(), "allocator": allocator,
+            "signatures": list(dict.fromkeys(scratch.signatures)),
+            # What the model phase allocated: the parameters as the setup builds them, and their dtypes.
+            "parameters": {"bytes": rec.phases[0]["allocated_bytes"], "dtypes": dtypes}}

@@ -37,7 +37,8 @@ def execute(kind: str, params: dict, progress=None, should_cancel=None) -> dict:
 
         return run_distributed(params, progress=progress, should_cancel=should_cancel)
     if kind == "workspaces":
-        from ..measure.run import measure_workspaces_job
+        from ..measure.fits import measure_workspaces_job
 
         return measure_workspaces_job(params.get("signatures"))
-    raise ConfigError("kind", f"got {kind!r}; allowed: {', '.join(KINDS)}")
+    raise ConfigError("kind", f"got {kind!r}; allowed: {', '.join(KINDS)}", "choice", value=kind,
+                      allowed=", ".join(KINDS))

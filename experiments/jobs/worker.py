@@ -56,10 +56,12 @@ def shared_client() -> WorkerClient:
 
 
 def _report_device(events, rates: bool = True) -> None:
+    from ..estimate.calibration import calibrated_report
     from ..measure.device import device_info
 
     try:
-        info = device_info(rates=rates, calibrate=rates) | {"shared_with_another_server": _shared_device}
+        info = device_info(rates=False)
+        info |= (calibrated_report(info["type"]) if rates else {}) | {"shared_with_another_server": _shared_device}
         if info["type"] == "cuda":
             import torch
 

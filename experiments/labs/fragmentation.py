@@ -27,25 +27,28 @@ from pathlib import Path
 
 import torch
 
-from ..core.config import ConfigError
+from ..core.config import BUDGET_MB, ConfigError
+from ..core.units import MIB
 from ..measure.device import device_info, resolve_device
 
 PATTERNS = ("growing", "holes", "carved")
 ALLOCATORS = ("standard", "expandable")
 LIMITS = {"steps": (2, 64), "size_mb": (1, 1024)}
-MIB = 2**20
 
 
 def _check(pattern: str, steps: int, size_mb: int, budget_mb) -> None:
     if pattern not in PATTERNS:
-        raise ConfigError("pattern", f"got {pattern!r}; allowed: {', '.join(PATTERNS)}")
+        raise ConfigError("pattern", f"got {pattern!r}; allowed: {', '.join(PATTERNS)}", "choice", value=pattern,
+                          allowed=", ".join(PATTERNS))
     for name, value in (("steps", steps), ("size_mb", size_mb)):
         lo, hi = LIMITS[name]
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise ConfigError(name, f"got {value!r}; allowed range is [{lo}, {hi}]")
+            raise ConfigError(name, f"got {value!r}; allowed range is [{lo}, {hi}]", "range", value=value, lo=lo, hi=hi)
+    lo, hi = BUDGET_MB
     if budget_mb is not None and (isinstance(budget_mb, bool) or not isinstance(budget_mb, (int, float))
-                                  or not 1 <= budget_mb <= 10_000_000):
-        raise ConfigError("budget_mb", f"got {budget_mb!r}; allowed range is [1, 10000000] MB, or none")
+                                  or not lo <= budget_mb <= hi):
+        raise ConfigError("budget_mb", f"got {budget_mb!r}; allowed range is [{lo}, {hi}] MB, or none", "range",
+                          value=budget_mb, lo=lo, hi=hi)
 
 
 def run_fragmentation(pattern: str = "growing", device: str = "auto", steps: int = 12, size_mb: int = 6,
@@ -54,7 +57,7 @@ def run_fragmentation(pattern: str = "growing", device: str = "auto", steps: int
     dev = resolve_device(device)
     if dev.type != "cuda":
         raise ConfigError("device", "fragmentation is a property of the CUDA caching allocator and needs a GPU; "
-                                    "the runs recorded on an NVIDIA H200 show it without one")
+                                    "the runs recorded on an NVIDIA H200 show it without one", "needs_cuda")
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     runs = {name: _in_fresh_process(dev, pattern, name == "expandable", steps, size_mb, budget_mb)
             for name in ALLOCATORS}

@@ -10,8 +10,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..core.capacity import capacity
+from ..core.config import ConfigError
+from ..core.units import fmt_gib
 from ..measure import census
-from ..measure.device import device_info, resolve_device
+from ..measure.device import cpu_available_bytes, device_info, resolve_device
+from ..measure.fits import REFUSE_FACTOR, WouldNotFit
+from ..measure.tracker import MemoryTracker
 
 SCENARIOS = (
     "append_loss_after_backward",  # losses.append(loss) after backward, loss = F.mse_loss: a (batch, width) storage per step
@@ -25,6 +30,10 @@ SCENARIOS = (
     "exercise_loop",  # the course's exercise-3 loop with a caching module; `loop` picks which habits are fixed
 )
 
+# A leak run's sizes: its own loop (an MLP of `layers` Linear+ReLU), not the sandbox's configuration.
+LIMITS = {"steps": (1, 200), "batch": (1, 65536), "width": (8, 8192), "layers": (1, 32)}
+DEFAULTS = {"steps": 10, "batch": 64, "width": 512, "layers": 4}
+
 # The exercise loop's habits: what `losses` keeps, whether zero_grad runs, what the module caches.
 LOOP_CHOICES = {"keep": ("loss", "detach", "item"), "zero_grad": (False, True), "cache": ("keep", "detach", "none")}
 COURSE_LOOP = {"keep": "loss", "zero_grad": False, "cache": "keep"}
@@ -32,14 +41,15 @@ COURSE_LOOP = {"keep": "loss", "zero_grad": False, "cache": "keep"}
 
 def exercise_loop(loop: dict | None) -> dict:
     """The exercise loop's habits over the course's (every bug present); ConfigError names a bad field."""
-    from ..core.config import ConfigError
-
     merged = dict(COURSE_LOOP)
     for name, value in (loop or {}).items():
         if name not in LOOP_CHOICES:
-            raise ConfigError("loop", f"unknown habit {name!r}; known: {', '.join(LOOP_CHOICES)}")
+            raise ConfigError("loop", f"unknown habit {name!r}; known: {', '.join(LOOP_CHOICES)}", "unknown", value=name,
+                              known=", ".join(LOOP_CHOICES))
         if value not in LOOP_CHOICES[name] or isinstance(value, bool) != isinstance(LOOP_CHOICES[name][0], bool):
-            raise ConfigError(f"loop.{name}", f"got {value!r}; allowed: {', '.join(map(str, LOOP_CHOICES[name]))}")
+            allowed = ", ".join(map(str, LOOP_CHOICES[name]))
+            raise ConfigError(f"loop.{name}", f"got {value!r}; allowed: {allowed}", "choice", value=value,
+                              allowed=allowed)
         merged[name] = value
     return merged
 
@@ -104,10 +114,6 @@ def worst_case_bytes(steps: int, batch: int, width: int, layers: int) -> int:
 
 
 def _check_fits(dev, steps: int, batch: int, width: int, layers: int) -> None:
-    from ..core.capacity import capacity
-    from ..measure.device import cpu_available_bytes
-    from ..measure.run import REFUSE_FACTOR, WouldNotFit
-
     if dev.type == "cuda":
         free, _ = torch.cuda.mem_get_info(dev)
         available = capacity(None, free, torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev))
@@ -115,28 +121,28 @@ def _check_fits(dev, steps: int, batch: int, width: int, layers: int) -> None:
         available = capacity(None, cpu_available_bytes())
     need = worst_case_bytes(steps, batch, width, layers)
     if available is not None and need > REFUSE_FACTOR * available:
-        raise WouldNotFit(f"a leak run of these sizes may need {need / 2**30:.2f} GiB; {available / 2**30:.2f} GiB "
-                          f"is available on {dev.type}; reduce batch, width, layers or steps", {"peak_bytes": need})
+        raise WouldNotFit(f"a leak run of these sizes may need {fmt_gib(need)}; {fmt_gib(available)} is available on "
+                          f"{dev.type}; reduce batch, width, layers or steps", {"peak_bytes": need}, "capacity",
+                          peak_bytes=need, available_bytes=available)
 
 
-def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 64, width: int = 512, layers: int = 4,
-             loop: dict | None = None) -> dict:
+def run_leak(scenario: str, steps: int = DEFAULTS["steps"], device: str = "auto", batch: int = DEFAULTS["batch"],
+             width: int = DEFAULTS["width"], layers: int = DEFAULTS["layers"], loop: dict | None = None) -> dict:
     """`loop`: for "exercise_loop" only, the habits fixed over the course's loop (see exercise_loop)."""
     habits = exercise_loop(loop) if scenario == "exercise_loop" else None
     if scenario not in SCENARIOS:
-        from ..core.config import ConfigError
-
-        raise ConfigError("scenario", f"got {scenario!r}; allowed: {', '.join(SCENARIOS)}")
-    for name, value, lo, hi in (("steps", steps, 1, 200), ("batch", batch, 1, 65536), ("width", width, 8, 8192), ("layers", layers, 1, 32)):
+        raise ConfigError("scenario", f"got {scenario!r}; allowed: {', '.join(SCENARIOS)}", "choice", value=scenario,
+                          allowed=", ".join(SCENARIOS))
+    for name, value in (("steps", steps), ("batch", batch), ("width", width), ("layers", layers)):
+        lo, hi = LIMITS[name]
         if not isinstance(value, int) or not lo <= value <= hi:
-            from ..core.config import ConfigError
-
-            raise ConfigError(name, f"got {value!r}; allowed range is [{lo}, {hi}]")
+            raise ConfigError(name, f"got {value!r}; allowed range is [{lo}, {hi}]", "range", value=value, lo=lo, hi=hi)
     dev = resolve_device(device)
     cuda = dev.type == "cuda"
     _check_fits(dev, steps, batch, width, layers)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    tracker = census.CensusTracker()  # a StorageTracker that also knows each storage's shape (the census)
+    counted = census.Census()  # what the tracker counts, with each storage's shape
+    tracker = MemoryTracker(listeners=[counted])
 
     def allocated() -> int:
         if cuda:
@@ -187,7 +193,8 @@ def run_leak(scenario: str, steps: int = 10, device: str = "auto", batch: int = 
             per_step.append({"step": step, "allocated_bytes": allocated()})
             if step >= steps - 1 and steps >= 2:
                 # The census at the end of the last two steps: what one more step added, and who holds it.
-                censuses.append(census.take(tracker, {"losses": kept, "model": model, "optimizer": opt, "x": x, "y": y}))
+                censuses.append(counted.take(tracker, {"losses": kept, "model": model, "optimizer": opt, "x": x,
+                                                       "y": y}))
         del log  # now every step's record is unreachable: only a reference cycle still holds one
         before = allocated()
         gc.collect()

@@ -1,7 +1,7 @@
 """A tensor census: live tensor storages grouped by shape, dtype and device, taken at the end of two iterations
 and diffed, so the group that grows stands out; and, where it can be found, who holds them.
 
-Better than the syllabus's `gc.get_objects()` loop: the storage tracker sees every storage an operator
+Better than the syllabus's `gc.get_objects()` loop: the memory tracker sees every storage an operator
 created, also those Python never sees (tensors autograd saved for backward, gradients nobody has read), and
 it counts a storage's real bytes (a kept `mse_loss` loss is 0-dim but holds a full-size buffer). A group's
 shape is the shape of the tensor the storage was created for.
@@ -13,31 +13,39 @@ import itertools
 
 import torch
 
-from .tracker import StorageTracker
-
 MAX_GROUPS = 20  # the largest groups kept beside every group that changed
 MAX_GRAPH_NODES = 20_000
 
 
-class CensusTracker(StorageTracker):
-    """The storage tracker, also remembering each live storage's shape, dtype and device and a serial number
-    (a new storage may reuse a freed one's address, so addresses cannot tell old from new)."""
+class Census:
+    """A listener of the memory tracker (experiments/measure/tracker.py): each live storage's shape, dtype and device
+    and a serial number (a new storage may reuse a freed one's address, so addresses cannot tell old from new)."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self):
         self.meta: dict[int, tuple] = {}
         self._serial = itertools.count()
 
-    def track(self, t: torch.Tensor, tag: str, nbytes: int | None = None) -> None:
-        key = t.untyped_storage()._cdata
-        known = key in self.live
-        super().track(t, tag, nbytes)
-        if not known and key in self.live:
-            self.meta[key] = (tuple(t.shape), str(t.dtype).removeprefix("torch."), t.device.type, next(self._serial))
+    def allocated(self, tracker, key: int, rec, t: torch.Tensor, requested: int) -> None:
+        self.meta[key] = (tuple(t.shape), str(t.dtype).removeprefix("torch."), t.device.type, next(self._serial))
 
-    def _free(self, key: int) -> None:
-        super()._free(key)
+    def freed(self, tracker, key: int, rec) -> None:
         self.meta.pop(key, None)
+
+    def take(self, tracker, roots: dict[str, object] | None = None) -> dict:
+        """One census of what `tracker` counts now: {(shape, dtype, device): {"count", "bytes", "serials",
+        "holders"}}."""
+        held = holders(roots or {})
+        groups: dict[tuple, dict] = {}
+        for key, rec in tracker.live.items():
+            meta = self.meta.get(key)
+            if meta is None:
+                continue
+            shape, dtype, device, serial = meta
+            g = groups.setdefault((shape, dtype, device), {"count": 0, "bytes": 0, "serials": {}, "holders": []})
+            g["count"] += 1
+            g["bytes"] += rec.nbytes
+            g["serials"][serial] = held.get(key, [])
+        return groups
 
 
 def _key(t: torch.Tensor) -> int:
@@ -123,22 +131,6 @@ def holders(roots: dict[str, object]) -> dict[int, list[dict]]:
         elif isinstance(root, torch.Tensor):
             held_with_graph(root, "variable", name)
     return held
-
-
-def take(tracker: CensusTracker, roots: dict[str, object] | None = None) -> dict:
-    """One census: {(shape, dtype, device): {"count", "bytes", "serials", "holders"}}."""
-    held = holders(roots or {})
-    groups: dict[tuple, dict] = {}
-    for key, rec in tracker.live.items():
-        meta = tracker.meta.get(key)
-        if meta is None:
-            continue
-        shape, dtype, device, serial = meta
-        g = groups.setdefault((shape, dtype, device), {"count": 0, "bytes": 0, "serials": {}, "holders": []})
-        g["count"] += 1
-        g["bytes"] += rec.nbytes
-        g["serials"][serial] = held.get(key, [])
-    return groups
 
 
 def diff(before: dict, after: dict, steps: tuple[int, int] | None = None) -> dict:

@@ -2,23 +2,42 @@
 
 from __future__ import annotations
 
+import platform
+
 import torch
+
+from ..core.config import DEVICES, ConfigError
+from ..estimate.throughput import rates_report
+from ..estimate.workspaces import cache_path
 
 
 def resolve_device(choice: str) -> torch.device:
     """Every entry point (run, leak, fragmentation, CLI, worker job) goes through here: one rule for "device"."""
-    from ..core.config import DEVICES, ConfigError
-
     if choice not in DEVICES:
         raise ConfigError("device", f"got {choice!r}; allowed: {', '.join(DEVICES)}", "choice", value=choice,
                           allowed=", ".join(DEVICES))
     if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            from ..core.config import ConfigError
-
-            raise ConfigError("device", "got 'cuda' but torch.cuda.is_available() is False; allowed here: auto, cpu")
+            raise ConfigError("device", "got 'cuda' but torch.cuda.is_available() is False; allowed here: auto, cpu",
+                              "cuda_unavailable")
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
+
+
+def warm_up_cuda(device: torch.device) -> None:
+    """Allocate the cuBLAS workspaces (forward thread and autograd's backward thread) before measuring.
+
+    They live in `memory_allocated` for the rest of the process; without this, whichever run comes
+    first in a process would carry them in its peak.
+    """
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        w = torch.randn(64, 64, device=device, dtype=dtype, requires_grad=True)
+        b = torch.randn(64, device=device, dtype=dtype, requires_grad=True)
+        (w @ w).sum().backward()
+        # A Linear with a bias runs through cuBLASLt, whose own 1 MiB workspace is allocated on first use.
+        for x in (w, w.view(4, 16, 64)):
+            torch.nn.functional.linear(x, w, b).sum().backward()
+    torch.cuda.synchronize(device)
 
 
 CGROUP_FILES = (
@@ -62,9 +81,9 @@ def cpu_available_bytes() -> int | None:
     return min(available, limited)
 
 
-def device_info(choice: str = "auto", rates: bool = True, calibrate: bool = False) -> dict:
-    """`rates`: the measured rates (throughput.measure); `calibrate`: also what a whole run's duration and a CPU
-    step's efficiency need (throughput.calibrate, tens of seconds on a busy CPU: the worker's second report)."""
+def device_info(choice: str = "auto", rates: bool = True) -> dict:
+    """`rates`: with the rates the step-time prediction divides a step's work by (experiments/estimate/throughput.py;
+    the worker's calibrated ones come from experiments/estimate/calibration.py)."""
     device = resolve_device(choice)
     info = {
         "type": device.type,
@@ -84,30 +103,16 @@ def device_info(choice: str = "auto", rates: bool = True, calibrate: bool = Fals
             capability=f"{props.major}.{props.minor}",
             multiprocessors=props.multi_processor_count,
         )
-        from ..estimate.workspaces import cache_path
-
         # Where the worker keeps the cuDNN workspaces it measured: the web process reads them for its estimates.
         info["workspaces_path"] = str(cache_path(props.name))
     else:
-        import platform
-
         info.update(
             name=platform.processor() or platform.machine() or "CPU",
             total_bytes=_cpu_total_bytes(),
             free_bytes=cpu_available_bytes(),
             threads=torch.get_num_threads(),
         )
-    if not rates:
-        return info
-    try:
-        from ..estimate.throughput import calibrate as calibrated
-        from ..estimate.throughput import measure
-
-        # Measured once per process: what the step-time prediction divides a step's work by.
-        info["rates"] = (calibrated if calibrate else measure)(device.type)
-    except Exception as e:  # noqa: BLE001 - no rates means no time prediction, not a failed device report
-        info["rates_error"] = f"{type(e).__name__}: {e}"
-    return info
+    return (info | rates_report(device.type)) if rates else info
 
 
 def _cpu_total_bytes() -> int | None:

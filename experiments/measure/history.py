@@ -1,4 +1,5 @@
-"""Every allocation of a run, in order: a compact, JSON-able timeline and the allocator's segments at the peak.
+"""Every allocation of a run, in order: a compact, JSON-able timeline (and, on CUDA, the allocator's segments at the
+peak: experiments/measure/segments.py).
 
 On CUDA the source is the caching allocator's own history (`torch.cuda.memory._record_memory_history` and
 `_snapshot()`); each allocation gets a category by matching its address with the storages the engine's
@@ -21,31 +22,26 @@ from __future__ import annotations
 import inspect
 import math
 import os
-import pickle
 import sys
-import tempfile
 import time
-import uuid
 from collections import defaultdict, deque
-from pathlib import Path
 
 import torch
 
+from ..core.vocabulary import TENSOR_CATEGORIES as CATEGORIES
 from ..estimate.allocator_model import round_size
-from .tracker import CATEGORIES, StorageTracker
+from . import tracker as _tracker_module
+from .segments import save_snapshot, segments_at
 
 # The allocator keeps this many trace entries (a ring buffer; each entry with Python frames costs a few KB of
 # host memory). Older entries of a larger run are dropped: the timeline says so ("truncated").
 MAX_ENTRIES = 20_000
 # Events kept in the result; a larger run is coalesced (see coalesce) so a page can chart it.
 MAX_EVENTS = 1_500
-# Blocks kept in the segment view; adjacent blocks of the same state and category are merged beyond it.
-MAX_BLOCKS = 800
-SNAPSHOT_DIR = Path(tempfile.gettempdir()) / "gpu-memory-lab-snapshots"
-KEEP_SNAPSHOTS = 24  # raw snapshots kept on disk for download; older ones are deleted
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
-_SKIP_FILES = {os.path.abspath(__file__), os.path.abspath(sys.modules[StorageTracker.__module__].__file__)}
+# The tracker and this listener are bookkeeping, not the code that allocated.
+_SKIP_FILES = {os.path.abspath(__file__), os.path.abspath(_tracker_module.__file__)}
 _MARKER = "_cuda_phase_marker"
 
 
@@ -76,57 +72,54 @@ def trace_frame(frames: list[dict] | None) -> str | None:
     return None
 
 
-class HistoryTracker(StorageTracker):
-    """The storage tracker, also logging every allocation and free with its phase (and, on CPU, its frame).
-
-    A record's category is read when the timeline is built: the runner promotes tags after each phase
-    ("_forward" -> "activations", gradients, optimizer state), so a freed storage keeps its final tag.
-    """
-
-    def __init__(self, *args, frames: bool = True, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.logging = True
-        self.frames = frames
-        self.phase_index = -1
-        self.history_events: list[tuple] = []  # (t, +/-bytes, record, ptr, frame, phase)
-        self._t0 = time.perf_counter()
-
-    def track(self, t: torch.Tensor, tag: str, nbytes: int | None = None) -> None:
-        key = t.untyped_storage()._cdata
-        known = key in self.live
-        super().track(t, tag, nbytes)
-        rec = None if known else self.live.get(key)
-        if self.logging and rec is not None and rec.nbytes:
-            ptr = t.untyped_storage().data_ptr()
-            frame = python_frame() if self.frames else None
-            self.history_events.append((time.perf_counter() - self._t0, rec.nbytes, rec, ptr, frame, self.phase_index))
-
-    def _free(self, key: int) -> None:
-        rec = self.live.get(key)
-        super()._free(key)
-        if self.logging and rec is not None and rec.nbytes:
-            self.history_events.append((time.perf_counter() - self._t0, -rec.nbytes, rec, None, None, self.phase_index))
-
-
 def _category(rec) -> str:
     # Phase-local tags never promoted ("_forward", ...) are transient buffers, as in tracker.by_category.
     return rec.tag if rec.tag in CATEGORIES else "temporaries"
 
 
 class Recording:
-    """Records one run's allocations: start() before the setup phases, phase() at every phase start, finish()."""
+    """Records one run's allocations, as a listener of the run's MemoryTracker: start() before the setup phases,
+    then every allocation and free the tracker counts (with its phase and, on CPU, its frame), finish().
 
-    def __init__(self, device: torch.device, tracker: HistoryTracker):
+    A record's category is read when the timeline is built: the phase recorder promotes tags after each phase
+    ("_forward" -> "activations", gradients, optimizer state), so a freed storage keeps its final tag.
+    On CUDA the frames come from the allocator's own trace; the tracker's events give the categories."""
+
+    def __init__(self, device: torch.device):
         self.device = device
         self.cuda = device.type == "cuda"
-        self.tracker = tracker
+        self.frames = not self.cuda
+        self.tracker = None
         self.phases: list[dict] = []
         self.markers: list[int] = []
+        self.events: list[tuple] = []  # (t, +/-bytes, record, ptr, frame, phase) as the tracker saw them
+        self.phase_index = -1
+        self.logging = True
         self.result: dict | None = None
         self.start_bytes = 0
         self.recording = False
+        self._t0 = time.perf_counter()
 
-    def start(self) -> None:
+    def allocated(self, tracker, key: int, rec, t: torch.Tensor, requested: int) -> None:
+        if self.logging and rec.nbytes:
+            ptr = t.untyped_storage().data_ptr()
+            frame = python_frame() if self.frames else None
+            self.events.append((time.perf_counter() - self._t0, rec.nbytes, rec, ptr, frame, self.phase_index))
+
+    def freed(self, tracker, key: int, rec) -> None:
+        if self.logging and rec.nbytes:
+            self.events.append((time.perf_counter() - self._t0, -rec.nbytes, rec, None, None, self.phase_index))
+
+    def phase_started(self, tracker, name: str, step: int, micro: int | None) -> None:
+        self.phase_index = len(self.phases)
+        seq = len(self.events)
+        if self.cuda and self.recording:
+            seq = None  # known only once the trace is read: the marker's position
+            self._cuda_phase_marker()
+        self.phases.append({"index": len(self.phases), "phase": name, "step": step, "micro": micro, "seq": seq})
+
+    def start(self, tracker) -> None:
+        self.tracker = tracker
         if self.cuda:
             self.start_bytes = torch.cuda.memory_allocated(self.device)
             kwargs = {"max_entries": MAX_ENTRIES, "context": "alloc", "stacks": "python"}
@@ -137,14 +130,6 @@ class Recording:
             self._cuda_phase_marker()  # marks where this run's entries start
         else:
             self.start_bytes = self.tracker.current
-
-    def phase(self, name: str, step: int, micro: int | None) -> None:
-        self.tracker.phase_index = len(self.phases)
-        seq = len(self.tracker.history_events)
-        if self.cuda and self.recording:
-            seq = None  # known only once the trace is read: the marker's position
-            self._cuda_phase_marker()
-        self.phases.append({"index": len(self.phases), "phase": name, "step": step, "micro": micro, "seq": seq})
 
     def _cuda_phase_marker(self) -> None:
         """A 1-byte raw allocation, freed at once, whose stack names this function: a phase boundary in the
@@ -162,7 +147,7 @@ class Recording:
         """Stop recording and build the timeline; called once after the measured steps (or an OOM)."""
         if self.result is not None:
             return self.result
-        self.tracker.logging = False
+        self.logging = False
         try:
             self.result = self._finish_cuda() if self.cuda else self._finish_cpu()
         except Exception as e:  # noqa: BLE001 - a timeline that fails must not fail the run it describes
@@ -179,7 +164,7 @@ class Recording:
     def _finish_cpu(self) -> dict:
         events = []
         born: dict[int, tuple] = {}  # a free is shown with the address and frame of its allocation
-        for i, (t, nbytes, rec, ptr, frame, phase) in enumerate(self.tracker.history_events):
+        for i, (t, nbytes, rec, ptr, frame, phase) in enumerate(self.events):
             if nbytes > 0:
                 born[id(rec)] = (ptr, frame)
             else:
@@ -195,7 +180,7 @@ class Recording:
         self.stop()
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
         trace = snapshot["device_traces"][index]
-        events, phase_seq, truncated, start, tindex = trace_events(trace, self.markers, self.tracker.history_events)
+        events, phase_seq, truncated, start, tindex = trace_events(trace, self.markers, self.events)
         for p, seq in zip(self.phases, phase_seq[1:], strict=False):
             p["seq"] = seq
         segs = [s for s in snapshot.get("segments", []) if s.get("device", index) == index]
@@ -378,152 +363,6 @@ def live_categories(events: list[dict], history: dict) -> dict[int, tuple[str, s
         if e["seq"] == history["peak_seq"]:
             break
     return live
-
-
-# --- segments --------------------------------------------------------------------------------------------------
-
-
-class ReplayError(ValueError):
-    pass
-
-
-def parse_segments(segments: list[dict]) -> list[dict]:
-    """Snapshot segments -> [{"address", "total_bytes", "expandable", "blocks": [[address, size, state]]}]."""
-    out = []
-    for s in segments:
-        addr = int(s["address"])
-        blocks, at = [], addr
-        for b in s.get("blocks") or []:
-            baddr = int(b.get("address", at))
-            state = "allocated" if b.get("state") in ("active_allocated", "active_pending_free") else "free"
-            blocks.append([baddr, int(b["size"]), state])
-            at = baddr + int(b["size"])
-        out.append({"address": addr, "total_bytes": int(s["total_size"]), "expandable": bool(s.get("is_expandable")),
-                    "pool": s.get("segment_type", "?"), "blocks": blocks})
-    return sorted(out, key=lambda s: s["address"])
-
-
-def _find(segs: list[dict], addr: int) -> dict:
-    for s in segs:
-        if s["address"] <= addr < s["address"] + s["total_bytes"]:
-            return s
-    raise ReplayError(f"no segment holds address {addr:#x}")
-
-
-def _merge(seg: dict) -> None:
-    merged: list[list] = []
-    for b in seg["blocks"]:
-        if merged and merged[-1][2] == b[2] == "free" and merged[-1][0] + merged[-1][1] == b[0]:
-            merged[-1][1] += b[1]
-        else:
-            merged.append(list(b))
-    seg["blocks"] = merged
-
-
-def _set_state(segs: list[dict], addr: int, size: int, want_from: str, to: str) -> None:
-    seg = _find(segs, addr)
-    for i, (baddr, bsize, state) in enumerate(seg["blocks"]):
-        if baddr <= addr and addr + size <= baddr + bsize and state == want_from:
-            if want_from == "allocated" and (baddr != addr or bsize != size):
-                raise ReplayError(f"allocated block at {addr:#x} is {bsize} B, not {size} B")
-            pieces = [[baddr, addr - baddr, state], [addr, size, to], [addr + size, baddr + bsize - addr - size, state]]
-            seg["blocks"][i:i + 1] = [p for p in pieces if p[1] > 0]
-            _merge(seg)
-            return
-    raise ReplayError(f"no {want_from} block at {addr:#x} of {size} B")
-
-
-def undo(segs: list[dict], e: dict) -> None:
-    """Step the segment state one trace entry back in time."""
-    a, addr, size = e.get("action"), e.get("addr"), round_size(int(e.get("size", 0)))
-    if a == "alloc":
-        _set_state(segs, addr, size, "allocated", "free")
-    elif a == "free_completed":
-        _set_state(segs, addr, size, "free", "allocated")
-    elif a in ("segment_alloc", "segment_map"):
-        seg = _find(segs, addr)
-        if any(b[2] != "free" for b in seg["blocks"] if b[0] < addr + size and addr < b[0] + b[1]):
-            raise ReplayError(f"segment range at {addr:#x} still holds live blocks")
-        if seg["address"] == addr and seg["total_bytes"] == size:
-            segs.remove(seg)
-            return
-        if addr + size != seg["address"] + seg["total_bytes"] and addr != seg["address"]:
-            raise ReplayError("unmapping the middle of a segment")
-        _set_state(segs, addr, size, "free", "gone")
-        seg["blocks"] = [b for b in seg["blocks"] if b[2] != "gone"]
-        seg["total_bytes"] -= size
-        seg["address"] = seg["blocks"][0][0] if seg["blocks"] else seg["address"]
-    elif a in ("segment_free", "segment_unmap"):
-        for seg in segs:
-            if a == "segment_unmap" and seg["address"] + seg["total_bytes"] == addr:
-                seg["blocks"].append([addr, size, "free"])
-                seg["total_bytes"] += size
-                _merge(seg)
-                return
-            if a == "segment_unmap" and addr + size == seg["address"]:
-                seg["blocks"].insert(0, [addr, size, "free"])
-                seg["address"], seg["total_bytes"] = addr, seg["total_bytes"] + size
-                _merge(seg)
-                return
-        segs.append({"address": addr, "total_bytes": size, "expandable": a == "segment_unmap", "pool": "?",
-                     "blocks": [[addr, size, "free"]]})
-        segs.sort(key=lambda s: s["address"])
-
-
-def segments_at(snapshot_segments: list[dict], trace: list[dict], peak_at: int | None,
-                categories: dict[int, tuple[str, str | None]] | None = None) -> tuple[list[dict], str]:
-    """The segments at the peak, replayed backwards from the snapshot's state (as memory_viz does).
-
-    Returns (segments for a chart, "peak"), or the snapshot's own state and "end" when the trace cannot be
-    replayed (entries dropped by the ring buffer, or no peak inside the trace)."""
-    end = parse_segments(snapshot_segments)
-    if peak_at is None:
-        return view(end, categories), "end"
-    segs = [dict(s, blocks=[list(b) for b in s["blocks"]]) for s in end]
-    try:
-        for e in reversed(trace[peak_at + 1:]):
-            undo(segs, e)
-    except ReplayError:
-        return view(end, categories), "end"
-    return view(segs, categories), "peak"
-
-
-def view(segs: list[dict], categories: dict[int, tuple[str, str | None]] | None = None) -> list[dict]:
-    """Segments as plain data: blocks with offset, size, state and (allocated, where known) category and frame.
-    Beyond MAX_BLOCKS blocks, neighbours with the same state and category are merged."""
-    out = []
-    for s in segs:
-        blocks = []
-        for baddr, size, state in s["blocks"]:
-            cat, frame = (categories or {}).get(baddr, ("other" if state == "allocated" else None, None))
-            blocks.append({"offset": baddr - s["address"], "size": size, "state": state,
-                           "category": cat if state == "allocated" else None, "frame": frame})
-        out.append({"address": s["address"], "total_bytes": s["total_bytes"], "expandable": s.get("expandable", False),
-                    "pool": s.get("pool", "?"), "blocks": blocks})
-    if sum(len(s["blocks"]) for s in out) > MAX_BLOCKS:
-        for s in out:
-            merged: list[dict] = []
-            for b in s["blocks"]:
-                if merged and (merged[-1]["state"], merged[-1]["category"]) == (b["state"], b["category"]):
-                    merged[-1]["size"] += b["size"]
-                    merged[-1]["frame"] = None
-                    merged[-1]["merged"] = merged[-1].get("merged", 1) + 1
-                else:
-                    merged.append(dict(b))
-            s["blocks"] = merged
-    return out
-
-
-def save_snapshot(snapshot: dict) -> dict:
-    """The raw snapshot, pickled with protocol 4 (pytorch.org/memory_viz cannot read protocol 5), for download."""
-    SNAPSHOT_DIR.mkdir(parents=True, exist_ok=True)
-    path = SNAPSHOT_DIR / f"{uuid.uuid4().hex}.pickle"
-    with open(path, "wb") as f:
-        pickle.dump(snapshot, f, protocol=4)
-    old = sorted(SNAPSHOT_DIR.glob("*.pickle"), key=lambda p: p.stat().st_mtime)[:-KEEP_SNAPSHOTS]
-    for p in old:
-        p.unlink(missing_ok=True)
-    return {"path": str(path), "bytes": path.stat().st_size}
 
 
 def shrink(history: dict, max_events: int) -> dict:

@@ -12,13 +12,12 @@ from ..core.config import ExperimentConfig
 from ..training.step import build_state, train_step
 from ..training.strategies import float32_precision
 from .device import device_info, resolve_device
+from .fits import check_fits
 
 
 def profile_step(cfg: ExperimentConfig, row_limit: int = 40) -> dict:
     device = resolve_device(cfg.device)
     cuda = device.type == "cuda"
-    from .run import check_fits
-
     check_fits(cfg, device)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     state = build_state(cfg, device)

@@ -12,17 +12,55 @@ from __future__ import annotations
 import datetime as _dt
 import gc
 import statistics
+import time
 
 import torch
 
 from ..core.config import ConfigError, ExperimentConfig
-from ..core.metrics import paired
-from ..training.step import build_state, train_step
+from ..core.rounds import paired
+from ..training.step import TrainState, build_state, train_step
 from ..training.strategies import float32_precision
-from .device import device_info, resolve_device
-from .run import Cancelled, _time_steps, warm_up_cuda
+from .device import device_info, resolve_device, warm_up_cuda
+from .phases import Cancelled
 
 LIMITS = {"rounds": (2, 10), "steps": (1, 50), "warmup": (0, 10)}
+MAX_STRATEGIES = 12
+
+
+def time_steps(state: TrainState, n: int, should_cancel=None) -> list[float]:
+    """Un-instrumented steps for the step time. A Cancel is honoured between steps (every 10th on CUDA, where
+    the check is host time between launches): a long timing run used to ignore it until its end."""
+    def check(i: int, every: int) -> None:
+        if should_cancel is not None and i % every == 0 and should_cancel():
+            raise Cancelled()
+
+    if state.device.type == "cuda":
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+        for i, (start, end) in enumerate(events):
+            check(i, 10)
+            start.record()
+            train_step(state)
+            end.record()
+        torch.cuda.synchronize(state.device)
+        return [start.elapsed_time(end) for start, end in events]
+    samples = []
+    for i in range(n):
+        check(i, 1)
+        t0 = time.perf_counter()
+        train_step(state)
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return samples
+
+
+def step_stats(samples: list[float]) -> dict:
+    """Median and deciles of step times (ms), with the samples."""
+    ordered = sorted(samples)
+    if len(ordered) >= 2:
+        deciles = statistics.quantiles(ordered, n=10, method="inclusive")
+        p10, p90 = deciles[0], deciles[-1]
+    else:
+        p10 = p90 = ordered[0]
+    return {"median": statistics.median(ordered), "p10": p10, "p90": p90, "samples": [round(s, 4) for s in samples]}
 
 
 def time_rounds(strategies: list[dict], rounds: int = 3, steps: int = 10, warmup: int = 2,
@@ -31,13 +69,14 @@ def time_rounds(strategies: list[dict], rounds: int = 3, steps: int = 10, warmup
     for name, value in (("rounds", rounds), ("steps", steps), ("warmup", warmup)):
         lo, hi = LIMITS[name]
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise ConfigError(name, f"got {value!r}; allowed range is [{lo}, {hi}]")
-    if not strategies or len(strategies) > 12:
-        raise ConfigError("strategies", f"give 1 to 12 strategies, got {len(strategies or [])}")
+            raise ConfigError(name, f"got {value!r}; allowed range is [{lo}, {hi}]", "range", value=value, lo=lo, hi=hi)
+    if not strategies or len(strategies) > MAX_STRATEGIES:
+        raise ConfigError("strategies", f"give 1 to {MAX_STRATEGIES} strategies, got {len(strategies or [])}", "range",
+                          value=len(strategies or []), lo=1, hi=MAX_STRATEGIES)
     configs = [(s["id"], ExperimentConfig.from_dict(s["config"])) for s in strategies]
     devices = {resolve_device(c.device) for _, c in configs}
     if len(devices) != 1:
-        raise ConfigError("device", "all strategies of a timing comparison must run on one device")
+        raise ConfigError("device", "all strategies of a timing comparison must run on one device", "same_device")
     device = devices.pop()
     if device.type == "cuda":
         warm_up_cuda(device)
@@ -52,7 +91,7 @@ def time_rounds(strategies: list[dict], rounds: int = 3, steps: int = 10, warmup
                 state = build_state(cfg, device)
                 for _ in range(warmup):
                     train_step(state)
-                samples = _time_steps(state, steps)
+                samples = time_steps(state, steps)
             per_round[sid].append(statistics.median(samples))
             del state
             gc.collect()

@@ -1,31 +1,16 @@
-"""Correctness guard: a memory strategy must not change the gradients (beyond a documented tolerance)."""
+"""Correctness guard: a memory strategy must not change the gradients (beyond a documented tolerance, per precision:
+experiments/core/config.py GRADIENT_TOLERANCE)."""
 
 from __future__ import annotations
 
 import torch
 
-from ..core.config import ExperimentConfig
+from ..core.config import GRADIENT_BASELINE, ExperimentConfig, gradient_tolerance
 from ..measure.device import resolve_device
+from ..measure.fits import check_fits
 from .models import seed_lambda_forward
 from .step import build_state, train_step
 from .strategies import float32_precision
-
-# Tolerance per precision on the relative error ||g - g_ref|| / ||g_ref|| over all gradients against strict fp32
-# gradients, both runs starting from the same weights. Half precision rounds every activation to 8 (bf16) or 11
-# (fp16) mantissa bits, and the errors compound through the layers; pure bf16 also rounds the weights and the
-# gradients. fp32 strategies (checkpointing, accumulation) only reorder float additions: 1e-4 is generous.
-# TF32 rounds the inputs of every product to 10 mantissa bits.
-TOLERANCE = {"fp32": 1e-4, "fp32_strict": 1e-4, "tf32": 1e-2, "amp_fp16": 5e-2, "amp_bf16": 1e-1, "bf16": 2e-1}
-# The reference: IEEE fp32 everywhere, so a TF32 convolution's error is measured, not built into the baseline.
-BASELINE_PRECISION = "fp32_strict"
-
-
-def tolerance(cfg: ExperimentConfig, device_type: str) -> float:
-    """cfg's tolerance on `device_type`. fp32 with PyTorch's defaults runs cuDNN's convolutions in TF32 on a GPU
-    (the CNN is the family with convolutions), so a CNN's fp32 gradients carry TF32's error there."""
-    if cfg.precision == "fp32" and cfg.model == "cnn" and device_type == "cuda":
-        return TOLERANCE["tf32"]
-    return TOLERANCE[cfg.precision]
 
 
 def _gradients(cfg: ExperimentConfig, device: torch.device, forward=None,
@@ -59,9 +44,7 @@ def check_gradients(cfg: ExperimentConfig, forward=None) -> dict:
     checkpoint lambda is caught). Returns the largest absolute and relative differences.
     """
     device = resolve_device(cfg.device)
-    baseline_cfg = cfg.replace(precision=BASELINE_PRECISION, checkpoint="none", accum=1)
-    from ..measure.run import check_fits
-
+    baseline_cfg = cfg.replace(precision=GRADIENT_BASELINE, checkpoint="none", accum=1)
     check_fits(baseline_cfg, device, copies=2)  # the baseline's gradients are kept while the candidate runs
     reference, weights = _gradients(baseline_cfg, device)
     candidate, _ = _gradients(cfg, device, forward, weights)
@@ -70,9 +53,9 @@ def check_gradients(cfg: ExperimentConfig, forward=None) -> dict:
     diff = torch.cat([(a - b).flatten() for a, b in zip(candidate, reference, strict=True)])
     ref = torch.cat([b.flatten() for b in reference])
     rel = (diff.norm() / ref.norm().clamp_min(1e-30)).item()
-    tol = tolerance(cfg, device.type)
+    tol = gradient_tolerance(cfg, device.type)
     return {"max_abs_diff": max_abs, "max_rel_diff": rel, "tolerance": tol, "ok": rel <= tol,
-            "precision": cfg.precision, "baseline_precision": BASELINE_PRECISION, "checkpoint": cfg.checkpoint, "accum": cfg.accum}
+            "precision": cfg.precision, "baseline_precision": GRADIENT_BASELINE, "checkpoint": cfg.checkpoint, "accum": cfg.accum}
 
 
-__all__ = ["check_gradients", "seed_lambda_forward", "TOLERANCE", "tolerance"]
+__all__ = ["check_gradients", "seed_lambda_forward"]

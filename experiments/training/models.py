@@ -1,4 +1,5 @@
-"""The three model families of the sandbox, with activation checkpointing built into their forward."""
+"""The model spec (how a model enters the engine) and the sandbox's three built-in families behind it, with activation
+checkpointing built into their forward."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ..core.config import ExperimentConfig
-from ..core.vocabulary import CNN_CLASSES, cnn_pools
+from ..core.families import CNN_CLASSES, cnn_pools
 
 
 class MLPBlock(nn.Module):
@@ -65,14 +66,15 @@ def _run_blocks(blocks, x):
 
 
 class Net(nn.Module):
-    """`blocks` is the part that checkpointing applies to; `head` (may be empty) runs after it."""
+    """`blocks` is the part that checkpointing applies to (none until the spec enables it); `head` (may be empty)
+    runs after it."""
 
-    def __init__(self, blocks: list[nn.Module], head: nn.Module, checkpoint_mode: str, segment_size: int):
+    def __init__(self, blocks: list[nn.Module], head: nn.Module):
         super().__init__()
         self.blocks = nn.ModuleList(blocks)
         self.head = head
-        self.checkpoint_mode = checkpoint_mode
-        self.segment_size = segment_size
+        self.checkpoint_mode = "none"
+        self.segment_size = 1
 
     def forward(self, x):
         if self.checkpoint_mode == "none":
@@ -91,61 +93,127 @@ class Net(nn.Module):
         return self.head(x)
 
 
-def build_model(cfg: ExperimentConfig, device: torch.device) -> Net:
-    # Built directly on the device, as `nn.Linear(..., device="cuda")` would be, so the
-    # model phase shows only the parameters and not a CPU-to-GPU copy.
-    # Pure bf16 weights are created in bf16, as `nn.Linear(..., dtype=torch.bfloat16)` would make them:
-    # no fp32 copy exists first, and the fake-tensor replay of the estimator sees the same allocations.
-    old_dtype = torch.get_default_dtype()
-    if cfg.precision == "bf16":
-        torch.set_default_dtype(torch.bfloat16)
-    try:
-        with torch.device(device):
-            return _build(cfg)
-    finally:
-        torch.set_default_dtype(old_dtype)
+class ModelSpec:
+    """How a model enters the engine: everything the one setup recipe (experiments/training/step.py) and the one
+    training step need from it, for a configuration. A spec
+
+    - builds the module on a device, directly in its parameters' dtype (no copy from the CPU or from fp32 first:
+      the model phase shows the parameters only, and the fake-tensor replay sees the same allocations);
+    - enables activation checkpointing on it;
+    - makes the batch: a dict of named inputs (the model's keyword arguments) and a dict of targets, both of the
+      whole batch, from their own generator seed (micro-batches are views of them);
+    - computes the loss of a micro-batch (forward included), under whatever autocast the step has entered;
+    - names the repeated blocks (FSDP2 shards each one, so only one block's parameters are whole at a time).
+    """
+
+    def build(self, cfg: ExperimentConfig, device: torch.device) -> nn.Module:
+        raise NotImplementedError
+
+    def enable_checkpointing(self, model: nn.Module, cfg: ExperimentConfig) -> None:
+        raise NotImplementedError
+
+    def batch(self, cfg: ExperimentConfig, device: torch.device, seed: int) -> tuple[dict, dict]:
+        raise NotImplementedError
+
+    def loss(self, cfg: ExperimentConfig, model: nn.Module, inputs: dict, targets: dict) -> torch.Tensor:
+        raise NotImplementedError
+
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        raise NotImplementedError
 
 
-def _build(cfg: ExperimentConfig) -> Net:
-    if cfg.model == "mlp":
-        blocks = [MLPBlock(cfg.width, cfg.inplace) for _ in range(cfg.layers)]
-        head = nn.Identity()
-    elif cfg.model == "cnn":
+class _FamilySpec(ModelSpec):
+    """A built-in family: a stack of blocks and a head in one Net, one input "x" and one target "y"."""
+
+    def build(self, cfg: ExperimentConfig, device: torch.device) -> Net:
+        # Built directly on the device, as `nn.Linear(..., device="cuda")` would be. Pure bf16 weights are created
+        # in bf16, as `nn.Linear(..., dtype=torch.bfloat16)` would make them.
+        old_dtype = torch.get_default_dtype()
+        if cfg.precision == "bf16":
+            torch.set_default_dtype(torch.bfloat16)
+        try:
+            with torch.device(device):
+                blocks, head = self.modules(cfg)
+                return Net(blocks, head)
+        finally:
+            torch.set_default_dtype(old_dtype)
+
+    def modules(self, cfg: ExperimentConfig) -> tuple[list[nn.Module], nn.Module]:
+        raise NotImplementedError
+
+    def enable_checkpointing(self, model: Net, cfg: ExperimentConfig) -> None:
+        model.checkpoint_mode, model.segment_size = cfg.checkpoint, cfg.segment_size
+
+    def input_shape(self, cfg: ExperimentConfig) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def batch(self, cfg: ExperimentConfig, device: torch.device, seed: int) -> tuple[dict, dict]:
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
+        shape = self.input_shape(cfg)
+        # Generated on the CPU so every device (and the baseline of the correctness guard) sees the same numbers
+        # for the same seed.
+        x = torch.randn(shape, generator=gen).to(device=device, dtype=dtype)
+        return {"x": x}, {"y": self.target(cfg, gen, shape, device, dtype)}
+
+    def target(self, cfg, gen, shape, device, dtype) -> torch.Tensor:
+        return torch.randn(shape, generator=gen).to(device=device, dtype=dtype)
+
+    def loss(self, cfg: ExperimentConfig, model: nn.Module, inputs: dict, targets: dict) -> torch.Tensor:
+        return F.mse_loss(model(**inputs), targets["y"])
+
+    def blocks(self, model: Net) -> list[nn.Module]:
+        return list(model.blocks)
+
+
+class MLPSpec(_FamilySpec):
+    def modules(self, cfg):
+        return [MLPBlock(cfg.width, cfg.inplace) for _ in range(cfg.layers)], nn.Identity()
+
+    def input_shape(self, cfg):
+        return (cfg.batch, cfg.width)
+
+
+class CNNSpec(_FamilySpec):
+    def modules(self, cfg):
         blocks, c_in = [], 3
         for i in range(cfg.layers):
             blocks.append(ConvBlock(c_in, cfg.width, pool=cnn_pools(cfg.image_size, i), inplace=cfg.inplace))
             c_in = cfg.width
-        head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cfg.width, CNN_CLASSES))
-    else:
-        blocks = [TransformerBlock(cfg.width, cfg.heads) for _ in range(cfg.layers)]
-        head = nn.LayerNorm(cfg.width)
-    return Net(blocks, head, cfg.checkpoint, cfg.segment_size)
+        return blocks, nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cfg.width, CNN_CLASSES))
+
+    def input_shape(self, cfg):
+        return (cfg.batch, 3, cfg.image_size, cfg.image_size)
+
+    def target(self, cfg, gen, shape, device, dtype):
+        return torch.randint(0, CNN_CLASSES, (cfg.batch,), generator=gen).to(device)
+
+    def loss(self, cfg, model, inputs, targets):
+        return F.cross_entropy(model(**inputs), targets["y"])
 
 
-def make_batch(cfg: ExperimentConfig, device: torch.device, generator_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The full batch (inputs, targets); micro-batches under accumulation are slices of it."""
-    gen = torch.Generator(device="cpu").manual_seed(generator_seed)
-    dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
-    if cfg.model == "mlp":
-        shape = (cfg.batch, cfg.width)
-    elif cfg.model == "cnn":
-        shape = (cfg.batch, 3, cfg.image_size, cfg.image_size)
-    else:
-        shape = (cfg.batch, cfg.seq_len, cfg.width)
-    # Generated on the CPU so every device (and the baseline of the correctness guard)
-    # sees the same numbers for the same seed.
-    x = torch.randn(shape, generator=gen).to(device=device, dtype=dtype)
-    if cfg.model == "cnn":
-        y = torch.randint(0, CNN_CLASSES, (cfg.batch,), generator=gen).to(device)
-    else:
-        y = torch.randn(shape, generator=gen).to(device=device, dtype=dtype)
-    return x, y
+class TransformerSpec(_FamilySpec):
+    def modules(self, cfg):
+        return [TransformerBlock(cfg.width, cfg.heads) for _ in range(cfg.layers)], nn.LayerNorm(cfg.width)
+
+    def input_shape(self, cfg):
+        return (cfg.batch, cfg.seq_len, cfg.width)
 
 
-def loss_fn(cfg: ExperimentConfig, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    if cfg.model == "cnn":
-        return F.cross_entropy(out, target)
-    return F.mse_loss(out, target)
+BUILTIN_SPECS: dict[str, ModelSpec] = {"mlp": MLPSpec(), "cnn": CNNSpec(), "transformer": TransformerSpec()}
+
+
+def spec_for(cfg: ExperimentConfig) -> ModelSpec:
+    """The model spec of a configuration: one of the built-in families."""
+    return BUILTIN_SPECS[cfg.model]
+
+
+def build_model(cfg: ExperimentConfig, device: torch.device, spec: ModelSpec | None = None) -> nn.Module:
+    """cfg's model on `device`, checkpointing enabled as cfg asks (what the model phase of a run builds)."""
+    spec = spec or spec_for(cfg)
+    model = spec.build(cfg, device)
+    spec.enable_checkpointing(model, cfg)
+    return model
 
 
 def seed_lambda_forward(self: Net, x):

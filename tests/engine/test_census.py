@@ -6,6 +6,7 @@ import torch
 
 from experiments.labs.leaks import run_leak
 from experiments.measure import census
+from experiments.measure.tracker import MemoryTracker
 
 BATCH, WIDTH, LAYERS = 16, 64, 2
 ONE_OUTPUT = BATCH * WIDTH * 4  # one (batch, width) fp32 tensor
@@ -56,7 +57,7 @@ def test_nothing_grows_in_a_flat_loop(scenario):
 
 
 def test_holders_find_graph_saved_tensors_of_a_kept_output():
-    tracker = census.CensusTracker()
+    tracker = MemoryTracker(listeners=[census.Census()])
     with tracker:
         lin = torch.nn.Linear(8, 8)
         x = torch.randn(2, 8)

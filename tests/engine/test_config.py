@@ -45,13 +45,13 @@ def test_segments_longer_than_the_model_run_as_one_segment():
 @pytest.mark.parametrize("size", [8, 9, 17, 30, 37])
 def test_any_cnn_image_size_in_range_runs_as_the_estimate_counts_it(size):
     """Sizes that are not a multiple of 4 run (max-pooling floors odd sizes); the sizes the estimator and the
-    replay count (vocabulary.cnn_spatial_sizes) are the ones the model computes, and the CPU replay is exact."""
+    replay count (families.cnn_spatial_sizes) are the ones the model computes, and the CPU replay is exact."""
     import torch
 
-    from experiments.core.vocabulary import cnn_spatial_sizes
+    from experiments.core.families import cnn_spatial_sizes
     from experiments.estimate.estimator import estimate
     from experiments.measure.run import run_experiment
-    from experiments.training.models import build_model, make_batch
+    from experiments.training.models import build_model, spec_for
 
     cfg = ExperimentConfig(model="cnn", layers=5, width=8, batch=2, image_size=size, device="cpu", steps=2,
                            timing_steps=0)
@@ -59,7 +59,7 @@ def test_any_cnn_image_size_in_range_runs_as_the_estimate_counts_it(size):
     seen = []
     for block in model.blocks:
         block.register_forward_hook(lambda mod, inp, out: seen.append((inp[0].shape[-1], out.shape[-1])))
-    model(make_batch(cfg, torch.device("cpu"), 1)[0])
+    model(**spec_for(cfg).batch(cfg, torch.device("cpu"), 1)[0])
     assert seen == cnn_spatial_sizes(cfg)
     result = run_experiment(cfg, history=False)
     assert result["oom"] is None
@@ -117,7 +117,8 @@ def test_operator_limits_file(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV, str(path))
     assert load() == Limits(max_job_seconds=30, max_queue=5, max_peak_gib=0.001)
     # The operator's cap refuses a run even when the learner forces it.
-    from experiments.measure.run import WouldNotFit, run_experiment
+    from experiments.measure.fits import WouldNotFit
+    from experiments.measure.run import run_experiment
 
     with pytest.raises(WouldNotFit, match="max_peak_gib"):
         run_experiment(ExperimentConfig(device="cpu", layers=4, width=512, batch=64, force=True))

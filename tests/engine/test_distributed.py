@@ -10,9 +10,9 @@ import weakref
 import pytest
 import torch
 
-from experiments.core.config import ConfigError
+from experiments.core.config import ConfigError, DistributedConfig
 from experiments.distributed.estimate import estimate_sharded, what_fits, zero1_partition
-from experiments.distributed.launch import DistributedConfig, device_type_for, run_distributed_many
+from experiments.distributed.launch import device_type_for, run_distributed_many
 from experiments.jobs.kinds import execute
 
 MIB = 2**20
@@ -212,7 +212,7 @@ TAMPER = {"none": None, "skip": _skip_all_reduce, "sum": _sum_all_reduce}
 def _tampered_rank(rank: int, port: int, cases, out) -> None:
     import torch.distributed as dist
 
-    from experiments.distributed.rank import check_update
+    from experiments.distributed.update_check import check_update
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
@@ -507,9 +507,8 @@ def _traffic_rank(rank: int, port: int, out, plans: list[dict]) -> None:
     """The sandbox's own wrap, optimizer and step; the second step's collectives are counted."""
     import torch.distributed as dist
 
-    from experiments.distributed.rank import make_rank_optimizer, rank_batch, sync_phase, sync_setter, wrap
-    from experiments.training.models import build_model
-    from experiments.training.step import TrainState, train_step
+    from experiments.distributed.rank import rank_batch, rank_setup, sync_phase, sync_setter
+    from experiments.training.step import build_state, train_step
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
@@ -517,11 +516,9 @@ def _traffic_rank(rank: int, port: int, out, plans: list[dict]) -> None:
     for plan in plans:
         dcfg = DistributedConfig.from_dict(plan)
         cfg = dcfg.rank_config
-        torch.manual_seed(0)
-        model = wrap(build_model(cfg, cpu), dcfg.strategy, cfg, cpu)
-        x, y = rank_batch(dcfg, rank, cpu)
-        state = TrainState(cfg, cpu, model, make_rank_optimizer(cfg, model, dcfg.strategy), None, x, y)
-        phase = sync_phase(sync_setter(model, dcfg.strategy), cfg.accum)
+        inputs, targets = rank_batch(dcfg, rank)
+        state = build_state(cfg, cpu, rank_setup(dcfg, cpu, inputs, targets))
+        phase = sync_phase(sync_setter(state.model, dcfg.strategy), cfg.accum)
         train_step(state, 0, phase)  # step 1 creates the optimizer state
         counted = _Payload()
         with counted:
@@ -596,9 +593,10 @@ def test_a_gpu_ranks_tracker_counts_host_memory_apart():
     """CPU offload keeps shards, their gradients and Adam's state in host memory: on a rank whose device is not the
     CPU (the meta device stands in for a GPU here) those storages are a series of their own, never in the device's
     count, its peak or its categories."""
-    from experiments.distributed.rank import ShardTracker
+    from experiments.distributed.rank import rank_options
+    from experiments.measure.tracker import MemoryTracker
 
-    tracker = ShardTracker(device=torch.device("meta"))
+    tracker = MemoryTracker(**rank_options(torch.device("meta")))
     with tracker:
         tracker.begin_phase("_forward")
         on_device = torch.empty(1000, device="meta")
@@ -615,7 +613,7 @@ def test_a_gpu_ranks_tracker_counts_host_memory_apart():
     del state
     assert tracker.host_current == 0 and tracker.current == 4000
     del on_device
-    together = ShardTracker()  # a CPU rank (gloo): its host memory is its device memory
+    together = MemoryTracker(**rank_options(torch.device("cpu")))  # a CPU rank (gloo): its host memory is its device memory
     with together:
         kept = torch.zeros(500)
     assert together.current == 2000 and not together.host_apart

@@ -27,7 +27,8 @@ def test_amp_gradients_are_within_the_documented_tolerance(precision):
 
 
 def test_the_guard_compares_with_strict_fp32_and_allows_tf32_error_only_where_tf32_runs():
-    from experiments.training.guard import TOLERANCE, tolerance
+    from experiments.core.config import GRADIENT_TOLERANCE as TOLERANCE
+    from experiments.core.config import gradient_tolerance as tolerance
 
     cnn = ExperimentConfig(model="cnn", layers=2, width=8, batch=4, image_size=16, device="cpu")
     r = check_gradients(cnn)
@@ -196,8 +197,8 @@ def test_replay_counts_the_flops_the_runner_counts():
 
 
 def test_profile_and_guard_refuse_what_would_not_fit():
+    from experiments.measure.fits import WouldNotFit
     from experiments.measure.profiling import profile_step
-    from experiments.measure.run import WouldNotFit
 
     big = ExperimentConfig(device="cpu", layers=8, width=4096, batch=64, budget_mb=64)
     for check in (profile_step, check_gradients):
@@ -207,13 +208,13 @@ def test_profile_and_guard_refuse_what_would_not_fit():
 
 def test_leak_runs_refuse_what_would_not_fit_and_the_bound_covers_every_scenario(monkeypatch):
     from experiments.labs import leaks
-    from experiments.measure import device as device_info
-    from experiments.measure.run import WouldNotFit
+    from experiments.labs import leaks as leaks_module
+    from experiments.measure.fits import WouldNotFit
 
     bound = leaks.worst_case_bytes(steps=6, batch=64, width=256, layers=3)
     for scenario in SCENARIOS:
         r = run_leak(scenario, steps=6, device="cpu", batch=64, width=256, layers=3)
         assert max(p["allocated_bytes"] for p in r["per_step"]) <= bound, scenario
-    monkeypatch.setattr(device_info, "cpu_available_bytes", lambda: 2**20)
+    monkeypatch.setattr(leaks_module, "cpu_available_bytes", lambda: 2**20)
     with pytest.raises(WouldNotFit):
         run_leak("fixed", steps=6, device="cpu", batch=64, width=256, layers=3)

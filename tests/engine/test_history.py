@@ -7,8 +7,9 @@ import torch
 from torch import nn
 
 from experiments.core.config import ExperimentConfig
-from experiments.measure import history
+from experiments.measure import history, segments
 from experiments.measure.run import run_experiment
+from experiments.measure.tracker import MemoryTracker
 
 LAYERS, WIDTH, BATCH = 2, 64, 8
 PARAM_BYTES = LAYERS * (WIDTH * WIDTH + WIDTH) * 4
@@ -34,15 +35,15 @@ def test_event_bytes_reproduce_the_runs_peak_and_final_level():
 
 
 def test_a_hand_loop_matches_the_tracker_exactly():
-    tracker = history.HistoryTracker()
-    rec = history.Recording(torch.device("cpu"), tracker)
-    rec.start()
+    rec = history.Recording(torch.device("cpu"))
+    tracker = MemoryTracker(listeners=[rec])
+    rec.start(tracker)
     with tracker:
-        rec.phase("model", 0, None)
+        tracker.phase_started("model", 0, None)
         model = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 32))
-        rec.phase("forward", 1, None)
+        tracker.phase_started("forward", 1, None)
         out = model(torch.randn(4, 32)).square().mean()
-        rec.phase("backward", 1, None)
+        tracker.phase_started("backward", 1, None)
         out.backward()
         del out
     h = rec.finish()
@@ -110,7 +111,7 @@ def _snapshot():
 
 
 def test_segments_parse_with_free_space_visible():
-    segs = history.view(history.parse_segments(_snapshot()))
+    segs = segments.view(segments.parse_segments(_snapshot()))
     assert [s["total_bytes"] for s in segs] == [2 * MiB, 20 * MiB]
     big = segs[1]
     assert [(b["offset"], b["size"], b["state"]) for b in big["blocks"]] == [(0, 14 * MiB, "free"),
@@ -130,13 +131,13 @@ def test_segments_at_the_peak_are_replayed_backwards():
     ]
     end = _snapshot() + [{"device": 0, "address": A + 300 * MiB, "total_size": 2 * MiB, "blocks": [
         {"address": A + 300 * MiB, "size": 2 * MiB, "state": "inactive"}]}]
-    segs, at = history.segments_at(end, trace, 1, {big: ("activations", "models.py:26 forward")})
+    segs, at = segments.segments_at(end, trace, 1, {big: ("activations", "models.py:26 forward")})
     assert at == "peak" and len(segs) == 2
     blocks = [(b["offset"], b["size"], b["state"], b["category"]) for b in segs[1]["blocks"]]
     assert blocks == [(0, 6 * MiB, "allocated", "activations"), (6 * MiB, 8 * MiB, "allocated", "other"),
                       (14 * MiB, 6 * MiB, "allocated", "other")]
     # A trace that does not fit the state (entries lost) falls back to the snapshot's own state.
-    segs, at = history.segments_at(end, trace + [{"action": "alloc", "addr": A + 999 * MiB, "size": 512}], 1)
+    segs, at = segments.segments_at(end, trace + [{"action": "alloc", "addr": A + 999 * MiB, "size": 512}], 1)
     assert at == "end" and len(segs) == 3
 
 
@@ -147,7 +148,7 @@ def test_expandable_segment_unmap_is_undone():
     trace = [{"action": "alloc", "addr": base, "size": 6 * MiB},
              {"action": "free_completed", "addr": base, "size": 6 * MiB},
              {"action": "segment_unmap", "addr": base + 2 * MiB, "size": 4 * MiB}]
-    segs, at = history.segments_at(end, trace, 0)
+    segs, at = segments.segments_at(end, trace, 0)
     assert at == "peak" and segs[0]["total_bytes"] == 6 * MiB
     assert [(b["size"], b["state"]) for b in segs[0]["blocks"]] == [(6 * MiB, "allocated")]
 

@@ -82,7 +82,7 @@ def test_out_of_memory_is_a_result_and_frees_everything():
 def test_a_run_that_would_not_fit_is_refused_before_allocating():
     import pytest
 
-    from experiments.measure.run import WouldNotFit
+    from experiments.measure.fits import WouldNotFit
 
     with pytest.raises(WouldNotFit) as info:
         run_experiment(ExperimentConfig(**dict(SMALL, width=4096, batch=4096), budget_mb=8))
@@ -118,12 +118,13 @@ def test_cancel_stops_the_timing_steps_too():
 def test_losses_match_a_plain_pytorch_loop():
     cfg = ExperimentConfig(**dict(SMALL, optimizer="sgd", timing_steps=0, steps=3))
     r = run_experiment(cfg)
-    from experiments.training.models import build_model, make_batch
+    from experiments.training.models import build_model, spec_for
 
     torch.manual_seed(cfg.seed)
     model = build_model(cfg, torch.device("cpu"))
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x, y = make_batch(cfg, torch.device("cpu"), cfg.seed + 1)
+    inputs, targets = spec_for(cfg).batch(cfg, torch.device("cpu"), cfg.seed + 1)
+    x, y = inputs["x"], targets["y"]
     losses = []
     for _ in range(3):
         opt.zero_grad()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from experiments.core.config import DistributedConfig
 from experiments.distributed.estimate import estimate_sharded
-from experiments.distributed.launch import DistributedConfig
 from experiments.estimate.workspaces import load
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,7 +25,8 @@ def _step(cfg: ExperimentConfig, batch: slice | None = None, scale: float = 1.0)
     s = build_state(cfg, torch.device("cpu"))
     before = [p.detach().clone() for p in s.model.parameters()]
     if batch is not None:
-        s.inputs, s.targets = s.inputs[batch], s.targets[batch]
+        s.inputs = {k: v[batch] for k, v in s.inputs.items()}
+        s.targets = {k: v[batch] for k, v in s.targets.items()}
         s.cfg = cfg.replace(batch=s.inputs.shape[0])
     if scale != 1.0:
         for p in s.model.parameters():

@@ -27,7 +27,7 @@ import json, sys
 import torch
 import torch.nn.functional as F
 from torch import nn
-from experiments.measure.run import warm_up_cuda
+from experiments.measure.device import warm_up_cuda
 
 layers, width, batch, size, precision, steps = {layers}, {width}, {batch}, {image_size}, {precision!r}, {steps}
 {setup}

@@ -11,7 +11,8 @@ from torch.utils.checkpoint import checkpoint
 
 from experiments.core.config import ExperimentConfig
 from experiments.labs.leaks import run_leak
-from experiments.measure.run import run_experiment, warm_up_cuda
+from experiments.measure.device import warm_up_cuda
+from experiments.measure.run import run_experiment
 from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
 
 pytestmark = [pytest.mark.usefixtures("one_gpu_user"), pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
@@ -193,7 +194,7 @@ def test_estimate_with_measured_scratch_memory_matches_runs_it_was_not_tuned_on(
 
     from benchmarks.estimate_grid import draw
     from experiments.estimate.estimator import estimate
-    from experiments.measure.run import measure_workspaces
+    from experiments.measure.fits import measure_workspaces
 
     rng, errors = random.Random(20261130), []
     while len(errors) < 9:

@@ -1,0 +1,102 @@
+"""Before anything is allocated: does a configuration fit? Its estimate against the capacity (the learner's budget,
+the device's free memory, the operator's limit), with the device's cuDNN workspaces measured where the estimate
+names them. Runs, profiles, gradient checks and leak runs are refused here, not killed half-way."""
+
+from __future__ import annotations
+
+import gc
+
+import torch
+
+from ..core.capacity import capacity
+from ..core.config import ExperimentConfig
+from ..core.limits import load as load_limits
+from ..core.units import GIB, MIB, fmt_gib
+from ..estimate import workspaces as op_workspace
+from ..estimate.estimator import estimate
+from .device import cpu_available_bytes, resolve_device
+
+# A run is refused up front only when the estimate is this far past the capacity, so runs near
+# the limit are still tried and an out-of-memory error becomes a result the learner can study.
+REFUSE_FACTOR = 1.15
+
+
+class WouldNotFit(ValueError):
+    """The estimate says it will not fit. `code` says against what (jobs' structured errors carry it):
+    "max_peak_gib" the operator's limit, "host_memory" a forced CPU run past the machine's memory, "capacity" the
+    memory available (or a leak run's bound); `params` the figures, in bytes."""
+
+    def __init__(self, message: str, estimate: dict, code: str = "capacity", **params):
+        super().__init__(message)
+        self.estimate = estimate
+        self.code = code
+        self.params = params
+
+
+def measure_workspaces(signatures: list[str], device: torch.device) -> dict[str, int]:
+    """Kernels' scratch memory for these ops, measured here and cached on disk (experiments/estimate/workspaces.py).
+    An op too large to probe, or one the probe cannot reproduce, stays unmeasured: the estimate says so."""
+    path = op_workspace.cache_path(torch.cuda.get_device_properties(device).name)
+    table = op_workspace.load(path)
+    for sig in signatures:
+        if sig not in table:
+            try:
+                table |= op_workspace.measure_all([sig], device, path)
+            except Exception as e:  # noqa: BLE001 - an op that cannot be probed stays unmeasured, the run goes on
+                print(f"workspace probe failed ({type(e).__name__}: {str(e)[:200]}): {sig[:200]}", flush=True)
+    gc.collect()
+    torch.cuda.empty_cache()  # the probes' inputs must not stay in the reserved figure of the run that follows
+    return {s: table[s] for s in signatures if s in table}
+
+
+def measure_workspaces_job(signatures) -> dict:
+    """The worker's job for the page's estimate: measure what the estimate lists as unmeasured, on this device."""
+    if not isinstance(signatures, list) or len(signatures) > 500 or not all(
+            op_workspace.is_signature(s) for s in signatures):
+        raise ValueError("signatures: a list of at most 500 op signatures from the estimate")
+    device = resolve_device("auto")
+    if device.type != "cuda":
+        return {"measured": 0}
+    return {"measured": len(measure_workspaces(signatures, device))}
+
+
+def capacity_bytes(cfg: ExperimentConfig, device: torch.device) -> int | None:
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return capacity(cfg.budget_mb, free, cached)
+    return capacity(cfg.budget_mb, cpu_available_bytes())
+
+
+def check_fits(cfg: ExperimentConfig, device: torch.device, copies: int = 1) -> tuple[int | None, dict]:
+    """Refuse a configuration whose estimate is far past the capacity (runs, profiles and gradient checks alike:
+    on a CPU an unchecked one is killed by the OOM killer, worker and all). `copies`: states alive at once."""
+    capacity = capacity_bytes(cfg, device)
+    est = estimate(cfg, capacity_bytes=capacity, device_type=device.type)
+    if est["unmeasured"]:
+        est = estimate(cfg, capacity_bytes=capacity, device_type=device.type,
+                       transients=measure_workspaces(est["signatures"], device))
+    need = copies * est["peak_bytes"]
+    cap = load_limits().max_peak_gib
+    if cap is not None and need > cap * GIB:
+        # The operator's limit: "force" (or a shared link that sets it) cannot lift it.
+        raise WouldNotFit(f"estimated peak {fmt_gib(need)} is above this server's limit of {cap:g} GiB per run "
+                          "(max_peak_gib)", est, "max_peak_gib", peak_bytes=need, limit_bytes=int(cap * GIB))
+    host = cpu_available_bytes() if device.type == "cpu" else None
+    simulated = cfg.budget_mb is not None and host is not None and cfg.budget_mb * MIB < host
+    if cfg.force and host is not None and not simulated and need > REFUSE_FACTOR * host:
+        # On a CPU nothing reports an out-of-memory error: the system kills the process, worker and all.
+        # A budget below the host's memory makes the tracker raise a simulated one instead.
+        raise WouldNotFit(
+            f"estimated peak {fmt_gib(need)} does not fit the {fmt_gib(host)} of memory this machine has free; on a "
+            "CPU, running past it is stopped by the system, not reported, so force cannot run it: set budget_mb "
+            "below the free memory to see a simulated out-of-memory error",
+            est, "host_memory", peak_bytes=need, available_bytes=host,
+        )
+    if not cfg.force and capacity is not None and need > REFUSE_FACTOR * capacity:
+        raise WouldNotFit(
+            f"estimated peak {fmt_gib(need)} does not fit the {fmt_gib(capacity)} available on {device.type}; "
+            "reduce batch, width or layers, or force the run to see the out-of-memory error",
+            est, "capacity", peak_bytes=need, available_bytes=capacity,
+        )
+    return capacity, est
