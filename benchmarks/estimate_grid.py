@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.reference_estimator import analytic  # noqa: E402
 from experiments.core.config import (  # noqa: E402
     CHECKPOINTS,
     OPTIMIZER_IMPLS,
@@ -30,13 +31,13 @@ from experiments.core.config import (  # noqa: E402
     ConfigError,
     ExperimentConfig,
 )
+from experiments.core.units import GIB, MIB  # noqa: E402
 from experiments.estimate.estimator import estimate  # noqa: E402
 from experiments.measure.device import resolve_device  # noqa: E402
 from experiments.measure.fits import measure_workspaces  # noqa: E402
 from experiments.measure.run import run_experiment  # noqa: E402
 
-MIB = 2**20
-METHODS = ("analytic", "replay")
+METHODS = ("analytic", "replay")  # the analytic model is the reference in benchmarks/reference_estimator.py
 
 
 def _log_int(rng: random.Random, lo: int, hi: int, multiple: int = 1) -> int:
@@ -101,10 +102,11 @@ def main() -> None:
             transients = measure_workspaces(sigs, resolve_device("cuda"))
         for m in methods:
             try:
-                ests[m] = estimate(cfg, device_type=args.device, method=m, transients=transients)
+                ests[m] = analytic(cfg) if m == "analytic" else estimate(cfg, device_type=args.device, method=m,
+                                                                          transients=transients)
             except Exception as e:  # noqa: BLE001 - a method that cannot trace a config is reported, not fatal
                 print(f"  {m} failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
-        if max(e["peak_bytes"] for e in ests.values()) > args.limit_gib * 2**30:
+        if max(e["peak_bytes"] for e in ests.values()) > args.limit_gib * GIB:
             continue
         result = run_experiment(cfg)
         if result.get("oom") or result.get("peak_bytes") is None:

@@ -124,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     est_p = sub.add_parser(
         "estimate", help="print the estimate only: the training step replayed on fake tensors (nothing is allocated)",
         description="The estimate the app shows before a run: setup and two training steps of the configuration, "
-                    "replayed on fake tensors (the result's \"method\" is \"replay\"); the layer-by-layer analytical "
-                    "model's figure is \"analytic_peak_bytes\".")
+                    "replayed on fake tensors (the result's \"method\" is \"replay\"), with each category's "
+                    "explanation (\"terms\").")
     _add_config_flags(est_p)
     guard_p = sub.add_parser("guard", help="compare the configuration's gradients with the strict fp32 baseline (no TF32)")
     _add_config_flags(guard_p)
