@@ -1,60 +1,74 @@
 import json
-import subprocess
-import sys
+import os
+import signal
 import time
 from pathlib import Path
 
 import pytest
 
+from experiments import cli
 from experiments.jobs.worker import WorkerClient
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "experiments", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+def _cli(capsys, *args) -> tuple[int, str, str]:
+    """`python -m experiments ARGS` in this process: (exit status, stdout, stderr)."""
+    try:
+        code = cli.main(list(args))
+    except SystemExit as stop:  # argparse's own errors and --help
+        code = stop.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
-def test_cli_json_shape():
-    p = _cli("run", "--device", "cpu", "--layers", "2", "--width", "64", "--batch", "8", "--steps", "2",
-             "--timing-steps", "2", "--json")
-    assert p.returncode == 0, p.stderr
-    r = json.loads(p.stdout)
-    for key in ("config", "device", "phases", "peak_bytes", "step_ms", "tflops", "breakdown", "estimate", "oom"):
-        assert key in r
-    assert {"type", "name", "total_bytes", "torch_version"} <= set(r["device"])
-    assert {"step", "phase", "allocated_bytes", "reserved_bytes", "peak_bytes", "ms"} <= set(r["phases"][0])
-    assert {"median", "p10", "p90"} <= set(r["step_ms"])
-    assert "peak_bytes" in r["estimate"] and "parameters" in r["estimate"]["categories"]
-    assert r["oom"] is None
+def test_cli_json_is_the_run_itself(capsys):
+    code, out, err = _cli(capsys, "run", "--device", "cpu", "--layers", "2", "--width", "64", "--batch", "8",
+                          "--steps", "2", "--timing-steps", "2", "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    params = 2 * (64 * 64 + 64) * 4
+    assert r["config"]["layers"] == 2 and r["device"]["type"] == "cpu" and r["oom"] is None
+    assert [p["phase"] for p in r["phases"][:3]] == ["model", "optimizer", "data"]
+    assert r["phases"][0]["allocated_bytes"] == params == r["breakdown_steady"]["parameters"]
+    assert r["estimate"]["peak_bytes"] == r["peak_bytes"]  # on a CPU the replay is the measurement
+    assert len(r["step_ms"]["samples"]) == 2 and r["step_ms"]["p10"] <= r["step_ms"]["median"] <= r["step_ms"]["p90"]
+
+
+def test_cli_prints_the_phase_table(capsys):
+    code, out, _ = _cli(capsys, "run", "--device", "cpu", "--layers", "1", "--width", "512", "--batch", "4",
+                        "--steps", "2", "--timing-steps", "0")
+    assert code == 0
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["0"], ["1"], ["2"])]
+    assert [r[1] for r in rows] == ["model", "optimizer", "data"] + ["zero_grad", "forward", "backward",
+                                                                     "optimizer_step"] * 2
+    assert rows[0][2] == f"{(512 * 512 + 512) * 4 / 2**20:.2f}" == "1.00"  # after the model phase, in MiB
 
 
 @pytest.mark.parametrize("args, field", [(("--batch", "7", "--accum", "2"), "batch"), (("--precision", "fp8"), "precision"),
-                                         (("--layers", "many"), "layers")])
-def test_cli_bad_arguments_exit_2_with_one_line_naming_the_field(args, field):
-    p = _cli("run", "--device", "cpu", *args)
-    assert p.returncode == 2
-    lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and field in lines[0]
+                                         (("--layers", "many"), "layers"), (("--steps",), "--steps")])
+def test_cli_bad_arguments_exit_2_with_one_line_naming_the_field(capsys, args, field):
+    code, _, err = _cli(capsys, "run", "--device", "cpu", *args)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and field in lines[0]
 
 
-def test_cli_estimate_prints_the_estimate():
-    p = _cli("estimate", "--layers", "20", "--width", "2048", "--batch", "32")
-    assert p.returncode == 0
-    e = json.loads(p.stdout)
+def test_cli_estimate_prints_the_estimate(capsys):
+    code, out, _ = _cli(capsys, "estimate", "--layers", "20", "--width", "2048", "--batch", "32")
+    assert code == 0
+    e = json.loads(out)
     assert e["categories"]["parameters"] == 20 * (2048 * 2048 + 2048) * 4
-    assert e["method"] == "replay"
+    assert e["method"] == "replay" and e["device_type"] == "cpu"
+    assert {t["category"] for t in e["terms"]} == set(e["categories"])
 
 
 def test_cli_estimate_help_names_what_it_prints(capsys):
     """The estimate command prints the replay's figure; its help used to call it the analytical estimate."""
-    from experiments.cli import main
-
     for args in (["--help"], ["estimate", "--help"]):
-        with pytest.raises(SystemExit):
-            main(args)
-        text = " ".join(capsys.readouterr().out.split())
-        assert "replay" in text and "analytical estimate" not in text, (args, text)
+        code, out, _ = _cli(capsys, *args)
+        text = " ".join(out.split())
+        assert code == 0 and "replay" in text and "analytic" not in text, (args, text)
 
 
 def _wait(client, job, timeout=240):
@@ -66,7 +80,7 @@ def _wait(client, job, timeout=240):
 
 
 def test_worker_runs_in_a_spawned_process_dedupes_and_caches():
-    c = WorkerClient(inline=False)
+    c = WorkerClient(inline=False, rates=False)
     # The device view comes from the worker, so the web server never needs a CUDA context.
     assert c.device_info()["type"] == "cpu"
     params = dict(device="cpu", layers=2, width=32, batch=8, steps=2, timing_steps=0)
@@ -78,7 +92,52 @@ def test_worker_runs_in_a_spawned_process_dedupes_and_caches():
     again = c.status(c.submit("run", params))
     assert again["state"] == "done" and again["cached"]
     bad = _wait(c, c.submit("run", dict(params, batch=7, accum=2)))
-    assert bad["state"] == "error" and "batch" in bad["error"]
+    assert bad["state"] == "error" and bad["error"].startswith("ConfigError: batch: batch 7 must be divisible")
+    # The error crosses the process boundary as data too.
+    assert bad["error_info"] == {"type": "ConfigError", "code": "batch_accum",
+                                 "params": {"field": "batch", "batch": 7, "accum": 2}}
+
+
+LONG = {"device": "cpu", "layers": 4, "width": 512, "batch": 256, "steps": 2, "timing_steps": 200}
+
+
+def _running(client, ticket, timeout=120):
+    deadline = time.time() + timeout
+    while client.status(ticket)["state"] != "running" or not client.status(ticket)["progress"]:
+        assert time.time() < deadline, client.status(ticket)
+        time.sleep(0.05)
+
+
+def test_a_worker_process_is_cancelled_stopped_at_its_time_limit_and_restarted_when_it_dies():
+    """One worker process lane: a Cancel reaches a running job; a job past max_job_seconds is killed with its
+    worker; a worker that dies mid-job fails that job only; after each, the next job runs in a fresh process."""
+    c = WorkerClient(inline=False, rates=False)
+    lane = c._lanes[0]
+    job = c.submit("run", LONG)
+    _running(c, job)
+    first = lane.proc.pid
+    c.cancel(job)
+    cancelled = _wait(c, job)
+    assert cancelled["state"] == "cancelled" and cancelled["result"]["cancelled"]
+    assert cancelled["error_info"]["type"] == "Cancelled" and lane.proc.pid == first  # the worker lives on
+
+    lane.max_seconds = 1.0
+    slow = _wait(c, c.submit("run", dict(LONG, seed=1)))
+    assert slow["state"] == "error" and slow["error"] == "stopped after 1 s (max_job_seconds, docs/operators.md)"
+    assert slow["error_info"] == {"type": "Timeout", "code": None, "params": {"seconds": 1.0}}
+    assert not lane.proc.is_alive()
+    lane.max_seconds = 600.0
+
+    doomed = c.submit("run", dict(LONG, seed=2))
+    _running(c, doomed)
+    assert lane.proc.pid != first  # restarted after the time limit
+    os.kill(lane.proc.pid, signal.SIGKILL)
+    died = _wait(c, doomed)
+    assert died["state"] == "error" and died["error_info"] == {"type": "WorkerDied", "code": None, "params": {}}
+    assert died["error"].startswith("the worker process died")
+
+    after = _wait(c, c.submit("leak", {"scenario": "fixed", "steps": 2, "device": "cpu", "batch": 8, "width": 16}))
+    assert after["state"] == "done" and after["result"]["growth_bytes_per_step"] == 0
 
 
 def test_inline_worker_cancel_of_a_queued_job():
@@ -129,7 +188,7 @@ def test_the_worker_exits_when_its_server_is_killed(tmp_path):
         f"sys.path.insert(0, {str(ROOT)!r})\n"
         "from experiments.jobs.worker import WorkerClient\n"
         "if __name__ == '__main__':  # the worker is spawned: it re-imports this file\n"
-        "    c = WorkerClient(inline=False)\n"
+        "    c = WorkerClient(inline=False, rates=False)\n"
         "    assert c.device_info(timeout=120)\n"
         "    print(c._proc.pid, flush=True)\n"
         "    time.sleep(600)\n")
@@ -156,15 +215,15 @@ def test_a_second_worker_on_the_same_gpu_is_detected(monkeypatch, tmp_path):
 
     import torch
 
-    from experiments.jobs import worker
+    from experiments.jobs import lanes
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    assert worker._claim_device()  # the first server's worker holds the lock
-    first = worker._device_lock
-    assert not worker._claim_device()  # a second one is told, and says so in its device report
-    worker._device_lock.close()
+    assert lanes.claim_device()  # the first server's worker holds the lock
+    first = lanes._device_lock
+    assert not lanes.claim_device()  # a second one is told, and says so in its device report
+    lanes._device_lock.close()
     first.close()
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from experiments.core.limits import Limits
 from experiments.jobs import kinds as jobs
-from experiments.jobs import worker
+from experiments.jobs import lanes, worker
 
 
 class FakeJobs:
@@ -87,7 +87,7 @@ def test_one_session_may_not_fill_the_queue(fake, monkeypatch):
 
 
 def test_jobs_of_closed_tabs_leave_the_queue_and_stop_running(fake, monkeypatch):
-    monkeypatch.setattr(worker, "ABANDON_CHECK_S", 0.02)
+    monkeypatch.setattr(lanes, "ABANDON_CHECK_S", 0.02)
     gone: set[str] = set()
     client = worker.WorkerClient(inline=True)
     client.owner_alive = lambda owner: owner not in gone
@@ -110,7 +110,7 @@ def test_jobs_of_closed_tabs_leave_the_queue_and_stop_running(fake, monkeypatch)
 
 def test_lanes_run_jobs_side_by_side_and_a_multi_gpu_job_holds_every_gpu_it_uses(fake):
     client = worker.WorkerClient(inline=True)
-    client._add_lane()  # a second GPU
+    client.add_lane()  # a second GPU
     client.submit("run", {"name": "one"}, owner="A")
     client.submit("run", {"name": "two"}, owner="B")
     _wait(lambda: sorted(fake.started) == ["one", "two"])  # both GPUs busy at once
@@ -129,4 +129,4 @@ def test_lanes_run_jobs_side_by_side_and_a_multi_gpu_job_holds_every_gpu_it_uses
     fake.go("three")
     _wait(lambda: client.status(after)["state"] == "done")
     # a CPU (gloo) multi-process job needs no GPU and runs beside others
-    assert worker._devices_needed("distributed", {"world_size": 2, "device": "cpu"}) == 1
+    assert worker.devices_needed("distributed", {"world_size": 2, "device": "cpu"}) == 1
