@@ -58,22 +58,25 @@ class Offload:
             tracker.hold_scratch(sum(local(t).untyped_storage().nbytes() for t in args[0]))
 
 
-def replay_rank(dcfg, block: int = 1, transients: dict[str, int] | None = None) -> dict:
-    """Rank 0 of `dcfg` on fake tensors: {"peak_bytes", "peak_phase", "categories", "allocator_peak_bytes"}.
-    peak_bytes counts storages (rounded to `block`); allocator_peak_bytes the caching allocator's whole blocks."""
+def replay_rank(dcfg, block: int = 1, transients: dict[str, int] | None = None, listeners=(), rank: int = 0) -> dict:
+    """One rank of `dcfg` on fake tensors (rank 0, the one an uneven split loads most, unless asked):
+    {"peak_bytes", "peak_phase", "categories", "phases", "allocator_peak_bytes", ...}. peak_bytes counts storages
+    (rounded to `block`); allocator_peak_bytes the caching allocator's whole blocks. `listeners`: more listeners of
+    the replay's tracker (what else to watch)."""
     dcfg = dataclasses.replace(dcfg, config=dcfg.config.replace(device="cpu", timing_steps=0, budget_mb=None,
                                                                   force=True), check_update=False)
     offload = dcfg.strategy == "fsdp2_offload"
-    tracker, log, scratch = replay_tracker(block, transients, **rank_options(listeners=[Offload()] if offload else []),
+    extra = [*listeners, *([Offload()] if offload else [])]
+    tracker, log, scratch = replay_tracker(block, transients, **rank_options(listeners=extra),
                                            off_device_tags=(phase_tag("optimizer_step"),) if offload else ())
     with _LOCK:
         if dist.is_initialized():
             raise RuntimeError("a process group is initialised here already: replay in a process of its own")
-        dist.init_process_group("fake", rank=0, world_size=dcfg.world_size, store=FakeStore())
+        dist.init_process_group("fake", rank=rank, world_size=dcfg.world_size, store=FakeStore())
         try:
             mesh = init_device_mesh("cpu", (dcfg.world_size,))
             with FakeTensorMode(allow_non_fake_inputs=True):
-                result = measure_rank(dcfg, 0, torch.device("cpu"),
+                result = measure_rank(dcfg, rank, torch.device("cpu"),
                                       replay=RankReplay(tracker=tracker, mesh=mesh,
                                                         scaler=NeverSkippingScaler))
         finally:
@@ -85,6 +88,6 @@ def replay_rank(dcfg, block: int = 1, transients: dict[str, int] | None = None) 
     at = max(steps, key=lambda i: marks[i]["peak_allocated_bytes"])
     categories = {k: int(v) for k, v in (result.get("breakdown") or {}).items()}
     return {"peak_bytes": int(result["peak_bytes"]), "peak_phase": result["peak_phase"], "categories": categories,
-            "signatures": sorted(set(scratch.signatures)),
+            "phases": result["phases"], "signatures": sorted(set(scratch.signatures)),
             "allocator_peak_bytes": int(marks[at]["peak_allocated_bytes"]),
             "allocator_peak_phase": {"step": result["phases"][at]["step"], "phase": result["phases"][at]["phase"]}}
