@@ -79,6 +79,16 @@ def _wait(client, job, timeout=240):
     return client.status(job)
 
 
+LONG = {"device": "cpu", "layers": 4, "width": 512, "batch": 256, "steps": 2, "timing_steps": 200}
+
+
+def _running(client, ticket, timeout=120):
+    deadline = time.time() + timeout
+    while client.status(ticket)["state"] != "running" or not client.status(ticket)["progress"]:
+        assert time.time() < deadline, client.status(ticket)
+        time.sleep(0.05)
+
+
 def test_worker_runs_in_a_spawned_process_dedupes_and_caches():
     c = WorkerClient(inline=False, rates=False)
     # The device view comes from the worker, so the web server never needs a CUDA context.
@@ -96,16 +106,6 @@ def test_worker_runs_in_a_spawned_process_dedupes_and_caches():
     # The error crosses the process boundary as data too.
     assert bad["error_info"] == {"type": "ConfigError", "code": "batch_accum",
                                  "params": {"field": "batch", "batch": 7, "accum": 2}}
-
-
-LONG = {"device": "cpu", "layers": 4, "width": 512, "batch": 256, "steps": 2, "timing_steps": 200}
-
-
-def _running(client, ticket, timeout=120):
-    deadline = time.time() + timeout
-    while client.status(ticket)["state"] != "running" or not client.status(ticket)["progress"]:
-        assert time.time() < deadline, client.status(ticket)
-        time.sleep(0.05)
 
 
 def test_a_worker_process_is_cancelled_stopped_at_its_time_limit_and_restarted_when_it_dies():
@@ -140,14 +140,16 @@ def test_a_worker_process_is_cancelled_stopped_at_its_time_limit_and_restarted_w
     assert after["state"] == "done" and after["result"]["growth_bytes_per_step"] == 0
 
 
-def test_inline_worker_cancel_of_a_queued_job():
+def test_inline_worker_cancel_of_a_queued_job_and_of_a_running_one():
     c = WorkerClient(inline=True)
-    slow = c.submit("run", dict(device="cpu", layers=4, width=256, batch=64, steps=3, timing_steps=20))
+    slow = c.submit("run", LONG)
     queued = c.submit("leak", dict(scenario="fixed", steps=2, device="cpu", batch=8, width=16))
     c.cancel(queued)
-    assert c.status(queued)["state"] == "cancelled"
+    assert c.status(queued)["state"] == "cancelled" and c.status(queued)["error_info"]["type"] == "Cancelled"
+    _running(c, slow)
     c.cancel(slow)
-    assert _wait(c, slow)["state"] in ("cancelled", "done")
+    stopped = _wait(c, slow)
+    assert stopped["state"] == "cancelled" and stopped["result"]["cancelled"] and stopped["result"]["step_ms"] is None
 
 
 def test_one_shared_client_per_server_process():
@@ -172,7 +174,10 @@ def test_finished_jobs_expire_and_ids_never_repeat(monkeypatch):
     assert second != first and client.status(second)["cached"]  # served from the bounded result cache
     assert client.status(first)["error"] == "unknown job"  # the finished job's entry is gone
     assert len(client._jobs) == 1
-    assert worker.WorkerClient(inline=True).submit("leak", {"scenario": "fixed", "steps": 2}) != first
+    fresh = worker.WorkerClient(inline=True)
+    third = fresh.submit("leak", {"scenario": "fixed", "steps": 2, "device": "cpu", "batch": 8, "width": 16})
+    assert third not in (first, second)
+    assert _wait(fresh, third)["state"] == "done"  # nothing left running in this process's threads
 
 
 def test_the_worker_exits_when_its_server_is_killed(tmp_path):
@@ -233,8 +238,7 @@ def test_a_joined_run_stops_only_when_its_last_learner_cancels():
     from experiments.jobs import worker
 
     client = worker.WorkerClient(inline=True)
-    blocker = {"device": "cpu", "layers": 8, "width": 1024, "batch": 1024, "steps": 10, "timing_steps": 50}
-    first = client.submit("run", blocker)  # keeps the queue busy
+    first = client.submit("run", LONG)  # keeps the queue busy
     tiny = {"scenario": "fixed", "steps": 2, "device": "cpu", "batch": 8, "width": 16}
     a, b = client.submit("leak", tiny), client.submit("leak", tiny)
     assert a != b  # each learner gets a ticket of their own for the one joined job

@@ -120,8 +120,9 @@ def test_operator_limits_file(tmp_path, monkeypatch):
     from experiments.measure.fits import WouldNotFit
     from experiments.measure.run import run_experiment
 
-    with pytest.raises(WouldNotFit, match="max_peak_gib"):
+    with pytest.raises(WouldNotFit, match="max_peak_gib") as refused:
         run_experiment(ExperimentConfig(device="cpu", layers=4, width=512, batch=64, force=True))
+    assert refused.value.code == "max_peak_gib" and refused.value.params["limit_bytes"] == int(0.001 * 2**30)
     path.write_text(json.dumps({"max_queue": -1}))
     with pytest.raises(LimitsError, match="max_queue"):
         load()
@@ -130,32 +131,14 @@ def test_operator_limits_file(tmp_path, monkeypatch):
         load()
 
 
-def test_the_queue_refuses_past_its_limit(monkeypatch):
-    import pytest
-
-    from experiments.core.limits import Limits
-    from experiments.jobs import worker
-
-    monkeypatch.setattr(worker, "LIMITS", Limits(max_queue=1))
-    import time
-
-    client = worker.WorkerClient(inline=True)
-    blocker = client.submit("run", {"device": "cpu", "layers": 8, "width": 1024, "batch": 1024, "steps": 10,
-                                    "timing_steps": 50})
-    while client.status(blocker)["state"] == "queued":
-        time.sleep(0.01)
-    waiting = client.submit("leak", {"scenario": "fixed", "steps": 2, "device": "cpu", "batch": 8, "width": 16})
-    with pytest.raises(worker.QueueFull):
-        client.submit("leak", {"scenario": "fixed", "steps": 3, "device": "cpu", "batch": 8, "width": 16})
-    client.cancel(waiting)
-    client.cancel(blocker)
-    while client.status(blocker)["state"] == "running":
-        time.sleep(0.05)
-
-
 def test_every_rule_has_a_code_the_app_words_in_both_languages():
-    """The app translates ConfigError by its code (config.err.<code>): it keeps no copy of the rules."""
+    """The app translates ConfigError by its code (config.err.<code>): it keeps no copy of the rules, and words no
+    code the engine does not have."""
     from app.i18n import STRINGS
+    from experiments.core.config import ERROR_CODES
+
+    worded = {k.removeprefix("config.err.") for k in STRINGS if k.startswith("config.err.")}
+    assert worded and worded <= set(ERROR_CODES), worded - set(ERROR_CODES)
 
     cases = [({"batch": 30, "accum": 4}, "batch_accum"), ({"model": "transformer", "width": 100, "heads": 3}, "heads_divide"),
              ({"model": "transformer", "width": 96, "heads": 16}, "head_dim"), ({"model": "cnn", "width": 600}, "cnn_width"),
@@ -174,10 +157,17 @@ def test_a_single_field_from_a_link_is_checked_by_the_engine_rules():
     assert ExperimentConfig.field_value("batch", "64") == 64
     assert ExperimentConfig.field_value("accum", "3") == 3  # rules between fields wait for the whole config
     assert ExperimentConfig.field_value("budget_mb", "none") is None
-    for field, raw, code in (("batch", "0", "range"), ("precision", "fp8", "choice"), ("layers", "x", None)):
+    cases = (("batch", "0", "range", {"value": 0, "lo": 1, "hi": 65536}),
+             ("precision", "fp8", "choice", {"value": "fp8"}),
+             ("layers", "x", "range", {"value": "x", "lo": 1, "hi": 128}),  # not an integer: the range it must be in
+             ("inplace", "maybe", "choice", {"value": "maybe", "allowed": "true, false"}),
+             ("budget_mb", "lots", "range", {"value": "lots", "lo": 1, "hi": 10_000_000}),
+             ("batchsize", "3", "unknown", {"value": "batchsize"}))
+    for field, raw, code, params in cases:
         with pytest.raises(ConfigError) as err:
             ExperimentConfig.field_value(field, raw)
         assert err.value.field == field and err.value.code == code
+        assert params.items() <= err.value.params.items(), (field, err.value.params)
 
 
 def test_every_entry_point_refuses_an_unknown_device():

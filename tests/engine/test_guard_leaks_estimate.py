@@ -11,32 +11,38 @@ from experiments.measure.run import run_experiment
 from experiments.training.guard import check_gradients, seed_lambda_forward
 
 BASE = dict(device="cpu", layers=6, width=128, batch=32)
+# The guard's tolerances as the lessons state them (relative error of all gradients against strict fp32), pinned
+# here: the code's own table and `ok` flag must agree with these, not decide them.
+DOCUMENTED = {"fp32": 1e-4, "fp32_strict": 1e-4, "tf32": 1e-2, "amp_fp16": 5e-2, "amp_bf16": 1e-1, "bf16": 2e-1}
 
 
 @pytest.mark.parametrize("changes", [{"checkpoint": "per_layer"}, {"checkpoint": "segments"}, {"accum": 4},
                                      {"checkpoint": "segments", "accum": 2}])
 def test_checkpointing_and_accumulation_keep_the_gradients(changes):
     r = check_gradients(ExperimentConfig(**BASE, **changes))
-    assert r["ok"] and r["max_rel_diff"] < 1e-6
+    # Only the order of float additions changes: far inside fp32's tolerance.
+    assert r["max_rel_diff"] < 1e-6 and r["tolerance"] == DOCUMENTED["fp32"] and r["ok"]
 
 
 @pytest.mark.parametrize("precision", ["amp_bf16", "amp_fp16"])
 def test_amp_gradients_are_within_the_documented_tolerance(precision):
     r = check_gradients(ExperimentConfig(**dict(BASE, layers=20, width=256), precision=precision))
-    assert r["ok"] and r["max_rel_diff"] > 0  # close, but not identical: a real half-precision run
+    # Close, but not identical: a real half-precision run.
+    assert 0 < r["max_rel_diff"] <= DOCUMENTED[precision] == r["tolerance"] and r["ok"]
 
 
 def test_the_guard_compares_with_strict_fp32_and_allows_tf32_error_only_where_tf32_runs():
-    from experiments.core.config import GRADIENT_TOLERANCE as TOLERANCE
-    from experiments.core.config import gradient_tolerance as tolerance
+    from experiments.core.config import GRADIENT_TOLERANCE, gradient_tolerance
 
+    assert GRADIENT_TOLERANCE == DOCUMENTED
     cnn = ExperimentConfig(model="cnn", layers=2, width=8, batch=4, image_size=16, device="cpu")
     r = check_gradients(cnn)
     # On a CPU no op uses TF32: PyTorch's fp32 defaults compute exactly what strict fp32 computes.
-    assert r["baseline_precision"] == "fp32_strict" and r["max_abs_diff"] == 0 and r["tolerance"] == TOLERANCE["fp32"]
+    assert r["baseline_precision"] == "fp32_strict" and r["max_abs_diff"] == 0 and r["tolerance"] == 1e-4
     # On a GPU a CNN's fp32 convolutions run in TF32 by default; an MLP's fp32 matmuls do not.
-    assert tolerance(cnn, "cuda") == TOLERANCE["tf32"] > tolerance(cnn.replace(precision="fp32_strict"), "cuda")
-    assert tolerance(cnn.replace(model="mlp", width=64), "cuda") == TOLERANCE["fp32"] == tolerance(cnn, "cpu")
+    assert gradient_tolerance(cnn, "cuda") == 1e-2 and gradient_tolerance(cnn.replace(precision="fp32_strict"),
+                                                                           "cuda") == 1e-4
+    assert gradient_tolerance(cnn.replace(model="mlp", width=64), "cuda") == 1e-4 == gradient_tolerance(cnn, "cpu")
 
 
 def test_the_syllabus_late_binding_checkpoint_lambda_is_caught():
@@ -50,12 +56,12 @@ def test_pure_bf16_without_a_strategy_passes_and_a_wrong_gradient_still_fails():
     the size AMP's bf16 autocast has; the late-bound checkpoint lambda stays far outside."""
     cfg = ExperimentConfig(device="cpu", layers=4, width=256, batch=64, precision="bf16")
     pure = check_gradients(cfg)
-    assert pure["ok"] and 0 < pure["max_rel_diff"] < pure["tolerance"] / 2, pure
+    assert 0 < pure["max_rel_diff"] < DOCUMENTED["bf16"] / 2 and pure["tolerance"] == DOCUMENTED["bf16"], pure
     amp = check_gradients(cfg.replace(precision="amp_bf16"))
     assert pure["max_rel_diff"] < 2 * amp["max_rel_diff"], (pure, amp)
     wrong = check_gradients(cfg.replace(layers=6, width=128, batch=32, checkpoint="per_layer"),
                             forward=seed_lambda_forward)
-    assert not wrong["ok"] and wrong["max_rel_diff"] > 2 * wrong["tolerance"], wrong
+    assert not wrong["ok"] and wrong["max_rel_diff"] > 2 * DOCUMENTED["bf16"], wrong
 
 
 def _growth(scenario):
@@ -68,10 +74,12 @@ def test_leak_scenarios_grow_as_the_lesson_says():
     assert g["fixed"] == 0 and g["no_zero_grad"] == 0
     assert g["cache_outputs"] == act
     assert g["cache_outputs_detached"] == g["cache_outputs"]  # detach shares the storage
-    assert g["append_loss_no_backward"] >= 3 * act  # whole graphs stay alive
-    # On CPU mse_loss's scalar is a view of the per-element buffer, so a kept loss keeps B*W floats;
-    # on CUDA it is one 512-byte block (see docs/gpu-results.md).
-    assert 0 < g["append_loss_after_backward"] <= act
+    # Whole graphs stay alive: both layers' ReLU outputs (saved for backward) and the loss's own storage.
+    assert g["append_loss_no_backward"] == (2 + 1) * act
+    # mse_loss allocates its output at the (batch, width) shape and resizes it to 0-dim, so a kept loss keeps B*W
+    # floats (on CUDA the same storage, rounded to its block: docs/gpu-results.md); a hand-written mean keeps one.
+    assert g["append_loss_after_backward"] == act
+    assert g["append_scalar_loss_after_backward"] == 4
 
 
 @pytest.mark.parametrize("changes", [
@@ -79,19 +87,15 @@ def test_leak_scenarios_grow_as_the_lesson_says():
     {"batch": 1024, "optimizer": "sgd_momentum"},  # bf16 CPU kernels differ from CUDA ones: checked on the GPU
     {"batch": 1024, "optimizer": "adamw", "optimizer_impl": "for-loop"},
 ])
-def test_estimate_is_within_ten_percent_of_a_cpu_run(changes):
+def test_the_cpu_estimate_is_the_cpu_run(changes):
+    """On a CPU the replay counts the very storages the run counts: peak, phase and categories, exactly."""
     cfg = ExperimentConfig(**dict(dict(device="cpu", layers=8, width=256, batch=8, optimizer_impl="foreach",
                                        timing_steps=0, steps=2), **changes))
-    r = run_experiment(cfg)
-    measured = r["peak_bytes"] - r["baseline_bytes"]
-    assert abs(estimate(cfg)["peak_bytes"] / measured - 1) < 0.10
-
-
-def test_estimate_explains_every_category():
-    e = estimate(ExperimentConfig(precision="amp_bf16", batch=4096))  # peak in backward
-    assert {t["category"] for t in e["terms"]} == set(e["categories"])
-    assert all(isinstance(t["args"], dict) and "en" not in t for t in e["terms"])  # data, worded by the app
-    assert e["categories"]["autocast_copies"] > 0
+    r = run_experiment(cfg, history=False)
+    est = estimate(cfg, device_type="cpu")
+    assert est["peak_bytes"] == r["peak_bytes"] - r["baseline_bytes"]
+    assert est["peak_phase"] == r["peak_phase"]["phase"]
+    assert est["categories"] == r["breakdown"] and est["steady"] == r["breakdown_steady"]
 
 
 def test_replayed_estimate_equals_the_cpu_measurement_on_a_random_grid():

@@ -92,9 +92,14 @@ def test_cpu_rounds_carry_the_paired_ratio_of_each_strategy_against_the_first():
     tiny = {"model": "mlp", "layers": 2, "width": 32, "batch": 8, "device": "cpu"}
     r = time_rounds([{"id": "adam", "config": tiny}, {"id": "sgd", "config": dict(tiny, optimizer="sgd")}],
                     rounds=5, steps=2, warmup=1)
-    assert [len(s["round_ms"]) for s in r["strategies"]] == [5, 5]
-    assert r["paired"] == [metrics.paired(r, "sgd", "adam")]
-    assert r["paired"][0]["verdict"] in metrics.VERDICTS
+    adam, sgd = (s["round_ms"] for s in r["strategies"])
+    assert [s["id"] for s in r["strategies"]] == ["adam", "sgd"] and len(adam) == len(sgd) == 5
+    (pair,) = r["paired"]
+    ratios = [b / a for a, b in zip(adam, sgd, strict=True)]  # each round: sgd's median step over adam's
+    assert (pair["strategy"], pair["versus"], pair["rounds"]) == ("sgd", "adam", 5)
+    assert pair["ratios"] == pytest.approx(ratios) and pair["median"] == pytest.approx(statistics.median(ratios))
+    verdict = "slower" if min(ratios) > 1 else "faster" if max(ratios) < 1 else "unclear"
+    assert pair["verdict"] == verdict
 
 
 @pytest.mark.parametrize(("field", "value"), [("rounds", 1), ("rounds", 11), ("steps", 0), ("warmup", True)])
