@@ -27,7 +27,7 @@ def _step(cfg: ExperimentConfig, batch: slice | None = None, scale: float = 1.0)
     if batch is not None:
         s.inputs = {k: v[batch] for k, v in s.inputs.items()}
         s.targets = {k: v[batch] for k, v in s.targets.items()}
-        s.cfg = cfg.replace(batch=s.inputs.shape[0])
+        s.cfg = cfg.replace(batch=s.inputs["x"].shape[0])
     if scale != 1.0:
         for p in s.model.parameters():
             p.register_hook(lambda g: g * scale)
