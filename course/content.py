@@ -175,6 +175,13 @@ def rounds_set(meta: dict, set_id: str) -> dict | None:
     return next((s for s in rounds_sets(meta) if s["id"] == set_id), None)
 
 
+def technique_rounds(meta: dict, technique: dict) -> tuple[dict | None, dict | None]:
+    """(the technique's "rounds" reference, the rounds set it names) for a time claim, or (None, None)."""
+    ref = technique.get("rounds") or {}
+    rset = rounds_set(meta, ref.get("set") or "")
+    return (ref, rset) if rset and ref.get("strategy") and ref.get("versus") else (None, None)
+
+
 def rounds_set_recorded_id(lesson_id: str, set_id: str) -> str:
     return f"{lesson_id}-rounds-{set_id}"
 

@@ -5,25 +5,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from app.charts.common import CATEGORY_COLORS, HEIGHT, MIB_FMT
 from app.i18n import t
-
-MIB_FMT = ",.1f"
-HEIGHT = 300
-# Fixed colours per category so measured and estimated bars read the same way on every page.
-CATEGORY_COLORS = {
-    "parameters": "#4c78a8",
-    "gradients": "#f58518",
-    "optimizer_state": "#e45756",
-    "activations": "#72b7b2",
-    "temporaries": "#54a24b",
-    "autocast_copies": "#eeca3b",
-    "data": "#b279a2",
-    "other": "#9d755d",
-}
-# The allocation timeline and segment view (app/features/timeline_view.py): what was allocated before the run,
-# free space.
-BASELINE_COLOR = "#bab0ac"
-FREE_COLOR = "#dcdcdc"
 
 
 def memory_chart(df: pd.DataFrame, y_max: float | None = None) -> alt.Chart:

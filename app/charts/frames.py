@@ -2,35 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
+from app.backend import CATEGORIES, net_peak, paired
+from app.charts.common import mib, phase_label, phase_name
 from app.i18n import t
 from course.units import MIB, fmt_bytes
-from experiments.core.metrics import net_peak
-from experiments.core.vocabulary import CATEGORIES
-
-
-def mib(value) -> float | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return value / MIB
-
-
-def phase_name(phase: str) -> str:
-    return t("phase." + phase, default=phase)
-
-
-def phase_label(row: dict, accum: int = 1) -> str:
-    if not row.get("step"):
-        return phase_name(row["phase"])
-    label = f"{row['step']}·{phase_name(row['phase'])}"
-    if accum > 1 and row.get("micro") is not None and row["phase"] in ("forward", "backward"):
-        label += f"·μ{row['micro']}"
-    if row.get("failed"):
-        label += " ✗"  # the phase that ran out of memory; its peak is what was in use then
-    return label
 
 
 def phases_frame(result: dict) -> pd.DataFrame:
@@ -220,8 +197,6 @@ def rounds_frame(result: dict, titles: dict[str, str]) -> pd.DataFrame:
 
 def paired_frame(result: dict, titles: dict[str, str], versus: str) -> pd.DataFrame:
     """One row per strategy (other than `versus`) and round: its time over `versus`'s in that round."""
-    from experiments.core.metrics import paired
-
     rows = []
     for s in result.get("strategies") or []:
         summary = None if s["id"] == versus else paired(result, s["id"], versus)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app import backend
+from app.backend import CHOICES
 from app.charts import charts, frames
 from app.exercises import grading_view
 from app.i18n import t
 from app.ui import jobs, results, sandbox, urlstate
 from course.grading.common import FLOOR_BYTES, TOLERANCE
 from course.grading.ex1 import CATEGORIES, FIELDS, MAX_MIB, PHASES, TIE, grade, validate
-from experiments.core.config import CHOICES
 
 LESSON = "exercise1"
 NS = "ex1g"  # its own namespace: the free sandbox of this page uses exercise1_*
@@ -41,7 +42,7 @@ def _config_widgets(base: dict) -> dict:
     cols = st.columns(2) + st.columns(2) + st.columns(2)
     for i, field in enumerate(FIELDS):
         k = _key(field)
-        urlstate.init(k, base[field], lambda raw, f=field: sandbox.parse(f, raw))
+        urlstate.init(k, base[field], lambda raw, f=field: backend.field_value(f, raw))
         label = t("field." + field)
         if field in CHOICES:
             labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in CHOICES[field]}

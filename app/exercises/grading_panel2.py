@@ -11,10 +11,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import streamlit as st
 
 from app import backend
-from app.charts import frames
 from app.exercises import grading_view
 from app.i18n import t
-from app.ui import jobs, urlstate
+from app.ui import jobs, results, urlstate
+from app.ui.failures import job_failed
 from course.grading.ex2 import (
     CHOICE_FIELDS,
     GPU_BASE,
@@ -27,7 +27,6 @@ from course.grading.ex2 import (
     options,
 )
 from course.units import fmt_bytes
-from experiments.core.config import ExperimentConfig
 
 LESSON = "exercise2"
 NS = "ex2g"
@@ -39,15 +38,20 @@ _searches: dict[tuple, Future] = {}
 _lock = threading.Lock()
 
 
-@functools.lru_cache(maxsize=1024)
-def _estimate(items: tuple, device_type: str) -> dict:
-    from experiments.estimate.estimator import estimate
-
-    return estimate(ExperimentConfig.from_dict(dict(items)), device_type=device_type)
+def _valid(config: dict):
+    cfg, err = backend.config(config)
+    if err:
+        raise err
+    return cfg
 
 
 def estimate(config: dict, device_type: str) -> dict:
-    return _estimate(tuple(sorted(config.items())), device_type)
+    """The grid's estimates on `device_type`, raising on failure (the page says why): this runs on the search's
+    thread too, so it asks nothing of the session (no measured workspaces, no device)."""
+    est, err = backend.estimate(_valid(config), for_device=device_type, measured_workspaces=False)
+    if err:
+        raise RuntimeError(err)
+    return est
 
 
 @functools.lru_cache(maxsize=4)
@@ -59,7 +63,8 @@ def search(ch: dict, device_type: str, rates: dict | None) -> Future:
     key = (device_type, json.dumps(ch["base"], sort_keys=True), ch["budget"], json.dumps(rates, sort_keys=True))
     with _lock:
         if key not in _searches:
-            _searches[key] = _pool.submit(best_known, ch["base"], ch["budget"], device_type, estimate, rates)
+            step_ms = (lambda est, precision: backend.center_ms(est, rates, precision, device_type)) if rates else None
+            _searches[key] = _pool.submit(best_known, ch["base"], ch["budget"], device_type, estimate, step_ms)
         return _searches[key]
 
 
@@ -138,13 +143,12 @@ def render(meta: dict) -> None:
 
 def _submit(ch: dict, choice: dict, best: dict) -> None:
     base, roles = ch["base"], ["baseline", "candidate"]
-    specs = [{"label": t("ex2.label.baseline"), "kind": "run", "params": ExperimentConfig.from_dict(base).to_dict()},
-             {"label": t("ex2.label.candidate"), "kind": "run",
-              "params": ExperimentConfig.from_dict(config_of(base, choice)).to_dict()}]
+    specs = [{"label": t("ex2.label.baseline"), "kind": "run", "params": _valid(base).to_dict()},
+             {"label": t("ex2.label.candidate"), "kind": "run", "params": _valid(config_of(base, choice)).to_dict()}]
     if best["choice"] and best["choice"] != choice:
         roles.append("best")
         specs.append({"label": t("ex2.label.best"), "kind": "run",
-                      "params": ExperimentConfig.from_dict(config_of(base, best["choice"])).to_dict()})
+                      "params": _valid(config_of(base, best["choice"])).to_dict()})
     roles.append("guard")
     specs.append({"label": t("ex2.label.guard"), "kind": "guard", "params": specs[1]["params"]})
     jobs.start(NS, specs, tag={"roles": roles, "choice": choice, "best": best, "budget": ch["budget"]})
@@ -157,9 +161,7 @@ def _show(done: dict) -> None:
         if status.get("state") == "done" and status.get("result") is not None:
             got[role] = status["result"]
         else:
-            from app.ui import results
-
-            results.job_error(status.get("error") or t("jobs.state." + str(status.get("state"))), spec["label"])
+            job_failed(status, spec["label"])
     if "candidate" not in got:
         return
     best_result = got.get("best", got["candidate"] if tag["best"]["choice"] == tag["choice"] else None)
@@ -167,8 +169,6 @@ def _show(done: dict) -> None:
     grading_view.record(LESSON, a["passed"])
     st.divider()
     st.subheader(t("ex2.score", score=a["score"]))
-    from app.ui import results
-
     results.device_label(got["candidate"])
     guard = got.get("guard") or {}
     peak = fmt_bytes(a["peak"])
@@ -195,7 +195,7 @@ def _show(done: dict) -> None:
         r = got.get(role) if role != "best" else best_result
         if r is None:
             continue
-        net = frames.net_peak(r)
+        net = backend.net_peak(r)
         step = (r.get("step_ms") or {}).get("median")
         fits = net is not None and net <= tag["budget"] and not r.get("oom")
         line = t("ex2.run_line", peak=fmt_bytes(net), fits=":green[✓]" if fits else ":red[✗]",

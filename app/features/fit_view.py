@@ -5,13 +5,13 @@ from __future__ import annotations
 import streamlit as st
 
 from app import backend
+from app.backend import net_peak
 from app.i18n import t
 from app.ui import jobs, results
 from course.fit import largest_fitting_batch
-from experiments.core.metrics import net_peak
+from course.units import MIB, fmt_bytes
 
 NS = "compare.fit"
-MIB = 2**20
 
 
 def _search(strategies, budget: int) -> list[dict]:
@@ -39,13 +39,13 @@ def render(strategies) -> None:
             return
         rows = found["rows"]
         st.dataframe([{t("col.strategy"): r["title"], t("fit.batch"): r["batch"] or t("fit.none"),
-                       t("compare.estimated_peak"): results.fmt_bytes(r["peak"])} for r in rows],
+                       t("compare.estimated_peak"): fmt_bytes(r["peak"])} for r in rows],
                      hide_index=True, width="stretch")
         fitting = [r for r in rows if r["batch"]]
         if not fitting:
             return
         best = max(fitting, key=lambda r: r["batch"])
-        st.caption(t("fit.best", title=best["title"], batch=best["batch"], budget=results.fmt_bytes(found["budget"])))
+        st.caption(t("fit.best", title=best["title"], batch=best["batch"], budget=fmt_bytes(found["budget"])))
         titles = {r["title"]: r for r in fitting}
         chosen = st.selectbox(t("fit.confirm_which"), list(titles), key=f"{NS}.which")
         if st.button(t("fit.confirm"), key=f"{NS}.confirm", disabled=jobs.pending(NS), width="stretch"):
@@ -58,6 +58,6 @@ def render(strategies) -> None:
         if done:
             for label, result in results.successful(done):
                 measured, limit = net_peak(result), done["tag"]["budget"]
-                text = t("fit.measured", title=label, batch=done["tag"]["batch"], peak=results.fmt_bytes(measured),
-                         budget=results.fmt_bytes(limit))
+                text = t("fit.measured", title=label, batch=done["tag"]["batch"], peak=fmt_bytes(measured),
+                         budget=fmt_bytes(limit))
                 (st.success if measured is not None and measured <= limit else st.warning)(text)

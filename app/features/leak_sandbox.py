@@ -6,9 +6,10 @@ import streamlit as st
 
 from app import backend
 from app.charts import charts, frames
+from app.features import census_view
 from app.i18n import lang, t
 from app.ui import expect_view, jobs, layout, results, urlstate
-from course import content, expectations
+from course import catalog, content, expectations
 
 
 def scenarios(lesson_id: str) -> dict[str, dict]:
@@ -103,7 +104,7 @@ def recorded(lesson_id: str, meta: dict, known: dict) -> None:
     """Every leak scenario of this lesson recorded on a real GPU, in one chart."""
     loaded = []
     for scenario, entry in known.items():
-        result, _ = backend.safe_load_recorded(content.leak_recorded_id(scenario))
+        result, _ = backend.safe_load_recorded(catalog.leak_id(scenario))
         if result:
             loaded.append(({"label": _title(entry), "scenario": scenario}, {"state": "done", "result": result}))
     if not loaded:
@@ -134,6 +135,4 @@ def show_results(done: dict, meta: dict, known: dict | None = None, ns: str = "l
     # The scenario's title is long: a medium column keeps the growth and the verdict on a projector's screen.
     st.dataframe(frames.leak_table(ok, verdicts), hide_index=True, width="stretch",
                  column_config={t("col.scenario"): st.column_config.TextColumn(width="medium")})
-    from app.features import census_view
-
     census_view.render(ok, key=ns)  # which tensors the last step added, and who holds them

@@ -6,11 +6,12 @@ from __future__ import annotations
 import streamlit as st
 
 from app import backend
+from app.backend import VERDICT_MIN_ROUNDS, paired
 from app.charts import charts, frames
 from app.i18n import lang, t
 from app.ui import jobs, layout, results, sizing
-from course import content
-from experiments.core.metrics import VERDICT_MIN_ROUNDS, paired
+from app.ui.failures import job_failed
+from course import catalog, content
 
 
 def titles(meta: dict, rset: dict | None = None) -> dict[str, str]:
@@ -91,7 +92,7 @@ def live(ns: str, label: str, params: dict, meta: dict, rset: dict | None = None
     if status.get("state") == "done" and status.get("result"):
         show(status["result"], meta, key=f"{ns}.live", rset=rset, names=names)
         return status["result"]
-    results.job_error(status.get("error") or t("jobs.state." + str(status.get("state"))))
+    job_failed(status)
     return None
 
 
@@ -106,7 +107,7 @@ def set_box(lesson_id: str, meta: dict, rset: dict) -> None:
             done = live(ns, title, content.rounds_set_params(meta, rset, sizing.scale(meta)), meta, rset)
         else:
             st.caption(t("rounds.gpu_only"))
-        rec, _ = backend.safe_load_recorded(content.rounds_set_recorded_id(lesson_id, rset["id"]))
+        rec, _ = backend.safe_load_recorded(catalog.rounds_set_id(lesson_id, rset["id"]))
         if rec:
             name = (rec.get("device") or {}).get("name", "GPU")
             with st.expander(t("rounds.recorded", name=name), icon=":material/history:", expanded=done is None):

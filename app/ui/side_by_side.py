@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app import backend
+from app.backend import net_peak
 from app.charts import charts, frames
 from app.i18n import t
-from experiments.core.config import ExperimentConfig
-from experiments.core.metrics import net_peak
+from course import experiment
 
 PIN = "side_by_side.pinned"
 
@@ -26,11 +27,8 @@ def _title(result: dict, recorded: bool) -> str:
 
 
 def differences(a: dict, b: dict) -> list[tuple[str, object, object]]:
-    """(field, pinned value, this value) for every configuration field that differs (device and timing aside)."""
-    defaults = ExperimentConfig().to_dict()
-    ca, cb = {**defaults, **(a.get("config") or {})}, {**defaults, **(b.get("config") or {})}
-    skip = {"device", "timing_steps", "force", "seed"}
-    return [(k, ca[k], cb[k]) for k in defaults if k not in skip and ca[k] != cb[k]]
+    """(field, pinned value, this value) for every field of the experiment that differs (course/experiment.py)."""
+    return experiment.differences(a.get("config"), b.get("config"), backend.DEFAULTS)
 
 
 def controls(result: dict, key: str, recorded: bool = False) -> None:

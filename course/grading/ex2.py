@@ -62,32 +62,24 @@ def config_of(base: dict, choice: dict) -> dict:
     return {**base, **choice}
 
 
-def _center_ms(est: dict, rates: dict | None, precision: str, device_type: str) -> float | None:
-    if not rates or not est.get("step"):
-        return None
-    from experiments.estimate.steptime import predict_step_ms
-
-    return predict_step_ms(est["step"], rates, precision, device_type)["center_ms"]
-
-
-def best_known(base: dict, budget: int, device_type: str, estimate, rates: dict | None = None,
-               progress=None) -> dict:
+def best_known(base: dict, budget: int, device_type: str, estimate, step_ms=None, progress=None) -> dict:
     """The fastest choice of the grid whose estimated peak fits the budget.
 
-    Ranked by the step time predicted from the replay's work and the device's measured rates; without rates,
-    by the work itself (FLOPs, then kernels). `estimate(config: dict, device_type) -> estimate dict`."""
+    Ranked by `step_ms(est, precision)`, the step time predicted from the replay's work and the device's measured
+    rates (None where it cannot be predicted); without it, by the work itself (FLOPs, then kernels).
+    `estimate(config: dict, device_type) -> estimate dict`."""
     rows = []
     choices = grid(device_type)
     for i, choice in enumerate(choices):
         est = estimate(config_of(base, choice), device_type)
         step = est.get("step") or {}
         rows.append({"choice": choice, "peak_bytes": int(est["peak_bytes"]), "fits": est["peak_bytes"] <= budget,
-                     "ms": _center_ms(est, rates, choice["precision"], device_type),
+                     "ms": step_ms(est, choice["precision"]) if step_ms and step else None,
                      "work": (step.get("flops", 0), step.get("kernels", 0))})
         if progress:
             progress(i + 1, len(choices))
     fitting = [r for r in rows if r["fits"]]
-    by_time = bool(rates) and all(r["ms"] is not None for r in fitting)
+    by_time = step_ms is not None and all(r["ms"] is not None for r in fitting)
     fitting.sort(key=(lambda r: (r["ms"], r["peak_bytes"])) if by_time else (lambda r: (r["work"], r["peak_bytes"])))
     best = fitting[0] if fitting else None
     return {"choice": best["choice"] if best else None, "peak_bytes": best["peak_bytes"] if best else None,

@@ -14,6 +14,7 @@ from course.grading import common as grading
 from course.grading import ex1, ex2, ex3
 from experiments.core.config import ExperimentConfig
 from experiments.estimate.estimator import estimate
+from experiments.estimate.steptime import predict_step_ms
 from experiments.labs.leaks import run_leak
 from experiments.measure.run import run_experiment
 
@@ -135,13 +136,17 @@ def _est(config: dict, device_type: str) -> dict:
     return _cached(tuple(sorted(config.items())), device_type)  # the grid is estimated once for all tests
 
 
+def _step_ms(est: dict, precision: str) -> float:
+    return predict_step_ms(est["step"], RATES, precision, "cpu")["center_ms"]
+
+
 def test_exercise2_best_known_is_the_fastest_fitting_option_of_the_estimator():
     peaks = {}
     for choice in ex2.grid("cpu"):
         est = _est(ex2.config_of(TINY, choice), "cpu")
-        peaks[tuple(sorted(choice.items()))] = (est, ex2._center_ms(est, RATES, choice["precision"], "cpu"))
+        peaks[tuple(sorted(choice.items()))] = (est, _step_ms(est, choice["precision"]))
     budget = sorted(e["peak_bytes"] for e, _ in peaks.values())[len(peaks) // 3]  # about a third of them fit
-    best = ex2.best_known(TINY, budget, "cpu", _est, RATES)
+    best = ex2.best_known(TINY, budget, "cpu", _est, _step_ms)
     fitting = [(ms, e["peak_bytes"]) for e, ms in peaks.values() if e["peak_bytes"] <= budget]
     assert best["fitting"] == len(fitting) and best["considered"] == len(peaks) and best["ranked_by"] == "time"
     assert best["peak_bytes"] <= budget
@@ -149,7 +154,7 @@ def test_exercise2_best_known_is_the_fastest_fitting_option_of_the_estimator():
     assert peaks[tuple(sorted(best["choice"].items()))][0]["peak_bytes"] == best["peak_bytes"]
     # Without the device's rates the ranking is by work; with no room at all nothing is claimed.
     assert ex2.best_known(TINY, budget, "cpu", _est, None)["ranked_by"] == "work"
-    nothing = ex2.best_known(TINY, 1, "cpu", _est, RATES)
+    nothing = ex2.best_known(TINY, 1, "cpu", _est, _step_ms)
     assert nothing["choice"] is None and nothing["lowest_peak"] == min(e["peak_bytes"] for e, _ in peaks.values())
 
 
