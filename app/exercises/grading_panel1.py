@@ -6,12 +6,13 @@ import streamlit as st
 
 from app import backend
 from app.backend import CHOICES
-from app.charts import charts, frames
+from app.charts import breakdown
 from app.exercises import grading_view
 from app.i18n import t
 from app.ui import jobs, results, sandbox, urlstate
 from course.grading.common import FLOOR_BYTES, TOLERANCE
 from course.grading.ex1 import CATEGORIES, FIELDS, MAX_MIB, PHASES, TIE, grade, validate
+from course.units import fmt_bytes
 
 LESSON = "exercise1"
 NS = "ex1g"  # its own namespace: the free sandbox of this page uses exercise1_*
@@ -82,7 +83,7 @@ def render(meta: dict) -> None:
         config = _config_widgets(base)
         st.markdown(f"**{t('ex1.predictions')}**")
         preds = _prediction_widgets()
-        st.caption(t("ex1.tolerance", pct=f"{TOLERANCE * 100:.0f}", floor=frames.fmt_bytes(FLOOR_BYTES),
+        st.caption(t("ex1.tolerance", pct=f"{TOLERANCE * 100:.0f}", floor=fmt_bytes(FLOOR_BYTES),
                      tie=f"{TIE * 100:.0f}"))
         submitted = st.form_submit_button(t("ex1.run"), type="primary", disabled=jobs.pending(NS), width="stretch")
     for field, value in config.items():
@@ -154,7 +155,7 @@ def _show(done: dict, meta: dict) -> None:
         for item in g["items"]:
             if item["ok"]:
                 st.markdown(f"**{t('ex1.field.' + item['field'])}**\n" + grading_view.say_all(item["why"]))
-    bdf = frames.breakdown_frame(result.get("breakdown"), (result.get("estimate") or {}).get("categories"))
+    bdf = breakdown.frame(result.get("breakdown"), (result.get("estimate") or {}).get("categories"))
     if not bdf.empty:
         st.markdown(f"##### {t('chart.breakdown')}")
-        st.altair_chart(charts.breakdown_chart(bdf), width="stretch")
+        st.altair_chart(breakdown.chart(bdf), width="stretch")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.charts import charts, frames
+from app.charts import leak
 from app.exercises import grading_view
 from app.features import census_view
 from app.i18n import t
@@ -93,6 +93,6 @@ def _show(done: dict) -> None:
     if v["why"]:
         st.markdown(grading_view.say_all(v["why"]))
     st.markdown(f"##### {t('chart.leak')}")
-    st.altair_chart(charts.leak_chart(frames.leak_frame(ok)), width="stretch")
-    st.dataframe(frames.leak_table(ok), hide_index=True, width="stretch")
+    st.altair_chart(leak.chart(leak.frame(ok)), width="stretch")
+    st.dataframe(leak.table(ok), hide_index=True, width="stretch")
     census_view.render(ok, key=NS)

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from app import backend
-from app.charts import charts, frames
+from app.charts import peak, step_time
 from app.features import rounds_view
 from app.i18n import lang, t
 from app.ui import jobs, layout, results, sizing
@@ -36,15 +36,15 @@ def show_comparison(items: list[tuple[str, str, dict]], meta: dict, key: str, re
     results.device_label(first, recorded_at=first.get("started_at") if recorded else None)
     runs = {sid: r for sid, _, r in items}
     pairs = [(title, r) for _, title, r in items]
-    df = frames.compare_frame(pairs)
+    df = peak.frame(pairs)
     st.markdown(f"##### {t('chart.compare_peak')}")
-    layout.chart(charts.peak_chart(df), meta, "memory", runs, key=f"{key}.memory")
-    sdf = frames.step_time_frame([(title, r.get("step_ms")) for title, r in pairs])
+    layout.chart(peak.chart(df), meta, "memory", runs, key=f"{key}.memory")
+    sdf = step_time.frame([(title, r.get("step_ms")) for title, r in pairs])
     if not sdf.empty:
         st.markdown(f"##### {t('chart.time')}")
-        layout.chart(charts.step_time_chart(sdf), meta, "time", runs, key=f"{key}.time")
+        layout.chart(step_time.chart(sdf), meta, "time", runs, key=f"{key}.time")
     # A medium name column keeps the numbers on screen at projector widths.
-    st.dataframe(frames.compare_display(df), hide_index=True, width="stretch",
+    st.dataframe(peak.table(df), hide_index=True, width="stretch",
                  column_config={t("col.strategy"): st.column_config.TextColumn(width="medium")})
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import backend
-from app.charts import categories, charts, frames, ranks
+from app.charts import categories, ranks, step_time
 from app.i18n import lang, t
 from app.ui import layout
 from course import content
@@ -82,10 +82,10 @@ def comparison(meta: dict, key: str, expanded: bool) -> None:
             st.caption(t("multigpu.host_mixed"))
         layout.chart(categories.chart(categories.frame(items)), meta, "memory", runs, key=f"{key}.memory")
         layout.prompts(meta, "breakdown", runs, key=f"{key}.breakdown")
-        sdf = frames.step_time_frame([(titles.get(sid, sid), r.get("step_ms")) for sid, r in runs.items()])
+        sdf = step_time.frame([(titles.get(sid, sid), r.get("step_ms")) for sid, r in runs.items()])
         if not sdf.empty:
             st.markdown(f"##### {t('multigpu.chart.time')}")
-            layout.chart(charts.step_time_chart(sdf), meta, "time", runs, key=f"{key}.time")
+            layout.chart(step_time.chart(sdf), meta, "time", runs, key=f"{key}.time")
         pick = st.selectbox(t("recorded.pick"), list(runs), format_func=lambda sid: full.get(sid, sid),
                             key=f"{key}.pick")
         show_result(runs[pick], meta, key=f"{key}.{pick}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import backend
-from app.charts import charts, frames, segments
+from app.charts import fragmentation, segments
 from app.i18n import t
 from app.ui import expect_view, jobs, results
 from app.ui.failures import job_failed
@@ -37,7 +37,7 @@ def show(result: dict, meta: dict, key: str) -> None:
         col.metric(t("frag.allocator." + allocator), fmt_bytes(end.get("reserved_bytes", 0) - end.get("allocated_bytes", 0)))
         col.caption(f"{t('frag.unallocated')} · {t('frag.reserved_end')}: {fmt_bytes(end.get('reserved_bytes'))}")
     st.markdown(f"##### {t('frag.chart')}")
-    st.altair_chart(charts.fragmentation_chart(frames.fragmentation_frame(result)), width="stretch")
+    st.altair_chart(fragmentation.chart(fragmentation.frame(result)), width="stretch")
     entry = entry_for(result, meta)
     if entry:
         expect_view.notice(meta, "fragmentation", runs, entry=entry)
@@ -45,7 +45,7 @@ def show(result: dict, meta: dict, key: str) -> None:
         if run.get("oom"):
             st.error(t("frag.oom", allocator=t("frag.allocator." + allocator)))
             st.code(run["oom"]["message"], language=None, wrap_lines=True)
-    seg = frames.segments_frame(result)
+    seg = fragmentation.segments_table(result)
     if not seg.empty:
         with st.expander(t("frag.segments")):
             st.dataframe(seg, hide_index=True, width="stretch")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import backend
-from app.charts import charts, frames
+from app.charts import leak
 from app.features import census_view
 from app.i18n import lang, t
 from app.ui import expect_view, jobs, layout, results, urlstate
@@ -127,12 +127,12 @@ def show_results(done: dict, meta: dict, known: dict | None = None, ns: str = "l
     scenario_of = {spec["label"]: spec.get("scenario") for spec in done["specs"]}
     runs = {scenario_of[label]: r for label, r in ok if scenario_of.get(label)}
     st.markdown(f"##### {t('chart.leak')}")
-    layout.chart(charts.leak_chart(frames.leak_frame(ok)), meta, "leak", runs, key=ns)
+    layout.chart(leak.chart(leak.frame(ok)), meta, "leak", runs, key=ns)
     verdicts = {}
     for label, result in ok:
         entry = (known or {}).get(scenario_of.get(label)) or {}
         verdicts[label] = expectations.verdict(expect_view.leak_checks(entry, result))
     # The scenario's title is long: a medium column keeps the growth and the verdict on a projector's screen.
-    st.dataframe(frames.leak_table(ok, verdicts), hide_index=True, width="stretch",
+    st.dataframe(leak.table(ok, verdicts), hide_index=True, width="stretch",
                  column_config={t("col.scenario"): st.column_config.TextColumn(width="medium")})
     census_view.render(ok, key=ns)  # which tensors the last step added, and who holds them

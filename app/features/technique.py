@@ -7,7 +7,7 @@ import streamlit as st
 
 from app import backend
 from app.backend import VERDICT_MIN_ROUNDS, ExperimentConfig, paired
-from app.charts import charts, frames
+from app.charts import peak, step_time
 from app.features import rounds_view
 from app.features.claim_verdict import regime, rounds_verdict, source, verdict
 from app.i18n import t
@@ -77,10 +77,10 @@ def _measured_pair(meta: dict, technique: dict, ns: str, full_width: int) -> dic
         tech, base = statuses[0]["result"], statuses[1]["result"]
         verdict(meta, technique, tech, base, source(tech, full_width))
         pairs = [(t("opt.technique"), tech), (t("opt.baseline"), base)]
-        st.altair_chart(charts.peak_chart(frames.compare_frame(pairs)), width="stretch")
-        sdf = frames.step_time_frame([(label, r.get("step_ms")) for label, r in pairs])
+        st.altair_chart(peak.chart(peak.frame(pairs)), width="stretch")
+        sdf = step_time.frame([(label, r.get("step_ms")) for label, r in pairs])
         if not sdf.empty:
-            st.altair_chart(charts.step_time_chart(sdf), width="stretch")
+            st.altair_chart(step_time.chart(sdf), width="stretch")
     return done
 
 

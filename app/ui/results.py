@@ -7,7 +7,8 @@ import json
 import streamlit as st
 
 from app import backend
-from app.charts import charts, frames
+from app.charts import breakdown, memory, profile, step_time
+from app.charts import driver as driver_chart
 from app.i18n import t
 from app.ui import layout, side_by_side, timeline
 from app.ui.errors import engine_error
@@ -100,34 +101,34 @@ def render_run(result: dict, meta: dict, *, driver: bool = False, recorded_at: s
         render_oom(result, ns=ns, key=key)
     _metrics(result)
 
-    df = frames.phases_frame(result)
+    df = memory.frame(result)
     if not df.empty:
         with_reserved = df["reserved_mib"].notna().any()
         st.markdown(f"##### {t('chart.memory')}")
         if not with_reserved:
             st.caption(t("chart.no_reserved"))
-        layout.chart(charts.memory_chart(frames.memory_long(df, with_reserved)), meta, "memory", **where)
+        layout.chart(memory.chart(memory.long(df, with_reserved)), meta, "memory", **where)
 
     if driver:
         render_driver(result)
 
     measured = result.get("breakdown")
     estimated = (result.get("estimate") or {}).get("categories")
-    bdf = frames.breakdown_frame(measured, estimated)
+    bdf = breakdown.frame(measured, estimated)
     if not bdf.empty:
         st.markdown(f"##### {t('chart.breakdown')}")
-        layout.chart(charts.breakdown_chart(bdf), meta, "breakdown", **where)
+        layout.chart(breakdown.chart(bdf), meta, "breakdown", **where)
 
-    sdf = frames.step_time_frame([(t("chart.this_run"), result.get("step_ms"))])
+    sdf = step_time.frame([(t("chart.this_run"), result.get("step_ms"))])
     if not sdf.empty:
         st.markdown(f"##### {t('chart.time')}")
-        layout.chart(charts.step_time_chart(sdf), meta, "time", **where)
+        layout.chart(step_time.chart(sdf), meta, "time", **where)
 
     timeline.expander(result, key)  # every allocation of the run, its segments, the raw snapshot
 
     if not df.empty:
         with st.expander(t("result.phases_table")):
-            st.dataframe(frames.phases_display(df), hide_index=True, width="stretch")
+            st.dataframe(memory.table(df), hide_index=True, width="stretch")
     cols = st.columns(2)
     cols[0].download_button(t("download.csv"), df.to_csv(index=False), file_name="phases.csv",
                             mime="text/csv", key=f"{key}.csv", width="stretch")
@@ -142,12 +143,12 @@ def render_run(result: dict, meta: dict, *, driver: bool = False, recorded_at: s
 
 def render_driver(result: dict) -> None:
     st.markdown(f"##### {t('driver.title')}")
-    ddf = frames.driver_frame(result)
+    ddf = driver_chart.frame(result)
     if ddf is None:
         cpu = (result.get("device") or {}).get("type") != "cuda"
         st.caption(t("driver.cpu") if cpu else t("driver.missing"))
         return
-    st.altair_chart(charts.driver_chart(ddf), width="stretch")
+    st.altair_chart(driver_chart.chart(ddf), width="stretch")
     st.markdown(t("driver.explain"))
 
 
@@ -156,7 +157,7 @@ def render_profile(result: dict) -> None:
     device = result.get("device") or {}
     if device.get("type") != "cuda":
         st.info(t("profile.cpu"))
-    df, sorted_by = frames.profile_frame(result.get("rows") or [], device.get("type", "cpu"))
+    df, sorted_by = profile.table(result.get("rows") or [], device.get("type", "cpu"))
     st.caption(t("profile.sorted", column=sorted_by))
     st.dataframe(df, hide_index=True, width="stretch", height=420)
     if result.get("memory_summary"):

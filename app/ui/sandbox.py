@@ -7,8 +7,7 @@ import streamlit as st
 
 from app import backend
 from app.backend import BOOLS, CHOICES, RANGES, ConfigError, ExperimentConfig
-from app.charts import charts
-from app.charts.frames import breakdown_frame
+from app.charts import breakdown
 from app.i18n import t
 from app.ui import jobs, results, sizing, urlstate, widget_state
 from app.ui.errors import engine_error
@@ -204,9 +203,9 @@ def show_estimate(cfg: ExperimentConfig) -> dict | None:
         st.caption(t("estimate.not_predicted", n=len(est["unmeasured"])))
     elif est.get("signatures"):
         st.caption(t("estimate.workspaces_measured"))
-    df = breakdown_frame(None, est.get("categories"))
+    df = breakdown.frame(None, est.get("categories"))
     if not df.empty:
-        st.altair_chart(charts.estimate_chart(df), width="stretch")
+        st.altair_chart(breakdown.estimate_chart(df), width="stretch")
     terms = est.get("terms") or []
     if terms:
         with st.expander(t("estimate.terms")):

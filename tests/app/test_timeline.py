@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import open_page, run_until, small_config
 
-from app.charts import charts
+from app.charts.common import CATEGORY_COLORS
 
 
 def _done(ns):
@@ -33,7 +33,7 @@ def test_analysis_run_shows_the_timeline_with_fixed_colours(lang):
     colors = json.dumps(specs[0])
     # The same category colours as every other chart of the app, in both languages.
     for name in ("parameters", "gradients", "optimizer_state", "data"):
-        assert charts.CATEGORY_COLORS[name] in colors
+        assert CATEGORY_COLORS[name] in colors
     assert '"rule"' in colors, "phase boundaries are drawn as rules"
     # On a CPU: no caching allocator, no snapshot; the page says why.
     infos = " ".join(i.value for i in at.info)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from app.charts import frames
+from app import backend
+from app.charts import memory
 from app.i18n import STRINGS
 from course.fit import largest_fitting_batch
 from experiments.core.config import CHOICES, ExperimentConfig
@@ -30,7 +31,7 @@ def test_dynamic_keys_exist():
     fields = ExperimentConfig().to_dict()
     assert all(f"field.{f}" in STRINGS for f in fields)
     assert all(f"opt.{f}.{v}" in STRINGS for f, values in CHOICES.items() for v in values)
-    assert all(f"cat.{c}" in STRINGS for c in frames.CATEGORIES)
+    assert all(f"cat.{c}" in STRINGS for c in backend.CATEGORIES)
     phases = ("model", "optimizer", "data", "zero_grad", "forward", "backward", "optimizer_step")
     assert all(f"phase.{p}" in STRINGS for p in phases)
 
@@ -47,10 +48,10 @@ def test_phases_frame_on_cpu_has_no_reserved():
              "peak_bytes": 2**22, "ms": 2.0},
         ],
     }
-    df = frames.phases_frame(result)
+    df = memory.frame(result)
     assert df["label"].is_unique
     assert df["reserved_mib"].isna().all()
-    long = frames.memory_long(df, with_reserved=False)
+    long = memory.long(df, with_reserved=False)
     assert set(long["series"]) == {"Peak within phase", "Allocated at end"}
 
 
