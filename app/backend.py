@@ -9,28 +9,24 @@ used. When the engine moves a name, this file is the one place the app follows i
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from concurrent.futures import Future
-from dataclasses import dataclass, field
-
 import streamlit as st
 
+from app.job_errors import Failure, classify
+from app.memo import Memo
 from course import catalog, facts
+from course.expectations import RANK_CATEGORIES
 from experiments.core import config as _config
 from experiments.core import recorded as _recorded
 from experiments.core.config import BOOLS, CHOICES, RANGES, ConfigError, ExperimentConfig
 from experiments.core.metrics import VERDICT_MIN_ROUNDS, net_peak, paired
 from experiments.core.vocabulary import CATEGORIES, PHASES
 
-__all__ = ["BOOLS", "CATEGORIES", "CHOICES", "PHASES", "RANGES", "VERDICT_MIN_ROUNDS", "ConfigError",
-           "ExperimentConfig", "net_peak", "paired"]
+__all__ = ["BOOLS", "CATEGORIES", "CHOICES", "PHASES", "RANGES", "RANK_CATEGORIES", "VERDICT_MIN_ROUNDS",
+           "ConfigError", "ExperimentConfig", "net_peak", "paired"]
 
 DEFAULTS = ExperimentConfig().to_dict()
 # The engine's budget rule (experiments/core/config.py validate): [1, 10_000_000] MB, or none.
 BUDGET_MB = getattr(_config, "BUDGET_MB", (1, 10_000_000))
-# A data-parallel rank's categories: the single-device ones and the collectives' buffers.
-RANK_CATEGORIES = CATEGORIES + ("communication",)
 
 
 # ---------------------------------------------------------------------------------------------- the worker
@@ -72,37 +68,6 @@ def get_client():
         return None, _text(exc)
 
 
-@dataclass(frozen=True)
-class Failure:
-    """Why a job failed or was refused, as the engine says it: its error class, the rule (code) and the values."""
-
-    type: str
-    message: str
-    code: str | None = None
-    params: dict = field(default_factory=dict)
-
-
-def _failure(info: dict | None, message: str, per_session: bool = False) -> Failure:
-    if info and info.get("type"):
-        return Failure(info["type"], message, info.get("code"), dict(info.get("params") or {}))
-    # A status without error_info (an engine before structured errors): "<class>: <text>", as worded at the source.
-    kind = message.split(":", 1)[0].strip() if ":" in message else "Internal"
-    code = None
-    if kind == "WouldNotFit" and "max_peak_gib" in message:
-        code = "max_peak_gib"
-    elif kind == "QueueFull":
-        code = "per_session" if per_session else "queue"
-    return Failure(kind, message, code)
-
-
-def failure(status: dict) -> Failure | None:
-    """A finished job's failure (None when it did not fail), from its error_info, else from its message."""
-    if status.get("state") != "error":
-        return None
-    message = status.get("error") or "?"
-    return _failure(status.get("error_info"), message)
-
-
 def submit(specs: list[dict]) -> tuple[list[str] | None, Failure | None]:
     """Submits every spec ({"kind", "params"}) for this session; (ticket ids, None) or (None, why not)."""
     c, err = get_client()
@@ -112,7 +77,7 @@ def submit(specs: list[dict]) -> tuple[list[str] | None, Failure | None]:
         owner = session_id()
         return [c.submit(spec["kind"], spec["params"], owner=owner) for spec in specs], None
     except Exception as exc:  # noqa: BLE001
-        return None, _failure(getattr(exc, "error_info", None), _text(exc), getattr(exc, "per_session", False))
+        return None, classify(getattr(exc, "error_info", None), _text(exc), getattr(exc, "per_session", False))
 
 
 def status(job_id: str) -> dict:
@@ -174,35 +139,7 @@ def operator_cap_gib() -> float | None:
 # ---------------------------------------------------------------------------------------------- configurations
 
 
-class _Memo:
-    """A bounded, thread-safe cache of results by key; concurrent calls for one key compute it once. Failures are
-    not kept. Values are shared: callers read them and never change them."""
-
-    def __init__(self, size: int):
-        self._size, self._lock, self._items = size, threading.Lock(), OrderedDict()
-
-    def get(self, key, compute):
-        with self._lock:
-            future = self._items.get(key)
-            owner = future is None
-            if owner:
-                future = self._items[key] = Future()
-                while len(self._items) > self._size:
-                    self._items.popitem(last=False)
-            else:
-                self._items.move_to_end(key)
-        if owner:
-            try:
-                future.set_result(compute())
-            except BaseException as exc:
-                future.set_exception(exc)
-                with self._lock:
-                    if self._items.get(key) is future:
-                        del self._items[key]
-        return future.result()
-
-
-_configs = _Memo(4096)
+_configs = Memo(4096)
 
 
 def _frozen(data: dict):
@@ -278,7 +215,7 @@ def device_type(cfg) -> str:
 
 # The one estimate cache: every estimate the pages show (a run's, a data-parallel run's, a "what fits" search),
 # keyed by everything it depends on.
-_estimates = _Memo(2048)
+_estimates = Memo(2048)
 
 
 def _run_estimate(cfg: ExperimentConfig, capacity: int | None, where: str, table: tuple | None) -> dict:
@@ -405,10 +342,6 @@ def distributed_unavailable(dcfg) -> str | None:
 # ---------------------------------------------------------------------------------------------- recorded results
 
 
-def list_recorded() -> list[dict]:
-    return _recorded.list_recorded()
-
-
 def load_recorded(record_id: str) -> dict | None:
     """A recorded result (shared: read it, never change it), or None when the project has none under this id."""
     return _recorded.load_recorded(record_id)
@@ -416,7 +349,7 @@ def load_recorded(record_id: str) -> dict | None:
 
 def safe_list_recorded() -> tuple[list[dict], str | None]:
     try:
-        return list_recorded(), None
+        return _recorded.list_recorded(), None
     except Exception as exc:  # noqa: BLE001
         return [], _text(exc)
 

@@ -52,6 +52,7 @@ def page(page_id: str) -> Page:
 RECORDED_FOLDER = "h200"  # recorded/<folder>: the single-GPU recordings the lessons quote
 # Timed steps of a recording, by job kind, as the shipped recordings were made (course/content.py: device_params).
 RECORDED_TIMING_STEPS = {"run": 20, "profile": 20, "distributed": 10}
+RECORDED_LEAK_STEPS = 10  # steps of a recorded leak scenario
 
 
 def preset_id(lesson: str) -> str:

@@ -10,7 +10,6 @@ from app.charts import categories, ranks, step_time
 from app.i18n import lang, t
 from app.ui import layout
 from course import content
-from course.distributed import recorded_id, runs_by_strategy
 from course.units import fmt_bytes
 
 
@@ -57,11 +56,20 @@ def show_result(result: dict, meta: dict, key: str) -> None:
         st.altair_chart(categories.chart(bdf), width="stretch")
 
 
+def _recorded_runs(lesson_id: str, device: str) -> tuple[dict[str, dict], dict[str, str]]:
+    """(strategy id -> recorded result, strategy id -> recorded id) of the lesson's runs recorded on `device`."""
+    ids = content.prompt_recorded_ids(lesson_id, "memory", device)
+    runs = {sid: backend.load_recorded(rid) for sid, rid in ids.items()}
+    return {sid: r for sid, r in runs.items() if r is not None}, ids
+
+
 def comparison(meta: dict, key: str, expanded: bool) -> None:
     """The lesson's strategies side by side from the recordings: 2 GPUs when shipped, else the CPU (gloo) ones."""
-    runs, device = runs_by_strategy("cuda", backend.load_recorded), "cuda"
+    device = "cuda"
+    runs, ids = _recorded_runs(meta["id"], device)
     if not runs:
-        runs, device = runs_by_strategy("cpu", backend.load_recorded), "cpu"
+        device = "cpu"
+        runs, ids = _recorded_runs(meta["id"], device)
     if not runs:
         return
     first = next(iter(runs.values()))
@@ -89,4 +97,4 @@ def comparison(meta: dict, key: str, expanded: bool) -> None:
         pick = st.selectbox(t("recorded.pick"), list(runs), format_func=lambda sid: full.get(sid, sid),
                             key=f"{key}.pick")
         show_result(runs[pick], meta, key=f"{key}.{pick}")
-        st.caption(recorded_id(device, pick))
+        st.caption(ids[pick])

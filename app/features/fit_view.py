@@ -7,7 +7,7 @@ import streamlit as st
 from app import backend
 from app.backend import net_peak
 from app.i18n import t
-from app.ui import jobs, results
+from app.ui import jobs, options, results
 from course.fit import largest_fitting_batch
 from course.units import MIB, fmt_bytes
 
@@ -28,7 +28,8 @@ def render(strategies) -> None:
     with st.container(border=True):
         st.subheader(t("fit.title"))
         st.caption(t("fit.explain"))
-        budget_mib = st.number_input(t("fit.budget"), min_value=1, max_value=10_000_000, value=256, step=64,
+        lo, hi = options.budget_bounds()
+        budget_mib = st.number_input(t("fit.budget"), min_value=int(lo), max_value=int(hi), value=256, step=64,
                                      key=f"{NS}.budget")
         budget = int(budget_mib * MIB)
         if st.button(t("fit.search"), key=f"{NS}.search", width="stretch"):

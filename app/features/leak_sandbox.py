@@ -5,10 +5,11 @@ from __future__ import annotations
 import streamlit as st
 
 from app import backend
+from app.backend import CHOICES, RANGES
 from app.charts import leak
 from app.features import census_view
 from app.i18n import lang, t
-from app.ui import expect_view, jobs, layout, results, urlstate
+from app.ui import expect_view, jobs, layout, options, results, urlstate
 from course import catalog, content, expectations
 
 
@@ -17,8 +18,10 @@ def scenarios(lesson_id: str) -> dict[str, dict]:
     return {s["id"]: s for s in content.leak_scenarios(lesson_id)}
 
 
-BATCHES = [8, 16, 32, 64, 128, 256, 512]
-WIDTHS = [64, 128, 256, 512, 1024, 2048]
+# A window of the engine's ranges: leak runs this size take seconds, and every scenario shows its growth.
+BATCHES = options.powers_of_two("batch", 8, 512)
+WIDTHS = options.powers_of_two("width", 64, 2048)
+STEPS = RANGES["steps"]
 
 
 def _parse_scenarios(raw, known) -> list[str]:
@@ -50,13 +53,13 @@ def render(lesson_id: str, meta: dict) -> None:
     ns = f"{lesson_id}_leak"
     known = scenarios(lesson_id)
     titles = {s: _title(entry) for s, entry in known.items()}
-    devices = {d: t(f"opt.device.{d}") for d in ("auto", "cpu", "cuda")}
+    devices = {d: t(f"opt.device.{d}") for d in CHOICES["device"]}
     with st.container(border=True):
         st.subheader(t("leak.title"))
         defaults = {"scenarios": list(known)[:3], "steps": 10, "device": "auto", "batch": 64, "width": 512}
         parsers = {
             "scenarios": lambda raw: _parse_scenarios(raw, known),
-            "steps": lambda raw: _parse_int(raw, 2, 50),
+            "steps": lambda raw: _parse_int(raw, *STEPS),
             "device": lambda raw: _parse_choice(raw, devices),
             "batch": lambda raw: _parse_choice(int(raw), BATCHES),
             "width": lambda raw: _parse_choice(int(raw), WIDTHS),
@@ -67,7 +70,7 @@ def render(lesson_id: str, meta: dict) -> None:
         chosen = st.multiselect(t("leak.scenarios"), list(known), format_func=titles.__getitem__,
                                 key=f"{ns}_scenarios", **common)
         cols = st.columns(2)
-        steps = cols[0].slider(t("leak.steps"), 2, 50, key=f"{ns}_steps", **common)
+        steps = cols[0].slider(t("leak.steps"), *STEPS, key=f"{ns}_steps", **common)
         device = cols[1].selectbox(t("field.device"), list(devices), format_func=devices.__getitem__,
                                    key=f"{ns}_device", **common)
         cols = st.columns(2)

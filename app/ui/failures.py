@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import backend
+from app import backend, job_errors
 from app.i18n import t
 from app.ui import widget_state
 from course.fit import largest_fitting_batch
@@ -14,7 +14,7 @@ from course.units import fmt_bytes
 def job_failed(status: dict, label: str | None = None, config: dict | None = None, ns: str | None = None) -> None:
     """A finished job that gave no result: the engine's message; a run refused as too large is explained."""
     message = status.get("error") or t("jobs.state." + str(status.get("state")))
-    failure = backend.failure(status)
+    failure = job_errors.failure(status)
     kind, code = (failure.type, failure.code) if failure else (None, None)
     if kind == "WouldNotFit" and code == "max_peak_gib":
         st.warning(t("error.operator_cap", limit=f"{backend.operator_cap_gib():g} GiB"))

@@ -9,31 +9,10 @@ from app import backend
 from app.backend import BOOLS, CHOICES, RANGES, ConfigError, ExperimentConfig
 from app.charts import breakdown
 from app.i18n import t
-from app.ui import jobs, results, sizing, urlstate, widget_state
+from app.ui import jobs, options, results, sizing, urlstate, widget_state
 from app.ui.errors import engine_error
 from course import content
 
-
-def _powers(lo: int, hi: int) -> list[int]:
-    values, v = [], 1
-    while v <= hi:
-        if v >= lo:
-            values.append(v)
-        v *= 2
-    return values
-
-
-# Fixed option lists: Streamlit keys a select_slider's identity on its options, so they must not
-# depend on other widgets (or the slider would reset whenever, say, the model changes).
-OPTIONS = {
-    "width": _powers(8, 16384),
-    "batch": _powers(1, 65536),
-    "accum": _powers(1, 64),
-    "seq_len": _powers(16, 8192),
-    "heads": _powers(1, 128),
-    "image_size": [16, 32, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512],
-}
-SLIDER_MAX = {"layers": 64, "segments": 32, "steps": 50, "timing_steps": 50}
 SELECT = tuple(CHOICES)
 
 
@@ -44,7 +23,6 @@ def base_config(meta: dict, full: bool = False) -> tuple[ExperimentConfig, str |
     return (cfg, None) if err is None else (ExperimentConfig(), str(err))
 
 
-
 def _widget(ns: str, field: str, default, container) -> object:
     k = widget_state.key(ns, field)
     urlstate.init(k, default, lambda raw: backend.field_value(field, raw))
@@ -52,24 +30,24 @@ def _widget(ns: str, field: str, default, container) -> object:
     common = {"key": k, "help": t("help." + field, default="") or None, "persist_state": "session"}
     label = t("field." + field)
     if field in SELECT:
-        options = list(CHOICES[field])
+        choices = list(CHOICES[field])
         # Labels are resolved now: a format_func called later (AppTest does) must not re-read the language.
-        labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in options}
-        return container.selectbox(label, options, format_func=labels.__getitem__, **common)
-    if field in OPTIONS:
+        labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in choices}
+        return container.selectbox(label, choices, format_func=labels.__getitem__, **common)
+    if field in options.LISTS:
         # A keyed select_slider keeps its identity when its options change, so a shared odd value
         # (batch=100) can simply join the list.
-        return container.select_slider(label, sorted(set(OPTIONS[field]) | {default, current}), **common)
-    if field in SLIDER_MAX:
-        lo = RANGES[field][0]
-        return container.slider(label, lo, max(SLIDER_MAX[field], default, current), **common)
+        return container.select_slider(label, sorted(set(options.LISTS[field]) | {default, current}), **common)
+    if field in options.SLIDERS:
+        return container.slider(label, *RANGES[field], **common)
     if field in BOOLS:
         return container.toggle(label, **common)
     if field == "seed":
         return container.number_input(label, *RANGES["seed"], step=1, **common)
     if field == "budget_mb":
-        return container.number_input(label, min_value=1.0, max_value=10_000_000.0, step=64.0,
-                                      placeholder=t("budget.none"), **common)
+        lo, hi = options.budget_bounds()
+        return container.number_input(label, min_value=lo, max_value=hi, step=64.0, placeholder=t("budget.none"),
+                                      **common)
     raise KeyError(field)
 
 
@@ -140,9 +118,9 @@ def _show_error(ns: str, err: ConfigError, values: dict, slots: dict) -> None:
     batch, accum = values.get("batch"), values.get("accum")
     if err.field == "batch" and batch and accum and batch % accum:
         # Offer the nearest valid combinations instead of only saying no.
-        batches = [b for b in OPTIONS["batch"] if b % accum == 0]
+        batches = [b for b in options.LISTS["batch"] if b % accum == 0]
         nearest = sorted(batches, key=lambda b: abs(b - batch))[:2]
-        accums = [a for a in OPTIONS["accum"] if batch % a == 0 and a < accum][-1:]
+        accums = [a for a in options.LISTS["accum"] if batch % a == 0 and a < accum][-1:]
         cols = target.columns(len(nearest) + len(accums))
         for col, b in zip(cols, nearest, strict=False):
             col.button(t("config.use_batch", batch=b), key=f"{ns}.fix_b{b}", on_click=widget_state.set_values,

@@ -7,7 +7,6 @@ import json
 from conftest import open_page, run_until, small_config
 
 from app.charts import memory
-from app.ui.side_by_side import differences
 from experiments.core.metrics import net_peak
 
 
@@ -40,9 +39,3 @@ def test_pinned_run_beside_a_later_run_on_one_scale():
                for spec in (json.loads(c.proto.spec) for c in at.get("vega_lite_chart"))
                for layer in spec.get("layer", [])[:1] if "y" in layer.get("encoding", {})]
     assert sum(1 for d in domains if d and abs(d[1] - top * 1.05) < 1e-6) == 2, (domains, top)
-
-
-def test_differences_lists_only_what_changed():
-    a = {"config": {"batch": 8, "width": 64, "device": "cpu", "timing_steps": 2}}
-    b = {"config": {"batch": 16, "width": 64, "device": "cuda", "timing_steps": 50}}
-    assert differences(a, b) == [("batch", 8, 16)]
