@@ -46,7 +46,7 @@ def _config_widgets(s: ex1.Settings, base: dict) -> dict:
         if field in CHOICES:
             labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in CHOICES[field]}
             values[field] = cols[i].selectbox(label, list(CHOICES[field]), format_func=labels.__getitem__, key=k)
-        elif field in options.LISTS:
+        elif field == "width":  # picked from the sandbox's widths; counts (layers, batch) are typed in
             values[field] = cols[i].selectbox(label, sorted(set(options.LISTS[field]) | {st.session_state[k]}), key=k)
         else:
             lo, hi = RANGES[field]
