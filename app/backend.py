@@ -1,10 +1,35 @@
-"""The app's only door to experiments/: cached singletons and calls that never raise into a page."""
+"""The app's only door to experiments/: the engine's vocabulary the pages speak, the worker, estimates, recorded
+results and the engine's rules, each through one function that returns a result or an error and never raises into
+a page.
+
+Only torch-free engine modules are imported at the top (experiments.core): the first page must not wait for torch,
+which the worker process is still importing right after a server start. Everything else is imported where it is
+used. When the engine moves a name, this file is the one place the app follows it.
+"""
 
 from __future__ import annotations
 
 import streamlit as st
 
-MIB = 2**20
+from app.job_errors import Failure, classify
+from app.memo import Memo
+from course import catalog, facts
+from course.expectations import RANK_CATEGORIES
+from experiments.core import config as _config
+from experiments.core import recorded as _recorded
+from experiments.core.config import BOOLS, CHOICES, RANGES, ConfigError, ExperimentConfig
+from experiments.core.metrics import VERDICT_MIN_ROUNDS, net_peak, paired
+from experiments.core.vocabulary import CATEGORIES, PHASES
+
+__all__ = ["BOOLS", "CATEGORIES", "CHOICES", "PHASES", "RANGES", "RANK_CATEGORIES", "VERDICT_MIN_ROUNDS",
+           "ConfigError", "ExperimentConfig", "net_peak", "paired"]
+
+DEFAULTS = ExperimentConfig().to_dict()
+# The engine's budget rule (experiments/core/config.py validate): [1, 10_000_000] MB, or none.
+BUDGET_MB = getattr(_config, "BUDGET_MB", (1, 10_000_000))
+
+
+# ---------------------------------------------------------------------------------------------- the worker
 
 
 def client():
@@ -31,12 +56,47 @@ def _session_alive(sid: str) -> bool:
     return not runtime.exists() or runtime.get_instance().is_active_session(sid)
 
 
+def _text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
 def get_client():
     """(client, error message)."""
     try:
         return client(), None
     except Exception as exc:  # noqa: BLE001 - any engine failure becomes a message on the page
-        return None, f"{type(exc).__name__}: {exc}"
+        return None, _text(exc)
+
+
+def submit(specs: list[dict]) -> tuple[list[str] | None, Failure | None]:
+    """Submits every spec ({"kind", "params"}) for this session; (ticket ids, None) or (None, why not)."""
+    c, err = get_client()
+    if err:
+        return None, Failure("Internal", err)
+    try:
+        owner = session_id()
+        return [c.submit(spec["kind"], spec["params"], owner=owner) for spec in specs], None
+    except Exception as exc:  # noqa: BLE001
+        return None, classify(getattr(exc, "error_info", None), _text(exc), getattr(exc, "per_session", False))
+
+
+def status(job_id: str) -> dict:
+    c, err = get_client()
+    if err:
+        return {"state": "error", "error": err, "result": None}
+    try:
+        return c.status(job_id)
+    except Exception as exc:  # noqa: BLE001
+        return {"state": "error", "error": _text(exc), "result": None}
+
+
+def cancel(job_ids: list[str]) -> None:
+    c, _ = get_client()
+    for job_id in job_ids if c is not None else ():
+        try:
+            c.cancel(job_id)
+        except Exception:  # noqa: BLE001, S110 - a job that already ended cannot be cancelled
+            pass
 
 
 @st.cache_data(ttl=10, show_spinner=False)
@@ -61,11 +121,62 @@ def safe_device_info() -> tuple[dict | None, str | None]:
     try:
         return device_info(), None
     except Exception as exc:  # noqa: BLE001
-        return None, f"{type(exc).__name__}: {exc}"
+        return None, _text(exc)
+
+
+def gpu_worker() -> bool:
+    info, _ = safe_device_info()
+    return bool(info) and info.get("type") == "cuda"
+
+
+def operator_cap_gib() -> float | None:
+    """The server's per-run peak limit (docs/operators.md), None where the teacher set none."""
+    from experiments.core.limits import load
+
+    return load().max_peak_gib
+
+
+# ---------------------------------------------------------------------------------------------- configurations
+
+
+_configs = Memo(4096)
+
+
+def _frozen(data: dict):
+    return tuple(sorted(data.items()))
+
+
+def _validate(data: dict) -> tuple[ExperimentConfig | None, ConfigError | None]:
+    try:
+        return ExperimentConfig.from_dict(data), None
+    except ConfigError as exc:
+        return None, exc
+    except (TypeError, ValueError) as exc:
+        return None, ConfigError("config", str(exc))
+
+
+def config(data: dict) -> tuple[ExperimentConfig | None, ConfigError | None]:
+    """The validated configuration of `data`, or the rule it breaks. Each distinct configuration is validated once
+    per server, however many panels of a page ask."""
+    try:
+        key = _frozen(data)
+        hash(key)
+    except TypeError:  # an unhashable value (a list from a hand-made link) cannot be valid anyway
+        return _validate(data)
+    return _configs.get(key, lambda: _validate(data))
+
+
+def field_value(field_name: str, raw):
+    """A URL query value for a config field -> the typed value; ConfigError (a ValueError) if unusable. The engine's
+    own rules decide (ExperimentConfig.field_value): the app keeps no copy of them."""
+    return ExperimentConfig.field_value(field_name, raw)
+
+
+# ---------------------------------------------------------------------------------------------- estimates
 
 
 def capacity_bytes(cfg) -> int | None:
-    """What the estimate is compared with: the runner's rule (experiments/core/capacity.py) on the worker's device view."""
+    """What the estimate is compared with: the runner's rule (experiments/core/capacity.py) on the worker's device."""
     from experiments.core.capacity import capacity
 
     info, _ = safe_device_info()
@@ -73,15 +184,6 @@ def capacity_bytes(cfg) -> int | None:
         # The worker reports its GPU; free RAM for a forced-CPU run is not known here: the budget alone.
         return capacity(cfg.budget_mb, None)
     return capacity(cfg.budget_mb, (info or {}).get("free_bytes"), (info or {}).get("cached_free_bytes", 0))
-
-
-@st.cache_data(max_entries=2048, show_spinner=False)
-def _estimate(cfg_items: tuple, capacity: int | None, device_type: str, workspaces: tuple | None) -> dict:
-    from experiments.core.config import ExperimentConfig
-    from experiments.estimate.estimator import estimate
-
-    return estimate(ExperimentConfig.from_dict(dict(cfg_items)), capacity_bytes=capacity, device_type=device_type,
-                    transients=dict(workspaces or ()))
 
 
 def measure_later(signatures: list[str]) -> None:
@@ -108,61 +210,180 @@ def device_type(cfg) -> str:
     """Where a run of cfg would execute: the worker's device, unless the config asks for the CPU."""
     if cfg.device == "cpu":
         return "cpu"
-    info, _ = safe_device_info()
-    return "cuda" if info and info.get("type") == "cuda" else "cpu"
+    return "cuda" if gpu_worker() else "cpu"
 
 
-def estimate(cfg, capacity: int | None = None) -> tuple[dict | None, str | None]:
-    """The estimate for the device the run would use (a fake-tensor replay: exact tensor bytes; cached)."""
+# The one estimate cache: every estimate the pages show (a run's, a data-parallel run's, a "what fits" search),
+# keyed by everything it depends on.
+_estimates = Memo(2048)
+
+
+def _run_estimate(cfg: ExperimentConfig, capacity: int | None, where: str, table: tuple | None) -> dict:
+    from experiments.estimate.estimator import estimate as run_estimate
+
+    return run_estimate(cfg, capacity_bytes=capacity, device_type=where, transients=dict(table or ()))
+
+
+def _sharded_estimate(dcfg, where: str, table: tuple | None) -> dict:
+    from experiments.distributed.estimate import estimate_sharded
+
+    return estimate_sharded(dcfg, device_type=where, transients=dict(table or ()))
+
+
+def estimate(cfg, capacity: int | None = None, *, for_device: str | None = None,
+             measured_workspaces: bool = True) -> tuple[dict | None, str | None]:
+    """(estimate, None) or (None, error message) for an ExperimentConfig or a data-parallel DistributedConfig, on
+    the device its run would use (or `for_device`): a fake-tensor replay, exact in tensor bytes, with the scratch
+    memory the worker measured on its GPU. Cached; an op not measured yet is measured for the next call."""
     try:
-        where = device_type(cfg)
-        est = _estimate(tuple(sorted(cfg.to_dict().items())), capacity, where,
-                        workspaces() if where == "cuda" else None)
-        if est.get("unmeasured"):
+        distributed = not isinstance(cfg, ExperimentConfig)
+        where = for_device or device_type(cfg.config if distributed else cfg)
+        table = workspaces() if where == "cuda" and measured_workspaces else None
+        if distributed:
+            est = _estimates.get(("distributed", _frozen(cfg.to_dict()), where, table),
+                                 lambda: _sharded_estimate(cfg, where, table))
+        else:
+            est = _estimates.get(("run", _frozen(cfg.to_dict()), capacity, where, table),
+                                 lambda: _run_estimate(cfg, capacity, where, table))
+        if est.get("unmeasured") and measured_workspaces:
             measure_later(est["unmeasured"])
         return est, None
+    except Exception as exc:  # noqa: BLE001 - an estimate failure is a message, not a crash
+        return None, _text(exc)
+
+
+def what_fits(dcfg, capacity: int) -> tuple[dict | None, str | None]:
+    """The fewest devices, then the strategy with the least traffic, that hold dcfg's configuration by the estimate
+    (None when nothing up to the largest world size does)."""
+    try:
+        from experiments.distributed.estimate import what_fits as search
+
+        where = device_type(dcfg.config)
+        table = workspaces() if where == "cuda" else None
+        params = dcfg.config.to_dict()
+        return _estimates.get(("what_fits", _frozen(params), capacity, dcfg.batch_mode, where, table),
+                              lambda: search(params, capacity, device_type=where, batch_mode=dcfg.batch_mode,
+                                             transients=dict(table or ()))), None
     except Exception as exc:  # noqa: BLE001
-        return None, f"{type(exc).__name__}: {exc}"
+        return None, _text(exc)
 
 
-@st.cache_data(ttl=60, show_spinner=False)
-def list_recorded() -> list[dict]:
-    from experiments.core.recorded import list_recorded as listing
+def step_time(cfg: ExperimentConfig, est: dict) -> dict | None:
+    """Step time and run duration before running: the replay's work over the worker's measured device rates and
+    this machine's load; None where the worker has no rates for the device the run would use."""
+    info, _ = safe_device_info()
+    rates = (info or {}).get("rates")
+    if not est.get("step") or not rates or device_type(cfg) != info.get("type"):
+        return None
+    from experiments.estimate.steptime import current_load, predict_run_s, predict_step_ms
 
-    return listing()
+    load = current_load()  # the worker runs on this machine: a CPU step shares its cores with this load
+    step = predict_step_ms(est["step"], rates, cfg.precision, info["type"], load, cfg.model)
+    low_s, high_s = predict_run_s(step, cfg.steps, cfg.timing_steps, rates, est["step"]["kernels"], load)
+    return {"step": step, "run_s": (low_s, high_s)}
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def load_recorded(record_id: str) -> dict:
-    from experiments.core.recorded import load_recorded as load
+def center_ms(est: dict, rates: dict | None, precision: str, on: str) -> float | None:
+    """The predicted step time's centre on a device with these measured rates (None without rates or work)."""
+    if not rates or not est.get("step"):
+        return None
+    from experiments.estimate.steptime import predict_step_ms
 
-    return load(record_id)
+    return predict_step_ms(est["step"], rates, precision, on)["center_ms"]
+
+
+def gradient_tolerance(precision: str = "fp32") -> float:
+    """The guard's relative tolerance for a gradient at this precision (experiments/training/guard.py)."""
+    from experiments.training.guard import TOLERANCE
+
+    return TOLERANCE[precision]
+
+
+# ---------------------------------------------------------------------------------------------- data parallel
+
+
+def distributed_options() -> dict:
+    """The engine's data-parallel choices: strategies, batch modes, the world sizes it accepts."""
+    from experiments.distributed.launch import BATCH_MODES, STRATEGIES, WORLD_SIZE
+
+    lo, hi = WORLD_SIZE
+    return {"strategy": STRATEGIES, "batch_mode": BATCH_MODES, "world_size": tuple(range(lo, hi + 1))}
+
+
+def distributed_config(cfg: ExperimentConfig, strategy: str, world_size: int,
+                       batch_mode: str) -> tuple[object | None, ConfigError | None]:
+    from experiments.distributed.launch import DistributedConfig
+
+    try:
+        return DistributedConfig(cfg, strategy=strategy, world_size=world_size, batch_mode=batch_mode), None
+    except ConfigError as exc:
+        return None, exc
+
+
+def distributed_unavailable(dcfg) -> str | None:
+    """Why this machine cannot run dcfg (its device type, its GPU count), or None; the page never touches CUDA."""
+    from experiments.distributed.launch import DistributedConfig, device_type_for
+
+    info, _ = safe_device_info()
+    try:
+        if (info or {}).get("type") == "cuda" and dcfg.config.device != "cpu":
+            count = info.get("device_count")  # when the worker reports it; otherwise the engine checks at Run
+            if count and dcfg.world_size > count:
+                raise ConfigError("world_size", f"got {dcfg.world_size}; this machine has {count} GPU(s): allowed "
+                                                f"range is [1, {count}] (one process per GPU)")
+            return None
+        device_type_for(DistributedConfig(dcfg.config.replace(device="cpu"), dcfg.strategy, dcfg.world_size,
+                                          dcfg.batch_mode))
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- recorded results
+
+
+def load_recorded(record_id: str) -> dict | None:
+    """A recorded result (shared: read it, never change it), or None when the project has none under this id."""
+    return _recorded.load_recorded(record_id)
 
 
 def safe_list_recorded() -> tuple[list[dict], str | None]:
     try:
-        return list_recorded(), None
+        return _recorded.list_recorded(), None
     except Exception as exc:  # noqa: BLE001
-        return [], f"{type(exc).__name__}: {exc}"
+        return [], _text(exc)
 
 
 def safe_load_recorded(record_id: str) -> tuple[dict | None, str | None]:
     try:
         return load_recorded(record_id), None
     except Exception as exc:  # noqa: BLE001
-        return None, f"{type(exc).__name__}: {exc}"
-
-
-@st.cache_data(ttl=60, show_spinner=False)
-def _find_recorded(cfg_items: tuple) -> dict | None:
-    from experiments.core.recorded import find_recorded
-
-    return find_recorded(dict(cfg_items))
+        return None, _text(exc)
 
 
 def find_recorded(cfg) -> dict | None:
-    """The recorded GPU result for this configuration (device and timing settings ignored), if shipped."""
+    """The recorded GPU result of the same experiment as cfg (course/experiment.py), if the project ships one."""
     try:
-        return _find_recorded(tuple(sorted(cfg.to_dict().items())))
+        return _recorded.find_recorded(cfg.to_dict())
     except Exception:  # noqa: BLE001 - recorded results are an extra; their absence is not an error
         return None
+
+
+def recorded_file(name: str) -> bytes | None:
+    """A file shipped beside the recordings (a run's raw allocator snapshot, gzip), or None."""
+    try:
+        return (_recorded.ROOT / catalog.RECORDED_FOLDER / name).read_bytes()
+    except OSError:
+        return None
+
+
+def fact_values(specs: dict) -> dict[str, str]:
+    """The numbers a lesson's prose quotes ({{name}}), read off the recordings they are bound to."""
+    return facts.resolve(specs or {}, load_recorded)
+
+
+def history_series(history: dict) -> list[dict]:
+    """Live bytes per category after every event of an allocation timeline (experiments/measure/history.py)."""
+    from experiments.measure.history import series
+
+    return series(history)

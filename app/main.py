@@ -7,7 +7,7 @@ import streamlit as st
 # `app`, `course` and `experiments` are an installed project (requirements.txt installs it with `-e .`).
 from app import backend
 from app.i18n import LANGS, t
-from course.catalog import PAGES
+from course import catalog
 
 # Half-width lesson columns on a projector (1024-1280 px): lesson code wraps instead of hiding its
 # expected-output comments off the right edge, a metric shows its whole value, and a lesson's table
@@ -48,16 +48,9 @@ def main() -> None:
     if st.query_params.get("lang") != st.session_state["lang"]:
         st.query_params["lang"] = st.session_state["lang"]
 
-    pages = {id_: st.Page(f"views/{id_}.py", title=t("page." + id_), icon=icon, url_path=id_, default=id_ == "home")
-             for id_, icon in PAGES}
-    current = st.navigation(
-        {
-            t("nav.start"): [pages["home"]],
-            t("nav.lessons"): [pages[i] for i in ("monitoring", "analysis", "optimization", "leaks", "compare",
-                                                  "multigpu")],
-            t("nav.exercises"): [pages[i] for i in ("exercise1", "exercise2", "exercise3")],
-        }
-    )
+    pages = {p.id: st.Page(f"views/{p.id}.py", title=t("page." + p.id), icon=p.icon, url_path=p.id,
+                           default=p.id == catalog.HOME) for p in catalog.PAGES}
+    current = st.navigation({t("nav." + g): [pages[i] for i in catalog.group(g)] for g in catalog.GROUPS})
 
     # Never wait for the device here: right after a server start the worker is still importing torch, and
     # the lesson must not wait for it (the parts that need the device wait where they are drawn). The slot

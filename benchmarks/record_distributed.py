@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from course.distributed import lesson_jobs  # noqa: E402
+from course.content import data_parallel_jobs, device_params  # noqa: E402
 from experiments.core.units import MIB  # noqa: E402
 from experiments.distributed.launch import run_distributed_many  # noqa: E402
 
@@ -57,8 +57,8 @@ def main() -> None:
         return
     if not args.device:
         ap.error("--device is required")
-    jobs = lesson_jobs(args.device)
-    out = Path(args.out) if args.out else ROOT / "recorded" / jobs[0]["recording"]
+    jobs = [dict(job, params=device_params(job)) for job in data_parallel_jobs(args.device)]
+    out = Path(args.out) if args.out else ROOT / "recorded" / jobs[0]["folder"]
     if args.only is not None:
         unknown = set(args.only) - {job["strategy_id"] for job in jobs}
         if unknown:

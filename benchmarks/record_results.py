@@ -18,13 +18,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from course import catalog  # noqa: E402
 from course.content import all_jobs, device_params  # noqa: E402
 from experiments.core.units import MIB  # noqa: E402
 from experiments.jobs.kinds import execute  # noqa: E402
 from experiments.measure.history import shrink  # noqa: E402
 
 # Recorded runs whose raw allocator snapshot ships with the app (gzip; the page offers it unpacked for memory_viz).
-SNAPSHOT_IDS = ("analysis-preset",)
+SNAPSHOT_IDS = (catalog.TIMELINE_RECORDING,)
 HISTORY_EVENTS = 400  # timeline events kept per other recording (coalesced: the peak and final level stay exact)
 
 
@@ -47,7 +48,7 @@ def keep_history(job_id: str, result: dict, out: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=str(ROOT / "recorded" / "h200"))
+    ap.add_argument("--out", default=str(ROOT / "recorded" / catalog.RECORDED_FOLDER))
     ap.add_argument("--only", nargs="*", default=None, help="record only ids starting with one of these")
     args = ap.parse_args()
     out = Path(args.out)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from experiments.core import metrics
 
+# Achieved fp32 TFLOP/s above which a step on an H100/H200-class GPU is limited by arithmetic, not launches.
+COMPUTE_BOUND_TFLOPS = 20
+
 
 def measure(metric: str, technique: dict, baseline: dict) -> float | None:
     """peak_saving_pct: % less peak memory than the baseline; step_time_ratio: technique step time / baseline, of
@@ -60,3 +63,11 @@ def holds_over_rounds(summary: dict | None, claimed_range) -> bool | None:
     if not any(inside):
         return False
     return None
+
+
+def regime(baseline: dict) -> str | None:
+    """Where a speed claim is judged: "compute" when the baseline kept the GPU busy with arithmetic, "launch" when a
+    few TFLOP/s say kernel launches bound it; None off a GPU or without the rate."""
+    if (baseline.get("device") or {}).get("type") != "cuda" or not baseline.get("tflops"):
+        return None
+    return "compute" if baseline["tflops"] >= COMPUTE_BOUND_TFLOPS else "launch"

@@ -7,7 +7,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from course.catalog import LESSON_IDS
+from course import catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -134,9 +134,11 @@ def technique_configs(meta: dict, technique: dict, scale: int = 1) -> tuple[dict
 
 
 def leak_scenarios(lesson_id: str) -> list[dict]:
-    """The scenarios a lesson lists; ids are resolved against lessons/leaks, where each is defined once."""
+    """The scenarios a lesson lists; ids are resolved against the lesson that defines each scenario once
+    (catalog.LEAK_LESSON)."""
     listed = meta(lesson_id).get("leak_scenarios") or []
-    defined = {s["id"]: s for s in meta("leaks").get("leak_scenarios") or [] if isinstance(s, dict) and s.get("id")}
+    defined = {s["id"]: s for s in meta(catalog.LEAK_LESSON).get("leak_scenarios") or []
+               if isinstance(s, dict) and s.get("id")}
     out = []
     for entry in listed:
         if isinstance(entry, str) and entry in defined:
@@ -144,14 +146,6 @@ def leak_scenarios(lesson_id: str) -> list[dict]:
         elif isinstance(entry, dict) and entry.get("id"):
             out.append(entry)
     return out
-
-
-def leak_recorded_id(scenario: str) -> str:
-    return f"leaks-leak-{scenario}"
-
-
-def try_recorded_id(lesson_id: str, kind: str) -> str:
-    return f"{lesson_id}-try-{kind}"
 
 
 def rounds_params(meta: dict, strategies: list[tuple[str, dict]], device: str | None = None,
@@ -175,8 +169,11 @@ def rounds_set(meta: dict, set_id: str) -> dict | None:
     return next((s for s in rounds_sets(meta) if s["id"] == set_id), None)
 
 
-def rounds_set_recorded_id(lesson_id: str, set_id: str) -> str:
-    return f"{lesson_id}-rounds-{set_id}"
+def technique_rounds(meta: dict, technique: dict) -> tuple[dict | None, dict | None]:
+    """(the technique's "rounds" reference, the rounds set it names) for a time claim, or (None, None)."""
+    ref = technique.get("rounds") or {}
+    rset = rounds_set(meta, ref.get("set") or "")
+    return (ref, rset) if rset and ref.get("strategy") and ref.get("versus") else (None, None)
 
 
 def rounds_set_params(meta: dict, rset: dict, scale: int = 1, device: str | None = None,
@@ -189,8 +186,16 @@ def rounds_set_params(meta: dict, rset: dict, scale: int = 1, device: str | None
 
 
 def record_jobs(lesson_id: str) -> list[dict]:
-    """Every run that backs what this lesson says, with the id it is recorded under (docs/expectations.md)."""
+    """Every run that backs what this lesson says: {"id" (the recorded id), "lesson", "kind", "label", "params" (without
+    the device), "device" (where it is recorded), "folder" (its recorded/<folder>)} (docs/expectations.md)."""
     m = meta(lesson_id)
+    jobs = _data_parallel_jobs(lesson_id, m) if catalog.page(lesson_id).data_parallel else _lesson_jobs(lesson_id, m)
+    for job in jobs:
+        job["lesson"] = lesson_id
+    return jobs
+
+
+def _lesson_jobs(lesson_id: str, m: dict) -> list[dict]:
     title = m.get("title") or {"en": lesson_id, "zh": lesson_id}
 
     def label(en: str, zh: str) -> dict:
@@ -198,49 +203,66 @@ def record_jobs(lesson_id: str) -> list[dict]:
 
     jobs = []
     if "preset" in m:
-        jobs.append({"id": f"{lesson_id}-preset", "kind": "run", "params": over_preset(m, None),
+        jobs.append({"id": catalog.preset_id(lesson_id), "kind": "run", "params": over_preset(m, None),
                      "label": label("preset", "预设")})
         if m.get("profile"):
-            jobs.append({"id": f"{lesson_id}-profile", "kind": "profile", "params": over_preset(m, None),
+            jobs.append({"id": catalog.profile_id(lesson_id), "kind": "profile", "params": over_preset(m, None),
                          "label": label("profiler table of one step", "单步 profiler 表")})
     for kind, prompt in (m.get("prompts") or {}).items():
         if isinstance(prompt, dict) and prompt.get("try_change"):
-            jobs.append({"id": try_recorded_id(lesson_id, kind), "kind": "run",
+            jobs.append({"id": catalog.try_id(lesson_id, kind), "kind": "run",
                          "params": over_preset(m, prompt["try_change"]),
                          "label": label(_describe(prompt["try_change"]), _describe(prompt["try_change"]))})
     for extra in m.get("extra_runs") or []:
         lab = extra.get("label") or {}
-        jobs.append({"id": f"{lesson_id}-{extra['id']}", "kind": "run", "params": over_preset(m, extra.get("config")),
+        jobs.append({"id": catalog.run_id(lesson_id, extra["id"]), "kind": "run",
+                     "params": over_preset(m, extra.get("config")),
                      "label": label(localized(lab, "en", extra["id"]), localized(lab, "zh", extra["id"]))})
     for tech in m.get("techniques") or []:
         config, baseline = technique_configs(m, tech)
         for which, params in (("config", config), ("baseline", baseline)):
-            jobs.append({"id": f"{lesson_id}-{tech['id']}-{which}", "kind": "run", "params": params,
+            jobs.append({"id": catalog.technique_id(lesson_id, tech["id"], which), "kind": "run", "params": params,
                          "label": {lang: f"{localized(tech.get('title'), lang, tech['id'])} "
                                          f"({'technique' if which == 'config' else 'baseline'})"
                                    for lang in ("en", "zh")}})
     strategies = []
     for s in m.get("strategies") or []:
         strategies.append((s["id"], over_preset(m, s.get("config"))))
-        jobs.append({"id": f"{lesson_id}-{s['id']}", "kind": "run", "params": strategies[-1][1],
+        jobs.append({"id": catalog.run_id(lesson_id, s["id"]), "kind": "run", "params": strategies[-1][1],
                      "label": s.get("title") or {"en": s["id"], "zh": s["id"]}})
     if strategies and m.get("rounds"):
-        jobs.append({"id": f"{lesson_id}-rounds", "kind": "timing_rounds", "params": rounds_params(m, strategies),
+        jobs.append({"id": catalog.rounds_id(lesson_id), "kind": "timing_rounds",
+                     "params": rounds_params(m, strategies),
                      "label": label("step time in interleaved rounds", "交替多轮计时")})
     for rset in rounds_sets(m):
         lab = rset.get("title") or {}
-        jobs.append({"id": rounds_set_recorded_id(lesson_id, rset["id"]), "kind": "timing_rounds",
+        jobs.append({"id": catalog.rounds_set_id(lesson_id, rset["id"]), "kind": "timing_rounds",
                      "params": rounds_set_params(m, rset),
                      "label": label(localized(lab, "en", rset["id"]), localized(lab, "zh", rset["id"]))})
     for s in m.get("leak_scenarios") or []:
         if isinstance(s, dict) and s.get("id"):  # defined here, not a reference
-            jobs.append({"id": leak_recorded_id(s["id"]), "kind": "leak",
-                         "params": {"scenario": s["id"], "steps": 10}, "label": s.get("title") or s["id"]})
+            jobs.append({"id": catalog.leak_id(s["id"]), "kind": "leak",
+                         "params": {"scenario": s["id"], "steps": catalog.RECORDED_LEAK_STEPS},
+                         "label": s.get("title") or s["id"]})
     for f in m.get("fragmentation") or []:
-        jobs.append({"id": f"{lesson_id}-frag-{f['id']}", "kind": "fragmentation", "params": dict(f["params"]),
-                     "label": f.get("label") or f["id"]})
-    for job in jobs:
-        job["lesson"] = lesson_id
+        jobs.append({"id": catalog.fragmentation_id(lesson_id, f["id"]), "kind": "fragmentation",
+                     "params": dict(f["params"]), "label": f.get("label") or f["id"]})
+    return [dict(job, device="cuda", folder=catalog.RECORDED_FOLDER) for job in jobs]
+
+
+def _data_parallel_jobs(lesson_id: str, m: dict) -> list[dict]:
+    """A data-parallel lesson's strategies, recorded on each device it names ("recordings": device -> folder),
+    the strategies marked "devices" only there; params are the preset, the strategy's differences and the lesson's
+    "distributed" settings."""
+    jobs = []
+    for device, folder in (m.get("recordings") or {}).items():
+        for entry in m.get("strategies") or []:
+            if entry.get("devices") and device not in entry["devices"]:
+                continue
+            params = {**m["preset"], **(entry.get("config") or {}), **m["distributed"], "strategy": entry["strategy"]}
+            jobs.append({"id": catalog.data_parallel_id(lesson_id, folder, entry["id"]), "kind": "distributed",
+                         "label": entry["title"], "params": params, "device": device, "folder": folder,
+                         "strategy_id": entry["id"]})
     return jobs
 
 
@@ -248,44 +270,54 @@ def _describe(change: dict) -> str:
     return ", ".join(f"{k} = {v}" for k, v in change.items())
 
 
-RECORDED_TIMING_STEPS = 20
-
-
 def all_jobs() -> list[dict]:
-    """Every lesson's jobs, each id once (a scenario that two lessons show is recorded once)."""
+    """Every single-device lesson's jobs (recorded on one GPU), each id once (a scenario two lessons show is
+    recorded once)."""
     jobs = {}
-    for lesson in LESSON_IDS:
+    for lesson in catalog.LESSON_IDS:
         for job in record_jobs(lesson):
             jobs.setdefault(job["id"], job)
     return list(jobs.values())
 
 
-def device_params(job: dict, device: str) -> dict:
-    """A job's parameters as run on `device`; training runs are timed over RECORDED_TIMING_STEPS steps."""
+def data_parallel_jobs(device: str) -> list[dict]:
+    """Every data-parallel lesson's jobs recorded on `device` ("cuda": several GPUs, "cpu": gloo processes)."""
+    return [job for p in catalog.PAGES if p.data_parallel for job in record_jobs(p.id) if job["device"] == device]
+
+
+def device_params(job: dict, device: str | None = None) -> dict:
+    """A job's parameters as run on `device` (default: where it is recorded), timed over the recordings' steps."""
     from experiments.core.config import ExperimentConfig
 
+    device = device or job["device"]
     params = dict(job["params"])
+    timing = catalog.RECORDED_TIMING_STEPS.get(job["kind"])
     if job["kind"] in ("run", "profile"):
-        params = ExperimentConfig.from_dict(
-            dict(params, device=device, timing_steps=params.get("timing_steps", RECORDED_TIMING_STEPS))).to_dict()
+        params = ExperimentConfig.from_dict(dict(params, device=device,
+                                                 timing_steps=params.get("timing_steps", timing))).to_dict()
     elif job["kind"] == "timing_rounds":
         params["strategies"] = [dict(s, config=dict(s["config"], device=device)) for s in params["strategies"]]
+    elif job["kind"] == "distributed":
+        params.update(device=device, timing_steps=timing)
     else:
         params["device"] = device
     return params
 
 
-def prompt_recorded_ids(lesson_id: str, kind: str) -> dict[str, str]:
-    """Run key -> recorded id of the results a prompt of this kind is shown with (docs/expectations.md)."""
+def prompt_recorded_ids(lesson_id: str, kind: str, device: str = "cuda") -> dict[str, str]:
+    """Run key -> recorded id of the results a prompt of this kind is shown with (docs/expectations.md); a
+    data-parallel lesson's prompts read each strategy's run as recorded on `device`."""
     m = meta(lesson_id)
     prompt = (m.get("prompts") or {}).get(kind) or {}
+    if catalog.page(lesson_id).data_parallel:
+        return {j["strategy_id"]: j["id"] for j in record_jobs(lesson_id) if j["device"] == device}
     if kind == "leak":
-        return {s["id"]: leak_recorded_id(s["id"]) for s in leak_scenarios(lesson_id)}
+        return {s["id"]: catalog.leak_id(s["id"]) for s in leak_scenarios(lesson_id)}
     if kind == "rounds":
-        return {"rounds": f"{lesson_id}-rounds"}
+        return {"rounds": catalog.rounds_id(lesson_id)}
     if m.get("strategies") and kind in ("memory", "time"):
-        return {s["id"]: f"{lesson_id}-{s['id']}" for s in m["strategies"]}
-    ids = {"run": f"{lesson_id}-preset"}
+        return {s["id"]: catalog.run_id(lesson_id, s["id"]) for s in m["strategies"]}
+    ids = {"run": catalog.preset_id(lesson_id)}
     if prompt.get("try_change"):
-        ids["changed"] = try_recorded_id(lesson_id, kind)
+        ids["changed"] = catalog.try_id(lesson_id, kind)
     return ids

@@ -18,7 +18,10 @@ last is a legitimate non-answer; `unapplied` lists the others, and the tests fai
 from __future__ import annotations
 
 from experiments.core import metrics
-from experiments.core.vocabulary import CATEGORIES, PHASES  # noqa: F401 - the names checks may use
+from experiments.core.vocabulary import CATEGORIES, PHASES
+
+# A data-parallel rank's categories: the single-device ones and its collectives' buffers.
+RANK_CATEGORIES = CATEGORIES + ("communication",)
 
 ONE_RUN_METRICS = {
     "net_peak_mib", "peak_mib", "baseline_mib", "parameters_mib", "category_mib", "category_share_pct",
@@ -86,9 +89,9 @@ def validate(check: dict) -> None:
             raise ExpectationError(f"{metric} needs an int step and a phase of {PHASES}: {check!r}")
         if metric in ("phase_peak_ratio", "phase_peak_gap_params") and not isinstance(check.get("versus_step"), int):
             raise ExpectationError(f"{metric} needs an int versus_step: {check!r}")
-        if metric in CATEGORY_METRICS and not _categories_ok(check.get("category"), CATEGORIES + ("communication",)):
+        if metric in CATEGORY_METRICS and not _categories_ok(check.get("category"), RANK_CATEGORIES):
             raise ExpectationError(f"{metric} needs a category (or a list of them): {check!r}")
-        if metric == "category_per" and not _categories_ok(check.get("per"), CATEGORIES + ("communication",)):
+        if metric == "category_per" and not _categories_ok(check.get("per"), RANK_CATEGORIES):
             raise ExpectationError(f"category_per needs 'per', the category it counts in: {check!r}")
         if metric == "profile_params" and (not check.get("row") or check.get("column") not in metrics.PROFILE_COLUMNS):
             raise ExpectationError(f"profile_params needs a row and a column of {sorted(metrics.PROFILE_COLUMNS)}: "

@@ -187,7 +187,6 @@ def test_engine_modules_import_no_private_name_of_another_module():
     assert not bad, f"private names imported: {bad}"
 
 
-@pytest.mark.xfail(strict=True, reason=IN_PROGRESS)
 def test_no_import_cycle_in_app():
     found = _cycles_in("app")
     assert not found, f"import cycles in app/: {_describe(found)}"
@@ -256,7 +255,6 @@ def test_the_torch_probe_fails_for_a_module_that_needs_torch():
     assert done.returncode != 0 and "torch" in done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason=IN_PROGRESS)
 def test_only_the_backend_imports_experiments_among_app_modules():
     bad = {m: t for m, t in _importers("app", {"experiments"}).items() if m != "app.backend"}
     assert not bad, f"{len(bad)} app modules import experiments besides app/backend.py: {', '.join(bad)}"
@@ -284,7 +282,6 @@ def test_no_app_or_course_module_over_400_lines():
     assert not big, f"modules over {MAX_MODULE_LINES} lines: {big}"
 
 
-@pytest.mark.xfail(strict=True, reason=IN_PROGRESS)
 def test_no_page_over_60_lines():
     pages = sorted((ROOT / "app" / "views").glob("*.py"))
     assert pages, "no pages found under app/views/"

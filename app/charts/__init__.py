@@ -1,1 +1,2 @@
-"""Results as DataFrames (frames) and the Altair charts drawn from them."""
+"""One module per chart: the DataFrame it is drawn from (translated labels) and the Altair chart, together.
+common.py holds what they share (sizes, formats, category colours, phase labels)."""

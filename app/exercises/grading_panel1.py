@@ -4,28 +4,28 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.charts import charts, frames
+from app import backend
+from app.backend import CHOICES, PHASES, RANGES
+from app.charts import breakdown
 from app.exercises import grading_view
 from app.i18n import t
-from app.ui import jobs, results, sandbox, urlstate
-from course.grading.common import FLOOR_BYTES, TOLERANCE
-from course.grading.ex1 import CATEGORIES, FIELDS, MAX_MIB, PHASES, TIE, grade, validate
-from experiments.core.config import CHOICES
+from app.ui import jobs, options, results, sandbox, urlstate
+from app.ui.errors import engine_error
+from course.grading import ex1
+from course.units import fmt_bytes
 
-LESSON = "exercise1"
 NS = "ex1g"  # its own namespace: the free sandbox of this page uses exercise1_*
-WIDTHS = [64, 128, 256, 512, 1024, 2048, 4096]
 
 
 def _key(name: str) -> str:
     return f"{NS}_{name}"
 
 
-def _parse_mib(raw):
+def _parse_mib(raw, s: ex1.Settings):
     if str(raw).lower() in ("", "none"):
         return None
     value = float(raw)
-    if not 0 <= value <= MAX_MIB:
+    if not 0 <= value <= s.max_mib:
         raise ValueError(raw)
     return value
 
@@ -36,32 +36,32 @@ def _parse_phase(raw):
     return raw
 
 
-def _config_widgets(base: dict) -> dict:
+def _config_widgets(s: ex1.Settings, base: dict) -> dict:
     values = {}
-    cols = st.columns(2) + st.columns(2) + st.columns(2)
-    for i, field in enumerate(FIELDS):
+    cols = [col for _ in range(0, len(s.fields), 2) for col in st.columns(2)]
+    for i, field in enumerate(s.fields):
         k = _key(field)
-        urlstate.init(k, base[field], lambda raw, f=field: sandbox.parse(f, raw))
+        urlstate.init(k, base[field], lambda raw, f=field: backend.field_value(f, raw))
         label = t("field." + field)
         if field in CHOICES:
             labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in CHOICES[field]}
             values[field] = cols[i].selectbox(label, list(CHOICES[field]), format_func=labels.__getitem__, key=k)
-        elif field == "width":
-            values[field] = cols[i].selectbox(label, sorted(set(WIDTHS) | {st.session_state[k]}), key=k)
+        elif field == "width":  # picked from the sandbox's widths; counts (layers, batch) are typed in
+            values[field] = cols[i].selectbox(label, sorted(set(options.LISTS[field]) | {st.session_state[k]}), key=k)
         else:
-            hi = {"layers": 64, "batch": 65536}[field]
-            values[field] = cols[i].number_input(label, min_value=1, max_value=hi, step=1, key=k)
+            lo, hi = RANGES[field]
+            values[field] = cols[i].number_input(label, min_value=lo, max_value=hi, step=1, key=k)
     return values
 
 
-def _prediction_widgets() -> dict:
+def _prediction_widgets(s: ex1.Settings) -> dict:
     preds = {}
     cols = st.columns(2)
-    for i, cat in enumerate(CATEGORIES):
+    for i, cat in enumerate(s.categories):
         k = _key(f"p_{cat}")
-        urlstate.init(k, None, _parse_mib)
+        urlstate.init(k, None, lambda raw: _parse_mib(raw, s))
         preds[cat] = cols[i % 2].number_input(t("ex1.predict", category=t("cat." + cat)), min_value=0.0,
-                                              max_value=MAX_MIB, step=1.0, format="%.1f",
+                                              max_value=s.max_mib, step=1.0, format="%.1f",
                                               placeholder=t("ex1.placeholder"), key=k)
     k = _key("p_phase")
     urlstate.init(k, None, _parse_phase)
@@ -73,32 +73,37 @@ def _prediction_widgets() -> dict:
 
 def render(meta: dict) -> None:
     slot = st.empty()
+    try:
+        s = ex1.settings(meta)
+    except ValueError as exc:  # the exercise's settings break a rule: said, the page goes on
+        engine_error(str(exc))
+        return
     base_cfg, _ = sandbox.base_config(meta)
     base = base_cfg.to_dict()
     with st.form(f"{NS}.form"):
         st.subheader(t("ex1.title"))
         st.markdown(t("ex1.intro"))
-        config = _config_widgets(base)
+        config = _config_widgets(s, base)
         st.markdown(f"**{t('ex1.predictions')}**")
-        preds = _prediction_widgets()
-        st.caption(t("ex1.tolerance", pct=f"{TOLERANCE * 100:.0f}", floor=frames.fmt_bytes(FLOOR_BYTES),
-                     tie=f"{TIE * 100:.0f}"))
+        preds = _prediction_widgets(s)
+        st.caption(t("ex1.tolerance", pct=f"{s.tolerance * 100:.0f}", floor=fmt_bytes(s.floor_bytes),
+                     tie=f"{s.tie_share * 100:.0f}"))
         submitted = st.form_submit_button(t("ex1.run"), type="primary", disabled=jobs.pending(NS), width="stretch")
     for field, value in config.items():
         urlstate.sync(_key(field), value, base[field])
     for name, value in preds.items():
         urlstate.sync(_key(f"p_{name}"), value, None)
     if submitted:
-        _submit(base_cfg, config, preds)
+        _submit(s, base_cfg, config, preds)
     jobs.poll(NS)
     done = jobs.finished(NS)
     if done:
-        _show(done, meta)
-    grading_view.show_progress(LESSON, slot)
+        _show(s, done, meta)
+    grading_view.show_progress(meta["id"], slot, s.total)
 
 
-def _submit(base_cfg, config: dict, preds: dict) -> None:
-    errors = validate(preds)
+def _submit(s: ex1.Settings, base_cfg, config: dict, preds: dict) -> None:
+    errors = ex1.validate(s, preds)
     if errors:
         st.error(t("ex1.fix_first") + "\n" + grading_view.say_all(errors))
         return
@@ -128,14 +133,14 @@ def _line(item: dict) -> str:
                                                            estimated=estimated, tolerance=tolerance)
 
 
-def _show(done: dict, meta: dict) -> None:
+def _show(s: ex1.Settings, done: dict, meta: dict) -> None:
     status = done["statuses"][0]
     result = status.get("result")
     if status.get("state") != "done" or not result or result.get("oom"):
         results.render_status(status, meta, current=None, ran=done["tag"]["config"], key=NS)
         return
-    g = grade(done["tag"]["predictions"], result, result.get("estimate"))
-    grading_view.record(LESSON, g["correct"])
+    g = ex1.grade(s, done["tag"]["predictions"], result, result.get("estimate"))
+    grading_view.record(meta["id"], g["correct"], s.total)
     st.divider()
     st.subheader(t("ex1.grade_title", correct=g["correct"], total=g["total"]))
     results.device_label(result)
@@ -153,7 +158,7 @@ def _show(done: dict, meta: dict) -> None:
         for item in g["items"]:
             if item["ok"]:
                 st.markdown(f"**{t('ex1.field.' + item['field'])}**\n" + grading_view.say_all(item["why"]))
-    bdf = frames.breakdown_frame(result.get("breakdown"), (result.get("estimate") or {}).get("categories"))
+    bdf = breakdown.frame(result.get("breakdown"), (result.get("estimate") or {}).get("categories"))
     if not bdf.empty:
         st.markdown(f"##### {t('chart.breakdown')}")
-        st.altair_chart(charts.breakdown_chart(bdf), width="stretch")
+        st.altair_chart(breakdown.chart(bdf), width="stretch")

@@ -3,7 +3,6 @@ choice and the best known choice, and checks your gradients; the page grades fit
 
 from __future__ import annotations
 
-import functools
 import json
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -11,25 +10,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import streamlit as st
 
 from app import backend
-from app.charts import frames
 from app.exercises import grading_view
 from app.i18n import t
-from app.ui import jobs, urlstate
-from course.grading.ex2 import (
-    CHOICE_FIELDS,
-    GPU_BASE,
-    GPU_BUDGET,
-    SPEED_SLACK,
-    assess,
-    best_known,
-    challenge,
-    config_of,
-    options,
-)
+from app.ui import jobs, results, urlstate
+from app.ui.errors import engine_error
+from app.ui.failures import job_failed
+from course.grading import ex2
 from course.units import fmt_bytes
-from experiments.core.config import ExperimentConfig
 
-LESSON = "exercise2"
 NS = "ex2g"
 
 # The best known choice takes a few dozen estimates: searched once per server and device, in the background,
@@ -39,27 +27,29 @@ _searches: dict[tuple, Future] = {}
 _lock = threading.Lock()
 
 
-@functools.lru_cache(maxsize=1024)
-def _estimate(items: tuple, device_type: str) -> dict:
-    from experiments.estimate.estimator import estimate
-
-    return estimate(ExperimentConfig.from_dict(dict(items)), device_type=device_type)
+def _valid(config: dict):
+    cfg, err = backend.config(config)
+    if err:
+        raise err
+    return cfg
 
 
 def estimate(config: dict, device_type: str) -> dict:
-    return _estimate(tuple(sorted(config.items())), device_type)
+    """The grid's estimates on `device_type`, raising on failure (the page says why): this runs on the search's
+    thread too, so it asks nothing of the session (no measured workspaces, no device)."""
+    est, err = backend.estimate(_valid(config), for_device=device_type, measured_workspaces=False)
+    if err:
+        raise RuntimeError(err)
+    return est
 
 
-@functools.lru_cache(maxsize=4)
-def _challenge(device_type: str) -> dict:
-    return challenge(device_type, estimate)
-
-
-def search(ch: dict, device_type: str, rates: dict | None) -> Future:
-    key = (device_type, json.dumps(ch["base"], sort_keys=True), ch["budget"], json.dumps(rates, sort_keys=True))
+def search(s: ex2.Settings, ch: dict, device_type: str, rates: dict | None) -> Future:
+    key = (device_type, json.dumps(ch["base"], sort_keys=True), ch["budget"], json.dumps(rates, sort_keys=True),
+           json.dumps(s.options, sort_keys=True))
     with _lock:
         if key not in _searches:
-            _searches[key] = _pool.submit(best_known, ch["base"], ch["budget"], device_type, estimate, rates)
+            step_ms = (lambda est, precision: backend.center_ms(est, rates, precision, device_type)) if rates else None
+            _searches[key] = _pool.submit(ex2.best_known, s, ch["base"], ch["budget"], device_type, estimate, step_ms)
         return _searches[key]
 
 
@@ -69,30 +59,30 @@ def _device() -> tuple[str, dict | None]:
     return ("cuda" if cuda else "cpu"), (info or {}).get("rates")
 
 
-def choice_text(choice: dict) -> str:
+def choice_text(s: ex2.Settings, choice: dict) -> str:
     return t("ex2.sep").join(t("ex2.kv", field=t("field." + f), value=t(f"opt.{f}.{choice[f]}", default=str(choice[f])))
-                             for f in CHOICE_FIELDS)
+                             for f in s.fields)
 
 
-def _parser(field: str, device_type: str):
-    allowed = options(field, device_type)
+def _parser(s: ex2.Settings, field: str, device_type: str):
+    allowed = ex2.options(s, field, device_type)
 
     def parse(raw):
-        value = int(raw) if field == "accum" else raw
+        value = backend.field_value(field, raw)  # the engine's type for the field (accum is an integer)
         if value not in allowed:
             raise ValueError(raw)
         return value
     return parse
 
 
-def _task(ch: dict, device_type: str) -> None:
+def _task(s: ex2.Settings, ch: dict) -> None:
     base = ch["base"]
     st.markdown(t("ex2.task", layers=base["layers"], width=base["width"], batch=base["batch"],
                   budget=fmt_bytes(ch["budget"])))
     if ch["scaled"]:
         st.info(t("ex2.scaled", share=f"{ch['share'] * 100:.1f}", gpu_peak=fmt_bytes(ch["gpu_peak"]),
-                  cpu_peak=fmt_bytes(ch["cpu_peak"]), budget=fmt_bytes(ch["budget"]), gpu_batch=GPU_BASE["batch"],
-                  gpu_layers=GPU_BASE["layers"], gpu_width=GPU_BASE["width"], gpu_budget=fmt_bytes(GPU_BUDGET)),
+                  cpu_peak=fmt_bytes(ch["cpu_peak"]), budget=fmt_bytes(ch["budget"]), gpu_batch=s.gpu_base["batch"],
+                  gpu_layers=s.gpu_base["layers"], gpu_width=s.gpu_base["width"], gpu_budget=fmt_bytes(s.gpu_budget)),
                 icon=":material/straighten:")
 
 
@@ -100,26 +90,27 @@ def render(meta: dict) -> None:
     slot = st.empty()
     device_type, rates = _device()
     try:
-        ch = _challenge(device_type)
-    except Exception as exc:  # noqa: BLE001 - an estimate failure is a message, not a broken page
-        st.error(t("error.engine", message=f"{type(exc).__name__}: {exc}"))
+        s = ex2.settings(meta)
+        ch = ex2.challenge(s, device_type, estimate)
+    except Exception as exc:  # noqa: BLE001 - bad settings or an estimate failure: a message, not a broken page
+        engine_error(f"{type(exc).__name__}: {exc}")
         return
-    future = search(ch, device_type, rates)
+    future = search(s, ch, device_type, rates)
     with st.container(border=True):
         st.subheader(t("ex2.title"))
-        _task(ch, device_type)
+        _task(s, ch)
         choice = {}
-        cols = st.columns(2) + st.columns(2)
-        for i, field in enumerate(CHOICE_FIELDS):
+        cols = [col for _ in range(0, len(s.fields), 2) for col in st.columns(2)]
+        for i, field in enumerate(s.fields):
             k = f"{NS}_{field}"
-            allowed = list(options(field, device_type))
-            urlstate.init(k, allowed[0], _parser(field, device_type))
+            allowed = list(ex2.options(s, field, device_type))
+            urlstate.init(k, allowed[0], _parser(s, field, device_type))
             if st.session_state[k] not in allowed:  # a link made on a GPU opened on a CPU
                 st.session_state[k] = allowed[0]
             labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in allowed}
             choice[field] = cols[i].selectbox(t("field." + field), allowed, format_func=labels.__getitem__, key=k)
             urlstate.sync(k, choice[field], allowed[0])
-        est = estimate(config_of(ch["base"], choice), device_type)
+        est = estimate(ex2.config_of(ch["base"], choice), device_type)
         m = st.columns(2)
         m[0].metric(t("ex2.est_peak"), fmt_bytes(est["peak_bytes"]))
         m[1].metric(t("ex2.budget"), fmt_bytes(ch["budget"]))
@@ -132,43 +123,39 @@ def render(meta: dict) -> None:
     jobs.poll(NS)
     done = jobs.finished(NS)
     if done:
-        _show(done)
-    grading_view.show_progress(LESSON, slot)
+        _show(s, meta, done)
+    grading_view.show_progress(meta["id"], slot, s.total)
 
 
 def _submit(ch: dict, choice: dict, best: dict) -> None:
     base, roles = ch["base"], ["baseline", "candidate"]
-    specs = [{"label": t("ex2.label.baseline"), "kind": "run", "params": ExperimentConfig.from_dict(base).to_dict()},
+    specs = [{"label": t("ex2.label.baseline"), "kind": "run", "params": _valid(base).to_dict()},
              {"label": t("ex2.label.candidate"), "kind": "run",
-              "params": ExperimentConfig.from_dict(config_of(base, choice)).to_dict()}]
+              "params": _valid(ex2.config_of(base, choice)).to_dict()}]
     if best["choice"] and best["choice"] != choice:
         roles.append("best")
         specs.append({"label": t("ex2.label.best"), "kind": "run",
-                      "params": ExperimentConfig.from_dict(config_of(base, best["choice"])).to_dict()})
+                      "params": _valid(ex2.config_of(base, best["choice"])).to_dict()})
     roles.append("guard")
     specs.append({"label": t("ex2.label.guard"), "kind": "guard", "params": specs[1]["params"]})
     jobs.start(NS, specs, tag={"roles": roles, "choice": choice, "best": best, "budget": ch["budget"]})
 
 
-def _show(done: dict) -> None:
+def _show(s: ex2.Settings, meta: dict, done: dict) -> None:
     tag = done["tag"]
     got = {}
     for role, spec, status in zip(tag["roles"], done["specs"], done["statuses"], strict=True):
         if status.get("state") == "done" and status.get("result") is not None:
             got[role] = status["result"]
         else:
-            from app.ui import results
-
-            results.job_error(status.get("error") or t("jobs.state." + str(status.get("state"))), spec["label"])
+            job_failed(status, spec["label"])
     if "candidate" not in got:
         return
     best_result = got.get("best", got["candidate"] if tag["best"]["choice"] == tag["choice"] else None)
-    a = assess(got["candidate"], got.get("baseline"), best_result, got.get("guard"), tag["budget"])
-    grading_view.record(LESSON, a["passed"])
+    a = ex2.assess(s, got["candidate"], got.get("baseline"), best_result, got.get("guard"), tag["budget"])
+    grading_view.record(meta["id"], a["passed"], s.total)
     st.divider()
     st.subheader(t("ex2.score", score=a["score"]))
-    from app.ui import results
-
     results.device_label(got["candidate"])
     guard = got.get("guard") or {}
     peak = fmt_bytes(a["peak"])
@@ -178,14 +165,15 @@ def _show(done: dict) -> None:
         "ex2.check.correct" if a["checks"]["correct"] else "ex2.check.wrong",
         rel=f"{guard.get('max_rel_diff', float('nan')):.2e}", tol=f"{guard.get('tolerance', float('nan')):.0e}"))
     grading_view.check_line(a["checks"]["fast"], t("ex2.check.fast" if a["checks"]["fast"] else "ex2.check.slow",
-                                                   pct=f"{SPEED_SLACK * 100:.0f}"))
+                                                   pct=f"{s.speed_slack * 100:.0f}"))
     if a["why"]:
         st.markdown(grading_view.say_all(a["why"]))
-    if a["ms"] and a["best_ms"] and a["ms"] < a["best_ms"] / (1 + SPEED_SLACK):
+    if a["ms"] and a["best_ms"] and a["ms"] < a["best_ms"] / (1 + s.speed_slack):
         st.info(t("ex2.beat", ms=f"{a['ms']:,.2f}", best_ms=f"{a['best_ms']:,.2f}"))
     best = tag["best"]
     if best["choice"]:
-        st.caption(t("ex2.best_known." + best["ranked_by"], choice=choice_text(best["choice"]), fitting=best["fitting"],
+        st.caption(t("ex2.best_known." + best["ranked_by"], choice=choice_text(s, best["choice"]),
+                     fitting=best["fitting"],
                      considered=best["considered"], peak=fmt_bytes(best["peak_bytes"])))
     else:
         st.warning(t("ex2.none_fits", considered=best["considered"], lowest=fmt_bytes(best["lowest_peak"])))
@@ -195,15 +183,15 @@ def _show(done: dict) -> None:
         r = got.get(role) if role != "best" else best_result
         if r is None:
             continue
-        net = frames.net_peak(r)
+        net = backend.net_peak(r)
         step = (r.get("step_ms") or {}).get("median")
         fits = net is not None and net <= tag["budget"] and not r.get("oom")
         line = t("ex2.run_line", peak=fmt_bytes(net), fits=":green[✓]" if fits else ":red[✗]",
                  ms=f"{step:,.2f}" if step is not None else "—")
-        lines.append("- " + t("ex2.run_item", label=label, choice=choice_text(_choice_of(r)), line=line))
+        lines.append("- " + t("ex2.run_item", label=label, choice=choice_text(s, _choice_of(s, r)), line=line))
     st.markdown("\n".join(lines))
 
 
-def _choice_of(result: dict) -> dict:
+def _choice_of(s: ex2.Settings, result: dict) -> dict:
     config = result.get("config") or {}
-    return {f: config.get(f) for f in CHOICE_FIELDS}
+    return {f: config.get(f) for f in s.fields}

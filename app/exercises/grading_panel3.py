@@ -5,27 +5,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.charts import charts, frames
+from app import backend
+from app.charts import leak
 from app.exercises import grading_view
 from app.features import census_view
 from app.i18n import t
 from app.ui import jobs, results, urlstate
-from course.grading.ex3 import (
-    BATCH,
-    FIXES,
-    FLAT_SHARE,
-    GRAD_TOLERANCE,
-    LAYERS,
-    STEPS,
-    WIDTH,
-    code,
-    loop_of,
-    validate,
-    verdict,
-)
+from app.ui.errors import engine_error
+from course.grading import ex3
 from course.units import fmt_bytes
 
-LESSON = "exercise3"
 NS = "ex3g"
 
 
@@ -41,46 +30,52 @@ def _parse_bool(raw) -> bool:
 
 def render(meta: dict) -> None:
     slot = st.empty()
+    try:
+        s = ex3.settings(meta)
+    except ValueError as exc:  # the exercise's settings break a rule: said, the page goes on
+        engine_error(str(exc))
+        return
+    tolerance = backend.gradient_tolerance("fp32")
     with st.container(border=True):
         st.subheader(t("ex3.title"))
-        st.markdown(t("ex3.intro", steps=STEPS))
+        st.markdown(t("ex3.intro", steps=s.steps))
         fixes = []
-        for fix in FIXES:
+        for fix in s.fixes:
             urlstate.init(_key(fix), False, _parse_bool)
             if st.checkbox(t("ex3.fix." + fix), key=_key(fix)):
                 fixes.append(fix)
             urlstate.sync(_key(fix), st.session_state[_key(fix)], False)
-        errors = validate(fixes)
+        errors = ex3.validate(s, fixes)
         if errors:
             st.error(grading_view.say_all(errors))
-        loop = loop_of(fixes)
+        loop = ex3.loop_of(s, fixes)
         st.markdown(f"**{t('ex3.your_loop')}**")
-        st.code(code(loop), language="python")
-        st.caption(t("ex3.rule", share=f"{FLAT_SHARE * 100:.0f}", output=fmt_bytes(BATCH * WIDTH * 4),
-                     limit=fmt_bytes(FLAT_SHARE * BATCH * WIDTH * 4), tol=f"{GRAD_TOLERANCE:.0e}", batch=BATCH,
-                     width=WIDTH))
+        st.code(ex3.code(loop), language="python")
+        output = s.batch * s.width * 4
+        st.caption(t("ex3.rule", share=f"{s.flat_share * 100:.0f}", output=fmt_bytes(output),
+                     limit=fmt_bytes(s.flat_share * output), tol=f"{tolerance:.0e}", batch=s.batch, width=s.width))
         run = st.button(t("ex3.run"), key=f"{NS}.run", type="primary", disabled=bool(errors) or jobs.pending(NS),
                         width="stretch")
     if run:
-        params = {"scenario": "exercise_loop", "steps": STEPS, "device": "auto", "batch": BATCH, "width": WIDTH,
-                  "layers": LAYERS}
+        params = {"scenario": "exercise_loop", "steps": s.steps, "device": "auto", "batch": s.batch, "width": s.width,
+                  "layers": s.layers}
         jobs.start(NS, [{"label": t("ex3.label.yours"), "kind": "leak", "params": dict(params, loop=loop)},
                         {"label": t("ex3.label.course"), "kind": "leak", "params": dict(params, loop={})}],
                    tag={"fixes": fixes, "loop": loop})
     jobs.poll(NS)
     done = jobs.finished(NS)
     if done:
-        _show(done)
-    grading_view.show_progress(LESSON, slot)
+        _show(s, meta, done, tolerance)
+    grading_view.show_progress(meta["id"], slot, s.total)
 
 
-def _show(done: dict) -> None:
+def _show(s: ex3.Settings, meta: dict, done: dict, tolerance: float) -> None:
     ok = results.successful(done)
     mine = next((r for label, r in ok if label == done["specs"][0]["label"]), None)
     if mine is None:
         return
-    v = verdict(mine)
-    grading_view.record(LESSON, v["passed"])
+    v = ex3.verdict(s, mine, tolerance)
+    grading_view.record(meta["id"], v["passed"], s.total)
     st.divider()
     st.subheader(t("ex3.solved") if v["solved"] else t("ex3.not_yet"))
     results.device_label(mine)
@@ -89,10 +84,10 @@ def _show(done: dict) -> None:
     error = v["gradient_error"]
     grading_view.check_line(v["grads_ok"], t("ex3.check.grads" if v["grads_ok"] else "ex3.check.grads_wrong",
                                              error=f"{error:.2e}" if error is not None else "—",
-                                             tol=f"{GRAD_TOLERANCE:.0e}"))
+                                             tol=f"{tolerance:.0e}"))
     if v["why"]:
         st.markdown(grading_view.say_all(v["why"]))
     st.markdown(f"##### {t('chart.leak')}")
-    st.altair_chart(charts.leak_chart(frames.leak_frame(ok)), width="stretch")
-    st.dataframe(frames.leak_table(ok), hide_index=True, width="stretch")
+    st.altair_chart(leak.chart(leak.frame(ok)), width="stretch")
+    st.dataframe(leak.table(ok), hide_index=True, width="stretch")
     census_view.render(ok, key=NS)

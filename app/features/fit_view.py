@@ -5,13 +5,13 @@ from __future__ import annotations
 import streamlit as st
 
 from app import backend
+from app.backend import net_peak
 from app.i18n import t
-from app.ui import jobs, results
+from app.ui import jobs, options, results
 from course.fit import largest_fitting_batch
-from experiments.core.metrics import net_peak
+from course.units import MIB, fmt_bytes
 
 NS = "compare.fit"
-MIB = 2**20
 
 
 def _search(strategies, budget: int) -> list[dict]:
@@ -28,7 +28,8 @@ def render(strategies) -> None:
     with st.container(border=True):
         st.subheader(t("fit.title"))
         st.caption(t("fit.explain"))
-        budget_mib = st.number_input(t("fit.budget"), min_value=1, max_value=10_000_000, value=256, step=64,
+        lo, hi = options.budget_bounds()
+        budget_mib = st.number_input(t("fit.budget"), min_value=int(lo), max_value=int(hi), value=256, step=64,
                                      key=f"{NS}.budget")
         budget = int(budget_mib * MIB)
         if st.button(t("fit.search"), key=f"{NS}.search", width="stretch"):
@@ -39,13 +40,13 @@ def render(strategies) -> None:
             return
         rows = found["rows"]
         st.dataframe([{t("col.strategy"): r["title"], t("fit.batch"): r["batch"] or t("fit.none"),
-                       t("compare.estimated_peak"): results.fmt_bytes(r["peak"])} for r in rows],
+                       t("compare.estimated_peak"): fmt_bytes(r["peak"])} for r in rows],
                      hide_index=True, width="stretch")
         fitting = [r for r in rows if r["batch"]]
         if not fitting:
             return
         best = max(fitting, key=lambda r: r["batch"])
-        st.caption(t("fit.best", title=best["title"], batch=best["batch"], budget=results.fmt_bytes(found["budget"])))
+        st.caption(t("fit.best", title=best["title"], batch=best["batch"], budget=fmt_bytes(found["budget"])))
         titles = {r["title"]: r for r in fitting}
         chosen = st.selectbox(t("fit.confirm_which"), list(titles), key=f"{NS}.which")
         if st.button(t("fit.confirm"), key=f"{NS}.confirm", disabled=jobs.pending(NS), width="stretch"):
@@ -58,6 +59,6 @@ def render(strategies) -> None:
         if done:
             for label, result in results.successful(done):
                 measured, limit = net_peak(result), done["tag"]["budget"]
-                text = t("fit.measured", title=label, batch=done["tag"]["batch"], peak=results.fmt_bytes(measured),
-                         budget=results.fmt_bytes(limit))
+                text = t("fit.measured", title=label, batch=done["tag"]["batch"], peak=fmt_bytes(measured),
+                         budget=fmt_bytes(limit))
                 (st.success if measured is not None and measured <= limit else st.warning)(text)

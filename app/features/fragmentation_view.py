@@ -6,9 +6,11 @@ from __future__ import annotations
 import streamlit as st
 
 from app import backend
-from app.charts import charts, frames
+from app.charts import fragmentation, segments
 from app.i18n import t
 from app.ui import expect_view, jobs, results
+from app.ui.failures import job_failed
+from course import catalog
 from course.units import fmt_bytes
 
 
@@ -35,7 +37,7 @@ def show(result: dict, meta: dict, key: str) -> None:
         col.metric(t("frag.allocator." + allocator), fmt_bytes(end.get("reserved_bytes", 0) - end.get("allocated_bytes", 0)))
         col.caption(f"{t('frag.unallocated')} · {t('frag.reserved_end')}: {fmt_bytes(end.get('reserved_bytes'))}")
     st.markdown(f"##### {t('frag.chart')}")
-    st.altair_chart(charts.fragmentation_chart(frames.fragmentation_frame(result)), width="stretch")
+    st.altair_chart(fragmentation.chart(fragmentation.frame(result)), width="stretch")
     entry = entry_for(result, meta)
     if entry:
         expect_view.notice(meta, "fragmentation", runs, entry=entry)
@@ -43,7 +45,7 @@ def show(result: dict, meta: dict, key: str) -> None:
         if run.get("oom"):
             st.error(t("frag.oom", allocator=t("frag.allocator." + allocator)))
             st.code(run["oom"]["message"], language=None, wrap_lines=True)
-    seg = frames.segments_frame(result)
+    seg = fragmentation.segments_table(result)
     if not seg.empty:
         with st.expander(t("frag.segments")):
             st.dataframe(seg, hide_index=True, width="stretch")
@@ -52,13 +54,11 @@ def show(result: dict, meta: dict, key: str) -> None:
 
 def _segment_charts(runs: dict) -> None:
     """Each setting's segments with the blocks inside them (results recorded before blocks were kept have none)."""
-    from app.features import timeline_view
-
     for allocator, run in runs.items():
         segs = [s for s in (run.get("end") or {}).get("segments") or [] if s.get("blocks")]
         if segs:
             st.markdown(f"###### {t('frag.allocator.' + allocator)}")
-            st.altair_chart(timeline_view.segment_chart(timeline_view.segments_frame(segs)), width="stretch")
+            st.altair_chart(segments.chart(segments.frame(segs)), width="stretch")
 
 
 def render(lesson_id: str, meta: dict) -> None:
@@ -67,8 +67,7 @@ def render(lesson_id: str, meta: dict) -> None:
         return
     ns = f"{lesson_id}.frag"
     labels = {i: expect_view.text(meta, e.get("label"), i) for i, e in known.items()}
-    info, _ = backend.safe_device_info()
-    gpu = bool(info) and info.get("type") == "cuda"
+    gpu = backend.gpu_worker()
     with st.container(border=True):
         st.subheader(t("frag.title"))
         st.caption(t("frag.explain"))
@@ -87,8 +86,8 @@ def render(lesson_id: str, meta: dict) -> None:
             if status.get("state") == "done" and status.get("result"):
                 show(status["result"], meta, key=ns)
             else:
-                results.job_error(status.get("error") or t("jobs.state." + str(status.get("state"))))
-        recorded, _ = backend.safe_load_recorded(f"{lesson_id}-frag-{chosen}")
+                job_failed(status)
+        recorded, _ = backend.safe_load_recorded(catalog.fragmentation_id(lesson_id, chosen))
         if recorded:
             name = (recorded.get("device") or {}).get("name", "GPU")
             with st.expander(t("frag.recorded", name=name), icon=":material/history:", expanded=not gpu):

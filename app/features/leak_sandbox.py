@@ -5,10 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 from app import backend
-from app.charts import charts, frames
+from app.backend import CHOICES, RANGES
+from app.charts import leak
+from app.features import census_view
 from app.i18n import lang, t
-from app.ui import expect_view, jobs, layout, results, urlstate
-from course import content, expectations
+from app.ui import expect_view, jobs, layout, options, results, urlstate
+from course import catalog, content, expectations
 
 
 def scenarios(lesson_id: str) -> dict[str, dict]:
@@ -16,8 +18,10 @@ def scenarios(lesson_id: str) -> dict[str, dict]:
     return {s["id"]: s for s in content.leak_scenarios(lesson_id)}
 
 
-BATCHES = [8, 16, 32, 64, 128, 256, 512]
-WIDTHS = [64, 128, 256, 512, 1024, 2048]
+# A window of the engine's ranges: leak runs this size take seconds, and every scenario shows its growth.
+BATCHES = options.powers_of_two("batch", 8, 512)
+WIDTHS = options.powers_of_two("width", 64, 2048)
+STEPS = RANGES["steps"]
 
 
 def _parse_scenarios(raw, known) -> list[str]:
@@ -49,13 +53,13 @@ def render(lesson_id: str, meta: dict) -> None:
     ns = f"{lesson_id}_leak"
     known = scenarios(lesson_id)
     titles = {s: _title(entry) for s, entry in known.items()}
-    devices = {d: t(f"opt.device.{d}") for d in ("auto", "cpu", "cuda")}
+    devices = {d: t(f"opt.device.{d}") for d in CHOICES["device"]}
     with st.container(border=True):
         st.subheader(t("leak.title"))
         defaults = {"scenarios": list(known)[:3], "steps": 10, "device": "auto", "batch": 64, "width": 512}
         parsers = {
             "scenarios": lambda raw: _parse_scenarios(raw, known),
-            "steps": lambda raw: _parse_int(raw, 2, 50),
+            "steps": lambda raw: _parse_int(raw, *STEPS),
             "device": lambda raw: _parse_choice(raw, devices),
             "batch": lambda raw: _parse_choice(int(raw), BATCHES),
             "width": lambda raw: _parse_choice(int(raw), WIDTHS),
@@ -66,7 +70,7 @@ def render(lesson_id: str, meta: dict) -> None:
         chosen = st.multiselect(t("leak.scenarios"), list(known), format_func=titles.__getitem__,
                                 key=f"{ns}_scenarios", **common)
         cols = st.columns(2)
-        steps = cols[0].slider(t("leak.steps"), 2, 50, key=f"{ns}_steps", **common)
+        steps = cols[0].slider(t("leak.steps"), *STEPS, key=f"{ns}_steps", **common)
         device = cols[1].selectbox(t("field.device"), list(devices), format_func=devices.__getitem__,
                                    key=f"{ns}_device", **common)
         cols = st.columns(2)
@@ -103,7 +107,7 @@ def recorded(lesson_id: str, meta: dict, known: dict) -> None:
     """Every leak scenario of this lesson recorded on a real GPU, in one chart."""
     loaded = []
     for scenario, entry in known.items():
-        result, _ = backend.safe_load_recorded(content.leak_recorded_id(scenario))
+        result, _ = backend.safe_load_recorded(catalog.leak_id(scenario))
         if result:
             loaded.append(({"label": _title(entry), "scenario": scenario}, {"state": "done", "result": result}))
     if not loaded:
@@ -126,14 +130,12 @@ def show_results(done: dict, meta: dict, known: dict | None = None, ns: str = "l
     scenario_of = {spec["label"]: spec.get("scenario") for spec in done["specs"]}
     runs = {scenario_of[label]: r for label, r in ok if scenario_of.get(label)}
     st.markdown(f"##### {t('chart.leak')}")
-    layout.chart(charts.leak_chart(frames.leak_frame(ok)), meta, "leak", runs, key=ns)
+    layout.chart(leak.chart(leak.frame(ok)), meta, "leak", runs, key=ns)
     verdicts = {}
     for label, result in ok:
         entry = (known or {}).get(scenario_of.get(label)) or {}
         verdicts[label] = expectations.verdict(expect_view.leak_checks(entry, result))
     # The scenario's title is long: a medium column keeps the growth and the verdict on a projector's screen.
-    st.dataframe(frames.leak_table(ok, verdicts), hide_index=True, width="stretch",
+    st.dataframe(leak.table(ok, verdicts), hide_index=True, width="stretch",
                  column_config={t("col.scenario"): st.column_config.TextColumn(width="medium")})
-    from app.features import census_view
-
     census_view.render(ok, key=ns)  # which tensors the last step added, and who holds them

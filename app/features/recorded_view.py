@@ -5,9 +5,11 @@ from __future__ import annotations
 import streamlit as st
 
 from app import backend
+from app.features import fragmentation_view, leak_sandbox, rounds_view
 from app.i18n import lang, t
-from app.ui import layout, results
-from course import content
+from app.ui import expect_view, results
+from app.ui.errors import engine_error
+from course import catalog, content
 
 
 def _label(entry: dict) -> str:
@@ -27,7 +29,7 @@ def browser(lesson: str | None, expanded: bool = False) -> None:
     with st.expander(t("recorded.title"), expanded=expanded, icon=":material/history:"):
         st.caption(t("recorded.explain"))
         if err:
-            layout.error(err)
+            engine_error(err)
             return
         if not entries:
             st.info(t("recorded.none"))
@@ -39,34 +41,26 @@ def browser(lesson: str | None, expanded: bool = False) -> None:
         entry = by_id[chosen]
         result, err = backend.safe_load_recorded(chosen)
         if err:
-            layout.error(err)
+            engine_error(err)
             return
         if not result:
-            layout.error(chosen)
+            engine_error(chosen)
             return
-        meta = content.meta(entry.get("lesson") or "home")
+        meta = content.meta(entry.get("lesson") or catalog.HOME)
         kind = entry.get("kind", "run")
         if kind == "leak":
-            from app.features import leak_sandbox
-
             status = {"state": "done", "result": result}
             spec = {"label": _label(entry), "scenario": result.get("scenario")}
             leak_sandbox.show_results({"specs": [spec], "statuses": [status]}, meta,
-                                      leak_sandbox.scenarios(entry.get("lesson") or "leaks"), ns=ns)
+                                      leak_sandbox.scenarios(entry.get("lesson") or catalog.LEAK_LESSON), ns=ns)
         elif kind == "fragmentation":
-            from app.features import fragmentation_view
-
             fragmentation_view.show(result, meta, key=ns)
         elif kind == "timing_rounds":
-            from app.features import rounds_view
-
-            lesson_id = entry.get("lesson") or "home"
+            lesson_id = entry.get("lesson") or catalog.HOME
             rset = next((r for r in content.rounds_sets(meta)
-                         if content.rounds_set_recorded_id(lesson_id, r["id"]) == chosen), None)
+                         if catalog.rounds_set_id(lesson_id, r["id"]) == chosen), None)
             rounds_view.show(result, meta, key=ns, rset=rset)
         elif kind == "profile":
-            from app.ui import expect_view
-
             results.device_label(result, entry.get("recorded_at"))
             results.render_profile(result)
             expect_view.checked(meta.get("profile_expect"), {"run": result})  # what the lesson says of this table

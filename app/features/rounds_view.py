@@ -6,11 +6,12 @@ from __future__ import annotations
 import streamlit as st
 
 from app import backend
-from app.charts import charts, frames
+from app.backend import VERDICT_MIN_ROUNDS, paired
+from app.charts import ratios, rounds
 from app.i18n import lang, t
 from app.ui import jobs, layout, results, sizing
-from course import content
-from experiments.core.metrics import VERDICT_MIN_ROUNDS, paired
+from app.ui.failures import job_failed
+from course import catalog, content
 
 
 def titles(meta: dict, rset: dict | None = None) -> dict[str, str]:
@@ -49,21 +50,21 @@ def show(result: dict, meta: dict, key: str, rset: dict | None = None, names: di
     names = {**{s["id"]: s["id"] for s in result.get("strategies") or []}, **(names or titles(meta, rset))}
     results.device_label(result, result.get("started_at"))
     st.caption(t("rounds.explain", steps=result.get("steps"), rounds=result.get("rounds")))
-    df = frames.rounds_frame(result, names)
+    df = rounds.frame(result, names)
     if df.empty:
         return
     rows = result.get("strategies") or []
     st.markdown(f"##### {t('rounds.chart_times')}")
-    st.altair_chart(charts.rounds_chart(df), width="stretch")
+    st.altair_chart(rounds.chart(df), width="stretch")
     # Lines, not a table: they wrap in a half-width column on a projector, where a table hides its numbers.
     st.markdown("\n".join("- " + t("rounds.line", name=names.get(r["id"], r["id"]), median=f"{r['median_ms']:.3f}",
                                     lo=f"{r['min_ms']:.3f}", hi=f"{r['max_ms']:.3f}") for r in rows))
     versus = names.get(rows[0]["id"], rows[0]["id"])
-    pdf = frames.paired_frame(result, names, rows[0]["id"])
+    pdf = ratios.frame(result, names, rows[0]["id"])
     if not pdf.empty:
         st.markdown(f"##### {t('rounds.chart_paired', versus=versus)}")
         st.caption(t("rounds.paired_explain", versus=versus, min=VERDICT_MIN_ROUNDS))
-        st.altair_chart(charts.paired_chart(pdf, versus), width="stretch")
+        st.altair_chart(ratios.chart(pdf, versus), width="stretch")
         st.markdown("\n".join(f"- {line}" for line, _ in paired_lines(result, names)))
     if prompted:
         layout.prompts(meta, "rounds", {"rounds": result}, key=key)
@@ -91,7 +92,7 @@ def live(ns: str, label: str, params: dict, meta: dict, rset: dict | None = None
     if status.get("state") == "done" and status.get("result"):
         show(status["result"], meta, key=f"{ns}.live", rset=rset, names=names)
         return status["result"]
-    results.job_error(status.get("error") or t("jobs.state." + str(status.get("state"))))
+    job_failed(status)
     return None
 
 
@@ -106,7 +107,7 @@ def set_box(lesson_id: str, meta: dict, rset: dict) -> None:
             done = live(ns, title, content.rounds_set_params(meta, rset, sizing.scale(meta)), meta, rset)
         else:
             st.caption(t("rounds.gpu_only"))
-        rec, _ = backend.safe_load_recorded(content.rounds_set_recorded_id(lesson_id, rset["id"]))
+        rec, _ = backend.safe_load_recorded(catalog.rounds_set_id(lesson_id, rset["id"]))
         if rec:
             name = (rec.get("device") or {}).get("name", "GPU")
             with st.expander(t("rounds.recorded", name=name), icon=":material/history:", expanded=done is None):

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app import backend
 from app.i18n import lang, t
+from app.ui import sizing, widget_state
 from course import content, expectations, facts
+from course.experiment import NOT_THE_EXPERIMENT, same_experiment
 from course.units import fmt_bytes
-from experiments.core.config import ConfigError, ExperimentConfig
-from experiments.core.recorded import load_recorded
-
-# Fields that do not change what a run measures: a run that differs only in these is the same experiment.
-NOT_THE_EXPERIMENT = ("timing_steps", "steps", "force", "device", "budget_mb", "seed")
 
 
 def page_facts(meta: dict) -> dict[str, str]:
-    return facts.resolve(meta.get("facts") or {}, load_recorded)
+    return backend.fact_values(meta.get("facts"))
 
 
 def text(meta: dict, value, default: str = "", kind: str | None = None) -> str:
@@ -27,8 +25,6 @@ def text(meta: dict, value, default: str = "", kind: str | None = None) -> str:
         return raw
     values = page_facts(meta)
     if "{{preset." in raw or "{{try." in raw:
-        from app.ui import sizing
-
         values = {**values, **sizing.words(meta, kind)}
     return facts.render(raw, values)
 
@@ -90,12 +86,10 @@ def config_changes(meta: dict, config: dict | None) -> list[str]:
     """'field: preset → this run' for every field in which the shown run differs from the lesson's preset."""
     if not config:
         return []
-    from app.ui import sizing
-
-    try:
-        preset = ExperimentConfig.from_dict(sizing.preset(meta)).to_dict()
-    except (ConfigError, TypeError):
+    cfg, err = backend.config(sizing.preset(meta))
+    if err:
         return []
+    preset = cfg.to_dict()
     return [f"{t('field.' + k, default=k)}: {preset[k]} → {v}" for k, v in config.items()
             if k in preset and k not in NOT_THE_EXPERIMENT and preset[k] != v]
 
@@ -135,22 +129,15 @@ def checked(checks: list[dict] | None, runs: dict) -> bool | None:
     return ok
 
 
-def _same_experiment(a: dict, b: dict) -> bool:
-    return {k: v for k, v in a.items() if k not in NOT_THE_EXPERIMENT} == \
-        {k: v for k, v in b.items() if k not in NOT_THE_EXPERIMENT}
-
-
 def try_this(meta: dict, kind: str, runs: dict | None, ns: str | None, previous: dict | None,
              key: str | None = None) -> None:
     entry = (meta.get("prompts") or {}).get(kind) or {}
     st.markdown(f"**{t('prompt.try')}** {text(meta, entry.get('try'), kind=kind) or t(f'prompt.{kind}.try')}")
-    from app.ui import sizing
-
     change = sizing.change(meta, entry.get("try_change"))
     current = (runs or {}).get("run")
     if change and previous and current and previous.get("config") and current.get("config"):
         predicted = {**previous["config"], **change}
-        if _same_experiment(predicted, current["config"]) and not _same_experiment(previous["config"],
+        if same_experiment(predicted, current["config"]) and not same_experiment(previous["config"],
                                                                                    current["config"]):
             outcomes = expectations.evaluate(entry.get("try_expect") or [], {"run": previous, "changed": current})
             ok = expectations.verdict(outcomes)
@@ -161,14 +148,8 @@ def try_this(meta: dict, kind: str, runs: dict | None, ns: str | None, previous:
                            "\n".join(f"- {describe(o)}" for o in outcomes if o["holds"] is False))
     if change and ns:
         st.button(t("expect.apply", changes=", ".join(f"{t('field.' + k, default=k)} = {v}" for k, v in change.items())),
-                  key=f"{key or ns}.apply.{kind}", on_click=_apply, args=(ns, change), icon=":material/science:")
-
-
-def _apply(ns: str, change: dict) -> None:
-    from app.ui.sandbox import key
-
-    for field, value in change.items():
-        st.session_state[key(ns, field)] = value
+                  key=f"{key or ns}.apply.{kind}", on_click=widget_state.set_values, args=(ns, change),
+                  icon=":material/science:")
 
 
 def render(meta: dict, kind: str, runs: dict | None = None, ns: str | None = None, previous: dict | None = None,

@@ -6,8 +6,9 @@ import time
 
 import streamlit as st
 
-from app.backend import get_client, session_id
+from app import backend
 from app.i18n import t
+from app.ui.errors import engine_error
 
 POLL_S = 0.7
 FAR_POLL_S = 2.0
@@ -34,16 +35,11 @@ def previous(ns: str) -> dict | None:
 
 def submit(ns: str, specs: list[dict], tag=None) -> str | None:
     """specs: [{"label", "kind", "params"}]; returns an error message or None. tag travels to the result."""
-    client, err = get_client()
-    if err:
-        return err
-    try:
-        owner = session_id()
-        ids = [client.submit(spec["kind"], spec["params"], owner=owner) for spec in specs]
-    except Exception as exc:  # noqa: BLE001
-        if type(exc).__name__ == "QueueFull":
-            return t("jobs.session_full" if getattr(exc, "per_session", False) else "jobs.queue_full")
-        return f"{type(exc).__name__}: {exc}"
+    ids, failed = backend.submit(specs)
+    if failed:
+        if failed.type == "QueueFull":
+            return t("jobs.session_full" if failed.code == "per_session" else "jobs.queue_full")
+        return failed.message
     st.session_state[_pending_key(ns)] = {"ids": ids, "specs": specs, "tag": tag, "since": time.time()}
     return None
 
@@ -52,13 +48,11 @@ def start(ns: str, specs: list[dict], tag=None) -> None:
     """Submit; the page's `poll(ns)`, which every page calls after its Run button, shows the progress in this
     same run (no second page run per click). A refused submission is shown here; a click that arrives while
     the page's group still runs (the button is redrawn disabled only with the result) is ignored."""
-    from app.ui import layout
-
     if pending(ns):
         return
     error = submit(ns, specs, tag=tag)
     if error:
-        layout.error(error)
+        engine_error(error)
 
 
 def pending(ns: str) -> bool:
@@ -76,21 +70,8 @@ def clear(ns: str) -> None:
 
 def _cancel(ns: str) -> None:
     group = st.session_state.get(_pending_key(ns))
-    client, _ = get_client()
-    if not group or client is None:
-        return
-    for job_id in group["ids"]:
-        try:
-            client.cancel(job_id)
-        except Exception:  # noqa: BLE001, S110 - a job that already ended cannot be cancelled
-            pass
-
-
-def _status(client, job_id: str) -> dict:
-    try:
-        return client.status(job_id)
-    except Exception as exc:  # noqa: BLE001
-        return {"state": "error", "error": f"{type(exc).__name__}: {exc}", "result": None}
+    if group:
+        backend.cancel(group["ids"])
 
 
 def poll(ns: str) -> None:
@@ -106,11 +87,7 @@ def _poll_body(ns: str) -> None:
     group = st.session_state.get(_pending_key(ns))
     if not group:
         return
-    client, err = get_client()
-    if err:
-        statuses = [{"state": "error", "error": err, "result": None} for _ in group["ids"]]
-    else:
-        statuses = [_status(client, job_id) for job_id in group["ids"]]
+    statuses = [backend.status(job_id) for job_id in group["ids"]]
     if all(s.get("state") in TERMINAL for s in statuses):
         if _done_key(ns) in st.session_state:
             # The run before is what a "try this" prompt's prediction is checked against.

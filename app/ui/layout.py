@@ -54,7 +54,3 @@ def prompts(meta: dict, kind: str, runs: dict | None = None, **where) -> None:
 def chart(figure, meta: dict, kind: str, runs: dict | None = None, **where) -> None:
     st.altair_chart(figure, width="stretch")
     prompts(meta, kind, runs, **where)
-
-
-def error(message: str) -> None:
-    st.error(t("error.engine", message=message))

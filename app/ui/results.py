@@ -7,10 +7,13 @@ import json
 import streamlit as st
 
 from app import backend
-from app.charts import charts, frames
+from app.charts import breakdown, memory, profile, step_time
+from app.charts import driver as driver_chart
 from app.i18n import t
-from app.ui import layout
-from course.units import fmt_bytes  # noqa: F401 - pages import it from here
+from app.ui import layout, side_by_side, timeline
+from app.ui.errors import engine_error
+from app.ui.failures import fitting_batch, job_failed
+from course.units import fmt_bytes
 
 
 def device_label(result: dict, recorded_at: str | None = None) -> None:
@@ -25,60 +28,19 @@ def device_label(result: dict, recorded_at: str | None = None) -> None:
         st.info(t("result.cpu", name=device.get("name", "CPU"), torch=torch_version))
 
 
-def job_error(message: str | None, label: str | None = None, config: dict | None = None,
-              ns: str | None = None) -> None:
-    """A failed job: the engine's message; a run refused as too large is explained in the page's units."""
-    message = message or "?"
-    if message.startswith("WouldNotFit") and "max_peak_gib" in message:
-        from experiments.core.limits import load
-
-        st.warning(t("error.operator_cap", limit=f"{load().max_peak_gib:g} GiB"))
-        return
-    if message.startswith("WouldNotFit") and config and refused(config, label, ns):
-        return
-    st.error(t("error.worker", message=f"{label}: {message}" if label else message))
-    if message.startswith("WouldNotFit"):
-        st.info(t("error.would_not_fit"))
-
-
-def refused(config: dict, label: str | None = None, ns: str | None = None) -> bool:
-    """The refusal of a run whose estimate is far above the memory available: sizes, and what would fit."""
-    from experiments.core.config import ConfigError, ExperimentConfig
-
-    try:
-        cfg = ExperimentConfig.from_dict(config)
-    except (ConfigError, TypeError):
-        return False
-    capacity = backend.capacity_bytes(cfg)
-    est, _ = backend.estimate(cfg, capacity)
-    if not est or not capacity:
-        return False
-    prefix = f"{label}: " if label else ""
-    st.warning(prefix + t("error.refused", peak=fmt_bytes(est["peak_bytes"]), capacity=fmt_bytes(capacity)))
-    from course.fit import largest_fitting_batch
-
-    batch = largest_fitting_batch(cfg, capacity, lambda c: backend.estimate(c, capacity)[0], upper=cfg.batch)
-    st.info(t("oom.would_fit", batch=batch, capacity=fmt_bytes(capacity)) if batch
-            else t("oom.nothing_fits", capacity=fmt_bytes(capacity)))
-    if batch:
-        use_batch_button(ns, batch, f"{ns}.refused")
-    st.caption(t("error.force_hint"))
-    return True
-
-
 def render_status(status: dict, meta: dict, *, current, ran: dict | None, driver: bool = False,
                   key: str = "run", previous: dict | None = None) -> None:
     """A finished job's status: result, cancellation or error."""
     state = status.get("state")
     if state == "error":
-        job_error(status.get("error"), config=ran, ns=key)
+        job_failed(status, config=ran, ns=key)
         return
     result = status.get("result")
     if state == "cancelled" and not result:
         st.warning(t("jobs.cancelled"))
         return
     if result is None:
-        layout.error(status.get("error") or t("jobs.no_result"))
+        engine_error(status.get("error") or t("jobs.no_result"))
         return
     st.divider()
     st.subheader(t("result.title"))
@@ -111,22 +73,8 @@ def _metrics(result: dict) -> None:
         st.caption(t("metric.tflops", value=f"{result['tflops']:.3g}"))
 
 
-def use_batch_button(ns: str | None, batch: int, key: str) -> None:
-    """Sets the sandbox's batch to what would fit, so one press of Run confirms it with a real run."""
-    if not ns:
-        return
-    from app.ui.sandbox import key as field_key
-
-    def apply():
-        st.session_state[field_key(ns, "batch")] = batch
-
-    st.button(t("oom.use_batch", batch=batch), key=f"{key}.use_batch", on_click=apply, icon=":material/tune:")
-
-
 def render_oom(result: dict, ns: str | None = None, key: str = "run") -> None:
     oom = result["oom"]
-    from experiments.core.config import ExperimentConfig
-
     phase = t("phase." + str(oom.get("phase")), default=str(oom.get("phase")))
     st.error(t("oom.title", phase=phase, step=oom.get("step", "?")))
     st.code(str(oom.get("message", ""))[:2000], language=None, wrap_lines=True)
@@ -136,25 +84,12 @@ def render_oom(result: dict, ns: str | None = None, key: str = "run") -> None:
     cols[2].metric(t("oom.budget"), fmt_bytes(oom.get("budget_bytes")))
     if oom.get("budget_bytes") and (result.get("device") or {}).get("type") == "cuda":
         st.caption(t("oom.budget_caveat"))
-    try:
-        cfg = ExperimentConfig.from_dict(result.get("config") or {})
-    except Exception:  # noqa: BLE001 - advice is optional; the OOM itself is already shown
+    cfg, err = backend.config(result.get("config") or {})
+    if err:  # advice is optional; the OOM itself is already shown
         return
     capacity = oom.get("budget_bytes") or backend.capacity_bytes(cfg)
-    if not capacity:
-        return
-    from course.fit import largest_fitting_batch
-
-    def estimate(c):
-        est, _ = backend.estimate(c, capacity)
-        return est
-
-    batch = largest_fitting_batch(cfg, capacity, estimate, upper=cfg.batch)
-    if batch is None:
-        st.info(t("oom.nothing_fits", capacity=fmt_bytes(capacity)))
-    else:
-        st.info(t("oom.would_fit", batch=batch, capacity=fmt_bytes(capacity)))
-        use_batch_button(ns, batch, key)
+    if capacity:
+        fitting_batch(cfg, capacity, ns, key)
 
 
 def render_run(result: dict, meta: dict, *, driver: bool = False, recorded_at: str | None = None,
@@ -166,36 +101,34 @@ def render_run(result: dict, meta: dict, *, driver: bool = False, recorded_at: s
         render_oom(result, ns=ns, key=key)
     _metrics(result)
 
-    df = frames.phases_frame(result)
+    df = memory.frame(result)
     if not df.empty:
         with_reserved = df["reserved_mib"].notna().any()
         st.markdown(f"##### {t('chart.memory')}")
         if not with_reserved:
             st.caption(t("chart.no_reserved"))
-        layout.chart(charts.memory_chart(frames.memory_long(df, with_reserved)), meta, "memory", **where)
+        layout.chart(memory.chart(memory.long(df, with_reserved)), meta, "memory", **where)
 
     if driver:
         render_driver(result)
 
     measured = result.get("breakdown")
     estimated = (result.get("estimate") or {}).get("categories")
-    bdf = frames.breakdown_frame(measured, estimated)
+    bdf = breakdown.frame(measured, estimated)
     if not bdf.empty:
         st.markdown(f"##### {t('chart.breakdown')}")
-        layout.chart(charts.breakdown_chart(bdf), meta, "breakdown", **where)
+        layout.chart(breakdown.chart(bdf), meta, "breakdown", **where)
 
-    sdf = frames.step_time_frame([(t("chart.this_run"), result.get("step_ms"))])
+    sdf = step_time.frame([(t("chart.this_run"), result.get("step_ms"))])
     if not sdf.empty:
         st.markdown(f"##### {t('chart.time')}")
-        layout.chart(charts.step_time_chart(sdf), meta, "time", **where)
+        layout.chart(step_time.chart(sdf), meta, "time", **where)
 
-    from app.features import timeline_view
-
-    timeline_view.expander(result, key)  # every allocation of the run, its segments, the raw snapshot
+    timeline.expander(result, key)  # every allocation of the run, its segments, the raw snapshot
 
     if not df.empty:
         with st.expander(t("result.phases_table")):
-            st.dataframe(frames.phases_display(df), hide_index=True, width="stretch")
+            st.dataframe(memory.table(df), hide_index=True, width="stretch")
     cols = st.columns(2)
     cols[0].download_button(t("download.csv"), df.to_csv(index=False), file_name="phases.csv",
                             mime="text/csv", key=f"{key}.csv", width="stretch")
@@ -205,19 +138,17 @@ def render_run(result: dict, meta: dict, *, driver: bool = False, recorded_at: s
     if result.get("memory_summary"):
         with st.expander(t("result.memory_summary")):
             st.code(result["memory_summary"], language=None)
-    from app.ui import side_by_side
-
     side_by_side.controls(result, key, recorded=recorded_at is not None)
 
 
 def render_driver(result: dict) -> None:
     st.markdown(f"##### {t('driver.title')}")
-    ddf = frames.driver_frame(result)
+    ddf = driver_chart.frame(result)
     if ddf is None:
         cpu = (result.get("device") or {}).get("type") != "cuda"
         st.caption(t("driver.cpu") if cpu else t("driver.missing"))
         return
-    st.altair_chart(charts.driver_chart(ddf), width="stretch")
+    st.altair_chart(driver_chart.chart(ddf), width="stretch")
     st.markdown(t("driver.explain"))
 
 
@@ -226,7 +157,7 @@ def render_profile(result: dict) -> None:
     device = result.get("device") or {}
     if device.get("type") != "cuda":
         st.info(t("profile.cpu"))
-    df, sorted_by = frames.profile_frame(result.get("rows") or [], device.get("type", "cpu"))
+    df, sorted_by = profile.table(result.get("rows") or [], device.get("type", "cpu"))
     st.caption(t("profile.sorted", column=sorted_by))
     st.dataframe(df, hide_index=True, width="stretch", height=420)
     if result.get("memory_summary"):
@@ -241,5 +172,5 @@ def successful(done: dict) -> list[tuple[str, dict]]:
         if status.get("state") == "done" and status.get("result"):
             ok.append((spec["label"], status["result"]))
         else:
-            job_error(status.get("error") or t("jobs.state." + str(status.get("state"))), spec["label"])
+            job_failed(status, spec["label"])
     return ok

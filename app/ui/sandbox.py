@@ -6,82 +6,48 @@ from __future__ import annotations
 import streamlit as st
 
 from app import backend
-from app.charts import charts
-from app.charts.frames import breakdown_frame
+from app.backend import BOOLS, CHOICES, RANGES, ConfigError, ExperimentConfig
+from app.charts import breakdown
 from app.i18n import t
-from app.ui import jobs, layout, results, sizing, urlstate
+from app.ui import jobs, options, results, sizing, urlstate, widget_state
+from app.ui.errors import engine_error
 from course import content
-from experiments.core.config import BOOLS, CHOICES, RANGES, ConfigError, ExperimentConfig
 
-
-def _powers(lo: int, hi: int) -> list[int]:
-    values, v = [], 1
-    while v <= hi:
-        if v >= lo:
-            values.append(v)
-        v *= 2
-    return values
-
-
-# Fixed option lists: Streamlit keys a select_slider's identity on its options, so they must not
-# depend on other widgets (or the slider would reset whenever, say, the model changes).
-OPTIONS = {
-    "width": _powers(8, 16384),
-    "batch": _powers(1, 65536),
-    "accum": _powers(1, 64),
-    "seq_len": _powers(16, 8192),
-    "heads": _powers(1, 128),
-    "image_size": [16, 32, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512],
-}
-SLIDER_MAX = {"layers": 64, "segments": 32, "steps": 50, "timing_steps": 50}
 SELECT = tuple(CHOICES)
-
-
-def key(ns: str, field: str) -> str:
-    # Also the URL query parameter name, so a shared link opens the same experiment on the same page.
-    return f"{ns}_{field}"
 
 
 def base_config(meta: dict, full: bool = False) -> tuple[ExperimentConfig, str | None]:
     """The lesson's preset over the engine defaults, CPU-sized where this page's runs are (app/ui/sizing.py) unless
     `full`; the defaults alone if the preset is invalid."""
-    try:
-        return ExperimentConfig.from_dict(content.over_preset(meta, None) if full else sizing.preset(meta)), None
-    except (ConfigError, TypeError) as exc:
-        return ExperimentConfig(), str(exc)
-
-
-def parse(field: str, raw):
-    """A URL query value for a config field -> the typed value; ConfigError (a ValueError) if unusable.
-    The engine's own rules decide (ExperimentConfig.field_value): the app keeps no copy of them."""
-    return ExperimentConfig.field_value(field, raw)
+    cfg, err = backend.config(content.over_preset(meta, None) if full else sizing.preset(meta))
+    return (cfg, None) if err is None else (ExperimentConfig(), str(err))
 
 
 def _widget(ns: str, field: str, default, container) -> object:
-    k = key(ns, field)
-    urlstate.init(k, default, lambda raw: parse(field, raw))
+    k = widget_state.key(ns, field)
+    urlstate.init(k, default, lambda raw: backend.field_value(field, raw))
     current = st.session_state[k]
     common = {"key": k, "help": t("help." + field, default="") or None, "persist_state": "session"}
     label = t("field." + field)
     if field in SELECT:
-        options = list(CHOICES[field])
+        choices = list(CHOICES[field])
         # Labels are resolved now: a format_func called later (AppTest does) must not re-read the language.
-        labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in options}
-        return container.selectbox(label, options, format_func=labels.__getitem__, **common)
-    if field in OPTIONS:
+        labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in choices}
+        return container.selectbox(label, choices, format_func=labels.__getitem__, **common)
+    if field in options.LISTS:
         # A keyed select_slider keeps its identity when its options change, so a shared odd value
         # (batch=100) can simply join the list.
-        return container.select_slider(label, sorted(set(OPTIONS[field]) | {default, current}), **common)
-    if field in SLIDER_MAX:
-        lo = RANGES[field][0]
-        return container.slider(label, lo, max(SLIDER_MAX[field], default, current), **common)
+        return container.select_slider(label, sorted(set(options.LISTS[field]) | {default, current}), **common)
+    if field in options.SLIDERS:
+        return container.slider(label, *RANGES[field], **common)
     if field in BOOLS:
         return container.toggle(label, **common)
     if field == "seed":
         return container.number_input(label, *RANGES["seed"], step=1, **common)
     if field == "budget_mb":
-        return container.number_input(label, min_value=1.0, max_value=10_000_000.0, step=64.0,
-                                      placeholder=t("budget.none"), **common)
+        lo, hi = options.budget_bounds()
+        return container.number_input(label, min_value=lo, max_value=hi, step=64.0, placeholder=t("budget.none"),
+                                      **common)
     raise KeyError(field)
 
 
@@ -89,8 +55,7 @@ ADVANCED = [["timing_steps", "seed"], ["budget_mb", "device"], ["force"]]
 
 
 def _reset(ns: str, base: ExperimentConfig) -> None:
-    for field, value in base.to_dict().items():
-        st.session_state[key(ns, field)] = value
+    widget_state.set_values(ns, base.to_dict())
 
 
 def config_widgets(ns: str, base: ExperimentConfig, url_base: ExperimentConfig | None = None) -> tuple[dict, dict]:
@@ -106,7 +71,7 @@ def config_widgets(ns: str, base: ExperimentConfig, url_base: ExperimentConfig |
         for i, field in enumerate(fields):
             values[field] = _widget(ns, field, defaults[field], cols[i])
             slots[field] = cols[i].empty()
-            urlstate.sync(key(ns, field), values[field], url_defaults[field])
+            urlstate.sync(widget_state.key(ns, field), values[field], url_defaults[field])
 
     # Drawn in order so that model and checkpoint (already returned) decide which fields follow;
     # a shared link with model=transformer therefore shows seq_len/heads on its very first run.
@@ -127,24 +92,12 @@ def config_widgets(ns: str, base: ExperimentConfig, url_base: ExperimentConfig |
         for fields in ADVANCED:
             row(*fields)
     for field in set(defaults) - set(values):
-        urlstate.drop(key(ns, field))  # hidden fields (seq_len for an MLP) leave the link
+        urlstate.drop(widget_state.key(ns, field))  # hidden fields (seq_len for an MLP) leave the link
     return values, slots
 
 
 def validate(base: ExperimentConfig, values: dict) -> tuple[ExperimentConfig | None, ConfigError | None]:
-    data = base.to_dict()
-    data.update(values)
-    try:
-        return ExperimentConfig.from_dict(data), None
-    except ConfigError as exc:
-        return None, exc
-    except (TypeError, ValueError) as exc:
-        return None, ConfigError("config", str(exc))
-
-
-def _set_values(ns: str, **values) -> None:
-    for field, value in values.items():
-        st.session_state[key(ns, field)] = value
+    return backend.config({**base.to_dict(), **values})
 
 
 def explain(err: ConfigError, values: dict | None = None) -> str:
@@ -165,16 +118,16 @@ def _show_error(ns: str, err: ConfigError, values: dict, slots: dict) -> None:
     batch, accum = values.get("batch"), values.get("accum")
     if err.field == "batch" and batch and accum and batch % accum:
         # Offer the nearest valid combinations instead of only saying no.
-        batches = [b for b in OPTIONS["batch"] if b % accum == 0]
+        batches = [b for b in options.LISTS["batch"] if b % accum == 0]
         nearest = sorted(batches, key=lambda b: abs(b - batch))[:2]
-        accums = [a for a in OPTIONS["accum"] if batch % a == 0 and a < accum][-1:]
+        accums = [a for a in options.LISTS["accum"] if batch % a == 0 and a < accum][-1:]
         cols = target.columns(len(nearest) + len(accums))
         for col, b in zip(cols, nearest, strict=False):
-            col.button(t("config.use_batch", batch=b), key=f"{ns}.fix_b{b}", on_click=_set_values,
-                       args=(ns,), kwargs={"batch": b})
+            col.button(t("config.use_batch", batch=b), key=f"{ns}.fix_b{b}", on_click=widget_state.set_values,
+                       args=(ns, {"batch": b}))
         for col, a in zip(cols[len(nearest):], accums, strict=False):
-            col.button(t("config.use_accum", accum=a), key=f"{ns}.fix_a{a}", on_click=_set_values,
-                       args=(ns,), kwargs={"accum": a})
+            col.button(t("config.use_accum", accum=a), key=f"{ns}.fix_a{a}", on_click=widget_state.set_values,
+                       args=(ns, {"accum": a}))
 
 
 def term_text(term: dict) -> str:
@@ -190,15 +143,10 @@ def term_text(term: dict) -> str:
 
 def show_time(cfg: ExperimentConfig, est: dict) -> None:
     """Step time and run duration before running: the replay's work over the worker's measured device rates."""
-    info, _ = backend.safe_device_info()
-    rates = (info or {}).get("rates")
-    if not est.get("step") or not rates or backend.device_type(cfg) != info.get("type"):
+    predicted = backend.step_time(cfg, est)
+    if predicted is None:
         return
-    from experiments.estimate.steptime import current_load, predict_run_s, predict_step_ms
-
-    load = current_load()  # the worker runs on this machine: a CPU step shares its cores with this load
-    step = predict_step_ms(est["step"], rates, cfg.precision, info["type"], load, cfg.model)
-    low_s, high_s = predict_run_s(step, cfg.steps, cfg.timing_steps, rates, est["step"]["kernels"], load)
+    step, (low_s, high_s) = predicted["step"], predicted["run_s"]
     cols = st.columns(2)
     cols[0].metric(t("estimate.step_ms"), f"{step['low_ms']:,.3g}–{step['high_ms']:,.3g}")
     cols[1].metric(t("estimate.run_s"), f"{low_s:,.2g}–{high_s:,.2g}")
@@ -209,7 +157,7 @@ def show_estimate(cfg: ExperimentConfig) -> dict | None:
     capacity = backend.capacity_bytes(cfg)
     est, err = backend.estimate(cfg, capacity)
     if err:
-        layout.error(err)
+        engine_error(err)
         return None
     peak = est["peak_bytes"]
     cols = st.columns(2)
@@ -233,9 +181,9 @@ def show_estimate(cfg: ExperimentConfig) -> dict | None:
         st.caption(t("estimate.not_predicted", n=len(est["unmeasured"])))
     elif est.get("signatures"):
         st.caption(t("estimate.workspaces_measured"))
-    df = breakdown_frame(None, est.get("categories"))
+    df = breakdown.frame(None, est.get("categories"))
     if not df.empty:
-        st.altair_chart(charts.estimate_chart(df), width="stretch")
+        st.altair_chart(breakdown.estimate_chart(df), width="stretch")
     terms = est.get("terms") or []
     if terms:
         with st.expander(t("estimate.terms")):
@@ -253,11 +201,8 @@ def _full_size_recording(meta: dict, cfg: ExperimentConfig) -> dict | None:
     data = cfg.to_dict()
     if content.sized(dict(data, width=data["width"] * k, batch=data["batch"] * k), k) != data:
         return None
-    try:
-        full = ExperimentConfig.from_dict(dict(data, width=data["width"] * k, batch=data["batch"] * k))
-    except (ConfigError, TypeError):
-        return None
-    return backend.find_recorded(full)
+    full, err = backend.config(dict(data, width=data["width"] * k, batch=data["batch"] * k))
+    return None if err else backend.find_recorded(full)
 
 
 def render(ns: str, meta: dict, *, driver: bool = False) -> ExperimentConfig | None:

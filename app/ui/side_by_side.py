@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.charts import charts, frames
+from app import backend
+from app.backend import net_peak
+from app.charts import memory
 from app.i18n import t
-from experiments.core.config import ExperimentConfig
-from experiments.core.metrics import net_peak
+from course import experiment
+from course.units import fmt_bytes
 
 PIN = "side_by_side.pinned"
 
@@ -26,11 +28,8 @@ def _title(result: dict, recorded: bool) -> str:
 
 
 def differences(a: dict, b: dict) -> list[tuple[str, object, object]]:
-    """(field, pinned value, this value) for every configuration field that differs (device and timing aside)."""
-    defaults = ExperimentConfig().to_dict()
-    ca, cb = {**defaults, **(a.get("config") or {})}, {**defaults, **(b.get("config") or {})}
-    skip = {"device", "timing_steps", "force", "seed"}
-    return [(k, ca[k], cb[k]) for k in defaults if k not in skip and ca[k] != cb[k]]
+    """(field, pinned value, this value) for every field of the experiment that differs (course/experiment.py)."""
+    return experiment.differences(a.get("config"), b.get("config"), backend.DEFAULTS)
 
 
 def controls(result: dict, key: str, recorded: bool = False) -> None:
@@ -51,18 +50,18 @@ def controls(result: dict, key: str, recorded: bool = False) -> None:
 
 def show(left: dict, left_title: str, right: dict, right_title: str, key: str) -> None:
     st.markdown(f"##### {t('side.heading')}")
-    frames_ = [frames.phases_frame(r) for r in (left, right)]
-    longs = [frames.memory_long(df, df["reserved_mib"].notna().any()) if not df.empty else df for df in frames_]
+    frames_ = [memory.frame(r) for r in (left, right)]
+    longs = [memory.long(df, df["reserved_mib"].notna().any()) if not df.empty else df for df in frames_]
     top = max((float(d["mib"].max()) for d in longs if not d.empty), default=0.0)
     # Metrics in two columns; the charts one above the other, on one scale: in the half-width result column of
     # a projector, two charts side by side would each be too narrow to read.
     cols = st.columns(2)
     for col, result, title in zip(cols, (left, right), (t("side.pinned"), t("side.this")), strict=True):
-        col.metric(title, frames.fmt_bytes(net_peak(result)), help=t("side.net_peak"))
+        col.metric(title, fmt_bytes(net_peak(result)), help=t("side.net_peak"))
     for result, title, df in zip((left, right), (left_title, right_title), longs, strict=True):
-        st.markdown(f"**{title}** · {frames.fmt_bytes(net_peak(result))}")
+        st.markdown(f"**{title}** · {fmt_bytes(net_peak(result))}")
         if not df.empty:
-            st.altair_chart(charts.memory_chart(df, y_max=top * 1.05), width="stretch")
+            st.altair_chart(memory.chart(df, y_max=top * 1.05), width="stretch")
     a, b = net_peak(left), net_peak(right)
     if a and b:
         st.caption(t("side.ratio", ratio=f"{b / a:.2f}"))

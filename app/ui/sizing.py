@@ -8,6 +8,7 @@ import streamlit as st
 
 from app import backend
 from app.i18n import t
+from app.ui import widget_state
 from course import content
 
 
@@ -47,11 +48,8 @@ def words(meta: dict, kind: str | None) -> dict[str, str]:
 
 
 def _set_full(meta: dict, value: bool, ns: str, config: dict) -> None:
-    from app.ui.sandbox import key
-
     st.session_state[_full_key(meta)] = value
-    for field, v in config.items():
-        st.session_state[key(ns, field)] = v
+    widget_state.set_values(ns, config)
 
 
 def banner(meta: dict, ns: str) -> None:
@@ -73,9 +71,5 @@ def banner(meta: dict, ns: str) -> None:
 
 
 def _typed(config: dict) -> dict:
-    from experiments.core.config import ExperimentConfig
-
-    try:
-        return ExperimentConfig.from_dict(config).to_dict()
-    except (TypeError, ValueError):
-        return {}
+    cfg, err = backend.config(config)
+    return {} if err else cfg.to_dict()

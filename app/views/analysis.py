@@ -3,6 +3,7 @@ import streamlit as st
 from app.features import fragmentation_view, recorded_view, timeline_view
 from app.i18n import t
 from app.ui import expect_view, jobs, layout, results, sandbox
+from app.ui.failures import job_failed
 
 NS = "analysis.profile"
 
@@ -23,7 +24,7 @@ with right:
             status = done["statuses"][0]
             result = status.get("result")
             if status.get("state") != "done" or not result:
-                results.job_error(status.get("error") or t("jobs.state." + str(status.get("state"))))
+                job_failed(status)
             else:
                 if cfg is not None and cfg.to_dict() != done["tag"]:
                     st.warning(t("result.stale"))

@@ -1,102 +1,14 @@
-import pandas as pd
-import streamlit as st
-
-from app import backend
-from app.charts import charts, frames
-from app.features import fit_view, recorded_view, rounds_view
-from app.i18n import lang, t
-from app.ui import jobs, layout, results, sizing
-from course import content
-from experiments.core.config import ConfigError, ExperimentConfig
-
-NS = "compare"
-ROUNDS_NS = "compare.rounds"
-
-
-def strategy_configs(meta: dict) -> list[tuple[str, str, ExperimentConfig | None, str | None]]:
-    """(id, title, config over the lesson preset, error) per strategy."""
-    out = []
-    for strategy in meta.get("strategies") or []:
-        sid = strategy.get("id", "?")
-        title = content.localized(strategy.get("title"), lang(), sid)
-        try:
-            out.append((sid, title, ExperimentConfig.from_dict(sizing.over_preset(meta, strategy.get("config"))), None))
-        except (ConfigError, TypeError) as exc:
-            out.append((sid, title, None, str(exc)))
-    return out
-
-
-def show_comparison(items: list[tuple[str, str, dict]], meta: dict, key: str, recorded: bool = False) -> None:
-    """items: (strategy id, title, result)."""
-    first = items[0][2]
-    results.device_label(first, recorded_at=first.get("started_at") if recorded else None)
-    runs = {sid: r for sid, _, r in items}
-    pairs = [(title, r) for _, title, r in items]
-    df = frames.compare_frame(pairs)
-    st.markdown(f"##### {t('chart.compare_peak')}")
-    layout.chart(charts.peak_chart(df), meta, "memory", runs, key=f"{key}.memory")
-    sdf = frames.step_time_frame([(title, r.get("step_ms")) for title, r in pairs])
-    if not sdf.empty:
-        st.markdown(f"##### {t('chart.time')}")
-        layout.chart(charts.step_time_chart(sdf), meta, "time", runs, key=f"{key}.time")
-    # A medium name column keeps the numbers on screen at projector widths.
-    st.dataframe(frames.compare_display(df), hide_index=True, width="stretch",
-                 column_config={t("col.strategy"): st.column_config.TextColumn(width="medium")})
-
+from app.features import comparison, fit_view, recorded_view
+from app.ui import layout
 
 meta, _, right = layout.lesson_page("compare")
 with right:
-    strategies = strategy_configs(meta)
-    with st.container(border=True):
-        st.subheader(t("compare.title"))
-        sizing.banner(meta, NS)
-        if not strategies:
-            st.info(t("compare.none"))
-        rows = []
-        for _sid, title, cfg, err in strategies:
-            if err:
-                layout.error(f"{title}: {err}")
-                continue
-            est, _ = backend.estimate(cfg, backend.capacity_bytes(cfg))
-            changed = {k: v for k, v in cfg.to_dict().items() if v != ExperimentConfig().to_dict()[k]}
-            rows.append({t("col.strategy"): title,
-                         t("compare.estimated_peak"): results.fmt_bytes(est["peak_bytes"]) if est else "—",
-                         t("compare.settings"): ", ".join(f"{t('field.' + k)} = {v}" for k, v in changed.items())})
-        if rows:
-            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-        valid = [(sid, title, cfg) for sid, title, cfg, err in strategies if cfg is not None]
-        if st.button(t("compare.run"), key="compare.run", type="primary", disabled=not valid or jobs.pending(NS),
-                     width="stretch"):
-            jobs.start(NS, [{"label": title, "kind": "run", "params": cfg.to_dict(), "sid": sid}
-                            for sid, title, cfg in valid])
-    # Recorded at full size on the GPU, whatever size this page runs at.
-    full = {s.get("id"): content.over_preset(meta, s.get("config")) for s in meta.get("strategies") or []}
-    recorded = [(sid, title, backend.find_recorded(ExperimentConfig.from_dict(full[sid]))) for sid, title, _ in valid]
-    recorded = [item for item in recorded if item[2]]
-    if recorded:
-        with st.expander(t("recorded.compare"), icon=":material/history:", expanded=not jobs.finished(NS)):
-            show_comparison(recorded, meta, key="compare.recorded", recorded=True)
-    jobs.poll(NS)
-    done = jobs.finished(NS)
-    if done:
-        ok = results.successful(done)
-        sids = {spec["label"]: spec.get("sid") for spec in done["specs"]}
-        if ok:
-            show_comparison([(sids.get(title) or title, title, r) for title, r in ok], meta, key="compare.live")
-
+    strategies = comparison.strategy_configs(meta)
+    comparison.plan(meta, strategies)
+    valid = [(sid, title, cfg) for sid, title, cfg, err in strategies if cfg is not None]
+    comparison.recorded_and_live(meta, valid)
     if valid:
         fit_view.render(valid)
-
     if valid and meta.get("rounds"):
-        with st.container(border=True):
-            st.subheader(t("rounds.title"))
-            params = content.rounds_params(meta, [(sid, cfg.to_dict()) for sid, _, cfg in valid])
-            done = rounds_view.live(ROUNDS_NS, t("rounds.title"), params, meta)
-            # The lesson's prose quotes this recording (facts bound to compare-rounds), through the same
-            # paired statistic the box shows.
-            rec, _ = backend.safe_load_recorded("compare-rounds")
-            if rec:
-                name = (rec.get("device") or {}).get("name", "GPU")
-                with st.expander(t("rounds.recorded", name=name), icon=":material/history:", expanded=done is None):
-                    rounds_view.show(rec, meta, key="compare.rounds.recorded")
+        comparison.rounds_box(meta, valid)
     recorded_view.browser("compare")

@@ -4,14 +4,14 @@ from app import backend
 from app.features import recorded_view
 from app.i18n import lang, t
 from app.ui import layout, results
+from app.ui.errors import engine_error
 from course import catalog, content
 
 meta, left, right = layout.lesson_page("home")
 
 with left:
     st.subheader(t("home.map"))
-    # Lesson 6 runs on several devices and keeps its own data checks (tests/lessons/test_multigpu_data.py).
-    for lesson_id in (*catalog.LESSON_IDS[1:6], "multigpu", *catalog.LESSON_IDS[6:]):
+    for lesson_id in catalog.PAGE_IDS[1:]:
         lesson = content.meta(lesson_id)
         st.page_link(f"views/{lesson_id}.py", label=t("page." + lesson_id))
         summary = content.localized(lesson.get("summary"), lang())
@@ -27,7 +27,7 @@ with right:
         else:
             info, err = backend.safe_device_info()
         if err:
-            layout.error(err)
+            engine_error(err)
         elif info:
             if info.get("type") == "cuda":
                 st.success(t("home.cuda_mode", name=info.get("name", "GPU")))

@@ -6,27 +6,53 @@ baseline) decides; the estimate and the run's own phases explain each miss.
 
 from __future__ import annotations
 
-from course.grading.common import MIB, message, tolerance_bytes, within
-from course.units import fmt_bytes
+from dataclasses import dataclass
+
+from course.grading.common import message, names, number, section, tolerance_bytes, within
+from course.units import MIB, fmt_bytes
 from experiments.core import metrics
+from experiments.core.config import ExperimentConfig
+from experiments.core.vocabulary import CATEGORIES, PHASES
 
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations")
-PHASES = ("model", "optimizer", "data", "zero_grad", "forward", "backward", "optimizer_step")
-MAX_MIB = 1_000_000.0
-# Two phases whose peaks differ by less than this share of the run's peak are a tie: either answer counts.
-TIE = 0.01
-# The configuration fields the learner may change; everything else is the exercise's preset.
-FIELDS = ("layers", "width", "batch", "optimizer", "optimizer_impl")
-STATE_PER_PARAMETER = {"adam": 2, "adamw": 2, "sgd_momentum": 1, "sgd": 0}
+# The phases of a step that compute (forward, backward, the optimizer's update): each has a sentence of its own.
+STEP_PHASES = PHASES[PHASES.index("forward"):]
 
 
-def validate(predictions: dict) -> list[dict]:
+@dataclass(frozen=True)
+class Settings:
+    """The exercise's settings (its meta.json "grading")."""
+
+    fields: tuple[str, ...]  # the configuration fields the learner may change; the rest is the exercise's preset
+    categories: tuple[str, ...]  # the categories the learner predicts at the peak
+    max_mib: float  # the largest prediction the form takes
+    tolerance: float  # a prediction counts within this share of the measured value...
+    floor_bytes: int  # ...or within this absolute floor (small categories)
+    tie_share: float  # phases whose peaks differ by less than this share of the run's peak are a tie
+
+    @property
+    def total(self) -> int:
+        """The checks a grade makes: one per category, and the peak's phase."""
+        return len(self.categories) + 1
+
+
+def settings(meta: dict) -> Settings:
+    g = section(meta)
+    return Settings(fields=names(g, "fields", tuple(ExperimentConfig().to_dict()), meta),
+                    categories=names(g, "categories", CATEGORIES, meta),
+                    max_mib=float(number(g, "max_mib", 1, 10**9, meta)),
+                    tolerance=number(g, "tolerance", 0.0, 1.0, meta),
+                    floor_bytes=int(number(g, "floor_mib", 0.0, 1024.0, meta) * MIB),
+                    tie_share=number(g, "tie_share", 0.0, 1.0, meta))
+
+
+def validate(s: Settings, predictions: dict) -> list[dict]:
     """One message per unusable field (naming the field and the range); empty when all are usable."""
     errors = []
-    for cat in CATEGORIES:
+    for cat in s.categories:
         value = predictions.get(cat)
-        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_MIB:
-            errors.append(message("ex1.err.mib", field=cat, lo=0, hi=f"{MAX_MIB:,.0f}"))
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not 0 <= value <= s.max_mib:
+            errors.append(message("ex1.err.mib", field=cat, lo=0, hi=f"{s.max_mib:,.0f}"))
     if predictions.get("phase") not in PHASES:
         errors.append(message("ex1.err.phase"))
     return errors
@@ -44,33 +70,33 @@ def _phase_peaks(result: dict) -> dict[str, int]:
     return peaks
 
 
-def tied_phases(result: dict) -> set[str]:
-    """The peak's phase, and any phase whose own peak is within TIE of it."""
+def tied_phases(s: Settings, result: dict) -> set[str]:
+    """The peak's phase, and any phase whose own peak is within the tie share of it."""
     peak, phase = result.get("peak_bytes"), metrics.peak_phase(result)
     net = metrics.net_peak(result) or 0
-    tied = {p for p, v in _phase_peaks(result).items() if peak is not None and peak - v <= TIE * net}
+    tied = {p for p, v in _phase_peaks(result).items() if peak is not None and peak - v <= s.tie_share * net}
     return tied | ({phase} if phase else set())
 
 
-def grade(predictions: dict, result: dict, est: dict | None = None) -> dict:
+def grade(s: Settings, predictions: dict, result: dict, est: dict | None = None) -> dict:
     """predictions: MiB per category and "phase". Returns items (one per prediction) and the count right."""
     breakdown = result.get("breakdown") or {}
     config = result.get("config") or {}
     estimated = (est or {}).get("categories") or {}
     ctx = _context(result, config)
     items = []
-    for cat in CATEGORIES:
+    for cat in s.categories:
         measured = int(breakdown.get(cat, 0))
         predicted = float(predictions[cat]) * MIB
-        ok = within(predicted, measured)
+        ok = within(predicted, measured, s.tolerance, s.floor_bytes)
         items.append({
             "field": cat, "ok": ok, "predicted": fmt_bytes(predicted), "measured": fmt_bytes(measured),
             "estimated": fmt_bytes(estimated[cat]) if cat in estimated else "—",
-            "tolerance": fmt_bytes(tolerance_bytes(measured)),
+            "tolerance": fmt_bytes(tolerance_bytes(measured, s.tolerance, s.floor_bytes)),
             "why": _why(cat, measured, estimated.get(cat), ctx),
         })
     phase = metrics.peak_phase(result)
-    tied = tied_phases(result)
+    tied = tied_phases(s, result)
     items.append({
         "field": "phase", "ok": predictions["phase"] in tied, "predicted": predictions["phase"], "measured": phase,
         "estimated": (est or {}).get("peak_phase") or "—", "tolerance": None, "tied": sorted(tied - {phase}),
@@ -110,10 +136,12 @@ def _why(cat: str, measured: int, estimated: int | None, ctx: dict) -> list[dict
         key = "ex1.why.gradients_partial" if measured < 0.99 * params else "ex1.why.gradients_full"
         return [message(key, phase=phase, measured=fmt_bytes(measured), ratio=_ratio(measured, params), estimated=est)]
     if cat == "optimizer_state":
-        n = STATE_PER_PARAMETER.get(ctx["optimizer"])
+        # What this optimizer keeps per parameter, said of the optimizer by name (the measured ratio is beside it).
         return [message("ex1.why.state", optimizer=ctx["optimizer"], measured=fmt_bytes(measured),
                         ratio=_ratio(measured, params), estimated=est),
-                message(f"ex1.why.state_{n if n is not None else 'other'}")]
+                message(f"ex1.why.state.{ctx['optimizer']}", fallback="ex1.why.state.other")]
+    if cat != "activations":
+        return []  # a category without a sentence of its own: the measured and estimated figures say it
     forward = fmt_bytes(ctx["forward"]) if ctx["forward"] is not None else "—"
     if measured == 0:
         return [message("ex1.why.activations_gone", phase=phase, forward=forward, micro_batch=ctx["micro_batch"])]
@@ -127,6 +155,6 @@ def _why_phase(result: dict, phase: str | None) -> list[dict]:
     step = (result.get("peak_phase") or {}).get("step") or "?"
     out = [message("ex1.why.phase", phase=phase or "?", step=step, category=largest[0] if largest else "?",
                    size=fmt_bytes(largest[1]) if largest else "—")]
-    if phase in ("optimizer_step", "backward", "forward"):
+    if phase in STEP_PHASES:
         out.append(message(f"ex1.why.phase_{phase}"))
     return out

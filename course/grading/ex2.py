@@ -6,55 +6,103 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
-from course.grading.common import MIB, message
-from course.units import fmt_bytes
+from course.grading.common import SettingsError, message, number, section
+from course.units import MIB, fmt_bytes
 from experiments.core import metrics
+from experiments.core.config import CHOICES, RANGES, ConfigError, ExperimentConfig
 
-# The GPU challenge: the course's model at batch 8192 in 2 GiB.
-GPU_BASE = {"model": "mlp", "layers": 20, "width": 2048, "batch": 8192, "optimizer": "adam", "precision": "fp32",
-            "checkpoint": "none", "accum": 1, "optimizer_impl": "default", "steps": 3, "timing_steps": 5}
-GPU_BUDGET = 2 * 2**30
-# The CPU version keeps the GPU challenge's proportions (batch / width = 4, so activations against
-# parameters are the same) at a size two cores run in seconds; its budget is derived from the estimate.
-CPU_BASE = dict(GPU_BASE, layers=8, width=256, batch=1024, device="cpu")
-
-# What the learner picks, and the grid the best known choice is searched over: the same.
-OPTIONS = {
-    "precision": {"cuda": ("fp32", "tf32", "amp_bf16"), "cpu": ("fp32", "amp_bf16")},
-    "checkpoint": ("none", "per_layer", "segments"),
-    "accum": (1, 2, 4),
-    "optimizer_impl": ("default", "fused"),
-}
-CHOICE_FIELDS = tuple(OPTIONS)
-# Step times of a few milliseconds vary by about this much between runs of the same code: within it, a
-# choice is as fast as the best known.
-SPEED_SLACK = 0.10
+CHECKS = ("fit", "correct", "fast")
+DEVICE_TYPES = ("cuda", "cpu")
 
 
-def options(field: str, device_type: str) -> tuple:
-    values = OPTIONS[field]
+@dataclass(frozen=True)
+class Settings:
+    """The exercise's settings (its meta.json "grading"): the GPU challenge (the preset with its changes, in a
+    budget), the CPU version of it, the options the learner picks from, and the speed slack."""
+
+    gpu_base: dict
+    gpu_budget: int
+    cpu_base: dict
+    options: dict  # field -> values, or {device type: values}: what the learner picks and the best is searched over
+    speed_slack: float  # step times this close to the best known choice's count as as fast
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return tuple(self.options)
+
+    @property
+    def total(self) -> int:
+        return len(CHECKS)
+
+
+def _config(meta: dict, name: str, data: dict) -> dict:
+    """`data`, once the engine's rules accept it as a configuration."""
+    try:
+        ExperimentConfig.from_dict(data)
+    except (ConfigError, TypeError) as exc:
+        raise SettingsError(f"{meta.get('id', '?')}/meta.json grading.{name}: {exc}") from None
+    return data
+
+
+def _values(meta: dict, field: str, values) -> tuple:
+    """A list of values the learner may pick for a configuration field: its choices, or integers in its range."""
+    if field in CHOICES:
+        allowed, said = CHOICES[field], ", ".join(CHOICES[field])
+    elif field in RANGES:
+        (lo, hi), said = RANGES[field], "integers in [{}, {}]".format(*RANGES[field])
+        allowed = range(lo, hi + 1)
+    else:
+        allowed, said = (), "nothing: not a field the learner picks from a list"
+    if not isinstance(values, list) or not values or any(isinstance(v, bool) or v not in allowed for v in values):
+        raise SettingsError(f"{meta.get('id', '?')}/meta.json grading.options.{field}: got {values!r}; allowed: {said}")
+    return tuple(values)
+
+
+def settings(meta: dict) -> Settings:
+    g = section(meta)
+    gpu, cpu = g.get("gpu") or {}, g.get("cpu") or {}
+    gpu_base = _config(meta, "gpu.config", {**(meta.get("preset") or {}), **(gpu.get("config") or {})})
+    cpu_base = _config(meta, "cpu.config", {**gpu_base, **(cpu.get("config") or {})})
+    options = {}
+    for field, values in (g.get("options") or {}).items():
+        if isinstance(values, dict):
+            if set(values) != set(DEVICE_TYPES):
+                raise SettingsError(f"{meta.get('id', '?')}/meta.json grading.options.{field}: per device, give "
+                                    f"exactly {', '.join(DEVICE_TYPES)}")
+            options[field] = {d: _values(meta, field, values[d]) for d in DEVICE_TYPES}
+        else:
+            options[field] = _values(meta, field, values)
+    if not options:
+        raise SettingsError(f"{meta.get('id', '?')}/meta.json grading.options: no option for the learner to pick")
+    return Settings(gpu_base=gpu_base, gpu_budget=int(number(gpu, "budget_mib", 1, 10**7, meta) * MIB),
+                    cpu_base=cpu_base, options=options, speed_slack=number(g, "speed_slack", 0.0, 1.0, meta))
+
+
+def options(s: Settings, field: str, device_type: str) -> tuple:
+    values = s.options[field]
     return values[device_type] if isinstance(values, dict) else values
 
 
-def grid(device_type: str) -> list[dict]:
-    fields = CHOICE_FIELDS
-    return [dict(zip(fields, combo, strict=True))
-            for combo in itertools.product(*(options(f, device_type) for f in fields))]
+def grid(s: Settings, device_type: str) -> list[dict]:
+    """Every combination of the options: what the learner picks from and the best known choice is searched over."""
+    return [dict(zip(s.fields, combo, strict=True))
+            for combo in itertools.product(*(options(s, f, device_type) for f in s.fields))]
 
 
-def challenge(device_type: str, estimate) -> dict:
+def challenge(s: Settings, device_type: str, estimate) -> dict:
     """The challenge for this device. `estimate(config: dict, device_type: str) -> estimate dict`.
 
     On a CPU the budget is the GPU budget's share of the GPU baseline's estimated peak, applied to the CPU
     baseline's estimated peak: the same squeeze, at a size that runs in seconds."""
     if device_type == "cuda":
-        return {"base": dict(GPU_BASE), "budget": GPU_BUDGET, "scaled": False}
-    gpu_peak = estimate(GPU_BASE, "cuda")["peak_bytes"]
-    cpu_peak = estimate(CPU_BASE, "cpu")["peak_bytes"]
-    share = GPU_BUDGET / gpu_peak
+        return {"base": dict(s.gpu_base), "budget": s.gpu_budget, "scaled": False}
+    gpu_peak = estimate(s.gpu_base, "cuda")["peak_bytes"]
+    cpu_peak = estimate(s.cpu_base, "cpu")["peak_bytes"]
+    share = s.gpu_budget / gpu_peak
     budget = math.ceil(share * cpu_peak / (MIB / 16)) * (MIB / 16)  # in 1/16 MiB, so the page shows it exactly
-    return {"base": dict(CPU_BASE), "budget": int(budget), "scaled": True, "share": share,
+    return {"base": dict(s.cpu_base), "budget": int(budget), "scaled": True, "share": share,
             "gpu_peak": gpu_peak, "cpu_peak": cpu_peak}
 
 
@@ -62,32 +110,24 @@ def config_of(base: dict, choice: dict) -> dict:
     return {**base, **choice}
 
 
-def _center_ms(est: dict, rates: dict | None, precision: str, device_type: str) -> float | None:
-    if not rates or not est.get("step"):
-        return None
-    from experiments.estimate.steptime import predict_step_ms
-
-    return predict_step_ms(est["step"], rates, precision, device_type)["center_ms"]
-
-
-def best_known(base: dict, budget: int, device_type: str, estimate, rates: dict | None = None,
-               progress=None) -> dict:
+def best_known(s: Settings, base: dict, budget: int, device_type: str, estimate, step_ms=None, progress=None) -> dict:
     """The fastest choice of the grid whose estimated peak fits the budget.
 
-    Ranked by the step time predicted from the replay's work and the device's measured rates; without rates,
-    by the work itself (FLOPs, then kernels). `estimate(config: dict, device_type) -> estimate dict`."""
+    Ranked by `step_ms(est, precision)`, the step time predicted from the replay's work and the device's measured
+    rates (None where it cannot be predicted); without it, by the work itself (FLOPs, then kernels).
+    `estimate(config: dict, device_type) -> estimate dict`."""
     rows = []
-    choices = grid(device_type)
+    choices = grid(s, device_type)
     for i, choice in enumerate(choices):
         est = estimate(config_of(base, choice), device_type)
         step = est.get("step") or {}
         rows.append({"choice": choice, "peak_bytes": int(est["peak_bytes"]), "fits": est["peak_bytes"] <= budget,
-                     "ms": _center_ms(est, rates, choice["precision"], device_type),
+                     "ms": step_ms(est, choice["precision"]) if step_ms and step else None,
                      "work": (step.get("flops", 0), step.get("kernels", 0))})
         if progress:
             progress(i + 1, len(choices))
     fitting = [r for r in rows if r["fits"]]
-    by_time = bool(rates) and all(r["ms"] is not None for r in fitting)
+    by_time = step_ms is not None and all(r["ms"] is not None for r in fitting)
     fitting.sort(key=(lambda r: (r["ms"], r["peak_bytes"])) if by_time else (lambda r: (r["work"], r["peak_bytes"])))
     best = fitting[0] if fitting else None
     return {"choice": best["choice"] if best else None, "peak_bytes": best["peak_bytes"] if best else None,
@@ -100,15 +140,16 @@ def _median(result: dict | None) -> float | None:
     return ((result or {}).get("step_ms") or {}).get("median")
 
 
-def assess(candidate: dict, baseline: dict | None, best: dict | None, guard: dict | None, budget: int) -> dict:
+def assess(s: Settings, candidate: dict, baseline: dict | None, best: dict | None, guard: dict | None,
+           budget: int) -> dict:
     """Fit, correctness and speed of the learner's run; a score out of 100 against the best known choice's run."""
     peak = metrics.net_peak(candidate)
     oom = bool(candidate.get("oom"))
     fit = not oom and peak is not None and peak <= budget
     correct = bool(guard and guard.get("ok"))
     cand_ms, base_ms, best_ms = _median(candidate), _median(baseline), _median(best)
-    fast = bool(cand_ms and best_ms and cand_ms <= (1 + SPEED_SLACK) * best_ms)
-    checks = {"fit": fit, "correct": correct, "fast": fit and correct and fast}
+    fast = bool(cand_ms and best_ms and cand_ms <= (1 + s.speed_slack) * best_ms)
+    checks = dict(zip(CHECKS, (fit, correct, fit and correct and fast), strict=True))
     score = 0
     if fit and correct and cand_ms and best_ms:
         score = 100 if fast else round(100 * best_ms / cand_ms)

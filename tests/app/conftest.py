@@ -11,8 +11,10 @@ os.environ.setdefault("GPU_MEMORY_LAB_INLINE", "1")
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from course import catalog  # noqa: E402
+
 MAIN = "../../app/main.py"
-PAGES = ("home", "monitoring", "analysis", "optimization", "leaks", "compare", "exercise1", "exercise2", "exercise3")
+PAGES = catalog.PAGE_IDS
 # Small enough that a CPU run takes well under a second.
 SMALL = {"model": "mlp", "layers": 2, "width": 64, "batch": 8, "accum": 1, "steps": 2, "timing_steps": 2}
 
@@ -37,7 +39,7 @@ def open_page(page: str, lang: str = "en", state: dict | None = None, query: dic
         at.session_state[key] = value
     for key, value in (query or {}).items():
         at.query_params[key] = value
-    if page != "home":
+    if page != catalog.HOME:
         at.switch_page(f"views/{page}.py")
     at.run()
     return at

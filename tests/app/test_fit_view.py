@@ -1,10 +1,9 @@
 """'What fits a budget' on the compare page: the largest batch per strategy by the estimate, and a real run."""
 
+from course.units import MIB
 from experiments.core.config import ExperimentConfig
 from experiments.estimate.estimator import estimate
 from tests.app.conftest import open_page, run_until
-
-MIB = 2**20
 
 
 def test_largest_batch_per_strategy_is_the_last_that_fits_and_a_run_confirms_it():

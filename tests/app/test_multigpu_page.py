@@ -42,20 +42,20 @@ def test_what_fits_says_what_the_search_finds():
 def test_host_memory_is_a_bar_of_its_own_never_added_to_the_device():
     """CPU offload: the rank's host memory is drawn apart (paler), the device bar holds only the device's bytes,
     and a recording that summed both into one breakdown is not drawn at all."""
-    from app.charts import multigpu_charts
+    from app.charts import categories
 
     device = {"communication": 12 * 2**20, "temporaries": 4 * 2**20}
     host = {"parameters": 16 * 2**20, "gradients": 16 * 2**20, "optimizer_state": 32 * 2**20}
     offload = {"strategy": "fsdp2_offload", "breakdown": device, "host_breakdown": host}
-    df = multigpu_charts.categories_frame([("ZeRO-3 + offload", *multigpu_charts.rank_breakdowns(offload, offload))])
+    df = categories.frame([("ZeRO-3 + offload", *categories.rank_breakdowns(offload, offload))])
     bars = df.groupby("label")["mib"].sum().to_dict()
     assert bars == {"ZeRO-3 + offload": 16.0, "ZeRO-3 + offload: host memory": 64.0}
     assert df.groupby("label")["memory"].nunique().max() == 1 and df["memory"].nunique() == 2
-    spec = multigpu_charts.categories_chart(df).to_dict()
+    spec = categories.chart(df).to_dict()
     assert spec["encoding"]["opacity"]["scale"]["range"] == [1.0, 0.45]
     legacy = {"strategy": "fsdp2_offload", "breakdown": {**device, **host}}
-    assert multigpu_charts.rank_breakdowns(legacy, legacy) == (None, None)
+    assert categories.rank_breakdowns(legacy, legacy) == (None, None)
     ddp = {"strategy": "ddp", "breakdown": device}  # a CPU (gloo) rank: host memory is its device memory
-    assert multigpu_charts.rank_breakdowns(ddp, ddp) == (device, None)
+    assert categories.rank_breakdowns(ddp, ddp) == (device, None)
     counters = {**ddp, "host_breakdown": {"optimizer_state": 17 * 4}}  # Adam's step counters of a GPU rank
-    assert multigpu_charts.rank_breakdowns(counters, counters) == (device, None)
+    assert categories.rank_breakdowns(counters, counters) == (device, None)

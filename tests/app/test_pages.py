@@ -5,12 +5,34 @@ from __future__ import annotations
 import pytest
 from conftest import PAGES, open_page
 
+from app import backend, i18n
+from course import catalog, content
+from experiments.core.recorded import list_recorded, load_recorded
+
+
+def _errors_by_design(page: str, lang: str) -> list[str]:
+    """What a page shows as an error on opening because its lesson is about it: a recorded allocator pattern that
+    ran out of memory, in the allocator's words. A page opens on its allocator panel's first pattern and on the
+    first of its recorded results in the browser below."""
+    patterns = content.meta(page).get("fragmentation") or []
+    shown = [catalog.fragmentation_id(page, patterns[0]["id"])] if patterns else []
+    shown += [e["id"] for e in list_recorded() if e.get("lesson") == page][:1]
+    out = []
+    for rid in shown:
+        result = load_recorded(rid) or {}
+        if result.get("kind") != "fragmentation" and "runs" not in result:
+            continue
+        out += [i18n.STRINGS["frag.oom"][lang == "zh"].format(allocator=i18n.STRINGS["frag.allocator." + a][lang == "zh"])
+                for a, run in (result.get("runs") or {}).items() if run.get("oom")]
+    return out
+
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("page", PAGES)
 def test_page_opens(page, lang):
     at = open_page(page, lang)
     assert not at.exception, [e.value for e in at.exception]
+    assert [e.value for e in at.error] == _errors_by_design(page, lang)
     assert at.title, "every page has a title"
     texts = [m.value for m in at.markdown] + [b.label for b in at.button] + [t.value for t in at.title]
     leaked = [text for text in texts if text.startswith(("page.", "field.", "opt.", "sandbox.", "jobs.", "term.", "expect.",
@@ -31,9 +53,13 @@ def test_config_from_url():
 
 
 def test_bad_url_value_is_ignored():
+    """A value the engine refuses falls back to the page's own (the lesson's preset, at this page's size)."""
     at = open_page("monitoring", query={"monitoring_batch": "banana", "monitoring_model": "resnet"})
-    assert not at.exception
-    assert at.selectbox(key="monitoring_model").value in ("mlp", "cnn", "transformer")
+    assert not at.exception and not at.error
+    meta = content.meta("monitoring")
+    preset = content.over_preset(meta, None, 1 if backend.gpu_worker() else content.cpu_scale(meta))
+    assert at.selectbox(key="monitoring_model").value == preset["model"]
+    assert at.select_slider(key="monitoring_batch").value == preset["batch"]
 
 
 def test_reset_restores_the_preset():

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from conftest import open_page, run_until, small_config
 
+from app import backend
+from course.units import MIB, fmt_bytes
+from experiments.core.config import ExperimentConfig
+from experiments.estimate.estimator import estimate
+
 
 def test_batch_not_divisible_by_accum_shows_an_error():
     state = small_config("monitoring") | {"monitoring_batch": 2, "monitoring_accum": 4}
@@ -65,7 +70,8 @@ def test_out_of_memory_is_a_lesson_not_a_crash():
         "Something went wrong" in e.value or "failed" in e.value for e in a.error))
     assert not at.exception
     assert any("Out of memory" in e.value for e in at.error), [e.value for e in at.error]
-    assert any("What would fit" in i.value or "smallest batch" in i.value for i in at.info)
+    # Two layers of width 512 hold 2 MiB of parameters alone: no batch fits the 1 MiB budget.
+    assert any(i.value.startswith("Even the smallest batch is estimated not to fit into 1.00 MiB") for i in at.info)
 
 
 def test_refused_run_explains_force():
@@ -76,10 +82,13 @@ def test_refused_run_explains_force():
     at.button(key="monitoring.run").click().run()
     run_until(at, lambda a: "monitoring.done" in a.session_state)
     assert not at.exception and not at.error, [e.value for e in at.error]
-    # In the page's units and language, with what would fit, not the engine's raw WouldNotFit text.
+    # In the page's units and language, with what would fit, not the engine's raw WouldNotFit text: the estimate
+    # of the configuration the page ran, computed here, against the 4 MiB budget.
+    ran = ExperimentConfig.from_dict(at.session_state["monitoring.done"]["tag"])
+    peak = estimate(ran, capacity_bytes=4 * MIB, device_type=backend.device_type(ran))["peak_bytes"]
     warning = " ".join(w.value for w in at.warning)
-    assert "Not run: the estimated peak" in warning and ("KiB" in warning or "MiB" in warning), warning
-    assert any("fits into" in i.value or "smallest batch" in i.value for i in at.info), [i.value for i in at.info]
+    assert f"Not run: the estimated peak, {fmt_bytes(peak)}, is well above the 4.00 MiB available." in warning, warning
+    assert any(i.value.startswith("What would fit: by the estimate, batch") for i in at.info), [i.value for i in at.info]
     assert any("Run even if the estimate" in c.value for c in at.caption)
     # One press sets the batch that would fit; Run then confirms it with a real run.
     button = next(b for b in at.button if b.label.startswith("Use batch"))

@@ -6,8 +6,7 @@ import json
 
 from conftest import open_page, run_until, small_config
 
-from app.charts import frames
-from app.ui.side_by_side import differences
+from app.charts import memory
 from experiments.core.metrics import net_peak
 
 
@@ -34,15 +33,9 @@ def test_pinned_run_beside_a_later_run_on_one_scale():
     ratio = net_peak(second) / net_peak(first)
     assert any(f"{ratio:.2f}×" in s for s in texts)
     # both memory charts share the y scale: the larger of the two runs' highest figure, plus a margin
-    top = max(frames.memory_long(df, df["reserved_mib"].notna().any())["mib"].max()
-              for df in (frames.phases_frame(first), frames.phases_frame(second)))
+    top = max(memory.long(df, df["reserved_mib"].notna().any())["mib"].max()
+              for df in (memory.frame(first), memory.frame(second)))
     domains = [layer["encoding"]["y"].get("scale", {}).get("domain")
                for spec in (json.loads(c.proto.spec) for c in at.get("vega_lite_chart"))
                for layer in spec.get("layer", [])[:1] if "y" in layer.get("encoding", {})]
     assert sum(1 for d in domains if d and abs(d[1] - top * 1.05) < 1e-6) == 2, (domains, top)
-
-
-def test_differences_lists_only_what_changed():
-    a = {"config": {"batch": 8, "width": 64, "device": "cpu", "timing_steps": 2}}
-    b = {"config": {"batch": 16, "width": 64, "device": "cuda", "timing_steps": 50}}
-    assert differences(a, b) == [("batch", 8, 16)]

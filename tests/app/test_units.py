@@ -1,38 +1,10 @@
-"""Pieces of the app that need no Streamlit run: translations, frames, the 'what would fit' search."""
+"""Pieces of the app that need no Streamlit run: the phases frame, the 'what would fit' search."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-from app.charts import frames
-from app.i18n import STRINGS
+from app.charts import memory
 from course.fit import largest_fitting_batch
-from experiments.core.config import CHOICES, ExperimentConfig
-
-APP = Path(__file__).resolve().parents[2] / "app"
-
-
-def test_every_string_has_both_languages():
-    for key, pair in STRINGS.items():
-        assert len(pair) == 2 and all(isinstance(s, str) and s.strip() for s in pair), key
-
-
-def test_every_literal_key_used_in_the_app_exists():
-    used = set()
-    for path in APP.rglob("*.py"):
-        used |= set(re.findall(r"\bt\(\s*[\"']([a-z_0-9.]*[a-z_0-9])[\"']", path.read_text()))
-    missing = sorted(k for k in used if k not in STRINGS)
-    assert not missing, missing
-
-
-def test_dynamic_keys_exist():
-    fields = ExperimentConfig().to_dict()
-    assert all(f"field.{f}" in STRINGS for f in fields)
-    assert all(f"opt.{f}.{v}" in STRINGS for f, values in CHOICES.items() for v in values)
-    assert all(f"cat.{c}" in STRINGS for c in frames.CATEGORIES)
-    phases = ("model", "optimizer", "data", "zero_grad", "forward", "backward", "optimizer_step")
-    assert all(f"phase.{p}" in STRINGS for p in phases)
+from experiments.core.config import ExperimentConfig
 
 
 def test_phases_frame_on_cpu_has_no_reserved():
@@ -47,10 +19,10 @@ def test_phases_frame_on_cpu_has_no_reserved():
              "peak_bytes": 2**22, "ms": 2.0},
         ],
     }
-    df = frames.phases_frame(result)
+    df = memory.frame(result)
     assert df["label"].is_unique
     assert df["reserved_mib"].isna().all()
-    long = frames.memory_long(df, with_reserved=False)
+    long = memory.long(df, with_reserved=False)
     assert set(long["series"]) == {"Peak within phase", "Allocated at end"}
 
 

@@ -17,13 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from course import catalog
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = ROOT / "artifacts" / "screenshots"
 # Screenshots are for people to look at, not assertions: GPU_MEMORY_LAB_SCREENSHOTS=1 writes them.
 WANT_SHOTS = os.environ.get("GPU_MEMORY_LAB_SCREENSHOTS") == "1"
-PAGES = ("home", "monitoring", "analysis", "optimization", "leaks", "compare", "multigpu", "exercise1", "exercise2",
-         "exercise3")
+PAGES = catalog.PAGE_IDS
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():
@@ -188,7 +189,7 @@ def test_every_page_by_deep_link_reads_on_a_projector(server, browser, lang):
     pages = {}
     for page_id in PAGES:
         pages[page_id] = browser.new_page(viewport={"width": SIZES[0][0], "height": SIZES[0][1]})
-        pages[page_id].goto(f"{server}/{'' if page_id == 'home' else page_id}?lang={lang}")
+        pages[page_id].goto(f"{server}/{'' if page_id == catalog.HOME else page_id}?lang={lang}")
     for page_id, page in pages.items():
         expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_be_visible(timeout=60_000)
         _settle(page)

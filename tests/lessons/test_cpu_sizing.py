@@ -4,6 +4,9 @@ here with the estimator's exact tensor bytes for every configuration a lesson ru
 
 from __future__ import annotations
 
+import functools
+import json
+
 import pytest
 
 from course import catalog, content
@@ -23,8 +26,14 @@ def _configs(meta: dict) -> list[tuple[str, dict | None]]:
     return out
 
 
+@functools.cache
+def _estimate_json(config_json: str) -> dict:
+    return estimate(ExperimentConfig.from_dict({**json.loads(config_json), "device": "cpu"}), device_type="cpu")
+
+
 def _estimate(config: dict) -> dict:
-    return estimate(ExperimentConfig.from_dict({**config, "device": "cpu"}), device_type="cpu")
+    """The CPU estimate of a configuration, made once for all the tests here (the pairs and the presets overlap)."""
+    return _estimate_json(json.dumps(config, sort_keys=True))
 
 
 def _shares(est: dict) -> dict[str, float]:

@@ -21,13 +21,15 @@ JOBS = content.all_jobs()
 PROMPTS = [(lesson, kind) for lesson in LESSONS for kind in sorted(content.meta(lesson).get("prompts") or {})]
 MARKDOWN = sorted(content.lessons_dir().glob("*/*.md"))
 # Rounds sets (meta "rounds_sets") the lead records on the H200; until a file exists, what needs it skips.
-ROUNDS_SET_IDS = {content.rounds_set_recorded_id(lesson, r["id"]) for lesson in LESSONS
+ROUNDS_SET_IDS = {catalog.rounds_set_id(lesson, r["id"]) for lesson in LESSONS
                   for r in content.rounds_sets(content.meta(lesson))}
+RECORDED = RECORDED_ROOT / catalog.RECORDED_FOLDER
 
 
 def _record_command(ids) -> str:
     prefixes = " ".join(sorted(ids))
-    return f"not recorded yet: run `python benchmarks/record_results.py --out recorded/h200 --only {prefixes}` on the H200"
+    return (f"not recorded yet: run `python benchmarks/record_results.py --out recorded/{catalog.RECORDED_FOLDER} "
+            f"--only {prefixes}` on the H200")
 
 
 def _cpu_only_if_applicable(checks: list[dict]) -> bool:
@@ -127,7 +129,7 @@ def test_technique_and_strategy_configs_state_only_differences():
 
 @pytest.mark.parametrize("job", JOBS, ids=[j["id"] for j in JOBS])
 def test_recorded_result_matches_lesson_data(job):
-    path = RECORDED_ROOT / "h200" / f"{job['id']}.json"
+    path = RECORDED / f"{job['id']}.json"
     if job["id"] in ROUNDS_SET_IDS and not path.exists():
         pytest.skip(f"{job['id']} {_record_command([job['id']])}")
     assert path.exists(), f"{job['id']} is not recorded: run benchmarks/record_results.py on the GPU"
@@ -138,7 +140,7 @@ def test_recorded_result_matches_lesson_data(job):
 
 def test_no_stale_recordings():
     ids = {j["id"] for j in JOBS}
-    stale = sorted(p.stem for p in (RECORDED_ROOT / "h200").glob("*.json") if p.stem not in ids)
+    stale = sorted(p.stem for p in RECORDED.glob("*.json") if p.stem not in ids)
     assert not stale, f"recorded results no lesson uses: {stale}"
 
 
@@ -169,7 +171,8 @@ def _cpu_runs(lesson: str, kind: str) -> dict:
     k = content.cpu_scale(meta)
     prompt = meta["prompts"][kind]
     if kind == "leak":
-        return {s["id"]: cpu_run("leak", {"scenario": s["id"], "steps": 10}) for s in content.leak_scenarios(lesson)}
+        return {s["id"]: cpu_run("leak", {"scenario": s["id"], "steps": catalog.RECORDED_LEAK_STEPS})
+                for s in content.leak_scenarios(lesson)}
     if kind == "rounds":
         strategies = [(s["id"], content.over_preset(meta, s.get("config"), k)) for s in meta["strategies"]]
         return {"rounds": cpu_run("timing_rounds", content.rounds_params(meta, strategies))}
@@ -200,27 +203,33 @@ def test_prompt_holds_on_a_cpu_run(lesson, kind):
             assert not off, f"{lesson}.{kind} {key} {where}: categories minus peak (MiB): {[o['actual'] for o in off]}"
 
 
-@pytest.mark.parametrize("scenario", [s["id"] for s in content.leak_scenarios("leaks")])
+@pytest.mark.parametrize("scenario", [s["id"] for s in content.leak_scenarios(catalog.LEAK_LESSON)])
 def test_leak_scenario_expectation_holds_on_h200_and_cpu(scenario):
-    entry = {s["id"]: s for s in content.leak_scenarios("leaks")}[scenario]
-    recorded = load_recorded(content.leak_recorded_id(scenario))
-    assert recorded is not None, f"{content.leak_recorded_id(scenario)} is not recorded: run benchmarks/record_results.py"
-    for source, result in (("H200", recorded), ("CPU", cpu_run("leak", {"scenario": scenario, "steps": 10}))):
+    entry = {s["id"]: s for s in content.leak_scenarios(catalog.LEAK_LESSON)}[scenario]
+    recorded = load_recorded(catalog.leak_id(scenario))
+    assert recorded is not None, f"{catalog.leak_id(scenario)} is not recorded: run benchmarks/record_results.py"
+    cpu = cpu_run("leak", {"scenario": scenario, "steps": catalog.RECORDED_LEAK_STEPS})
+    for source, result in (("H200", recorded), ("CPU", cpu)):
         outcomes = expectations.evaluate(entry["expect_check"], {"run": result})
         assert expectations.verdict(outcomes) is True, f"{scenario} on {source}: {outcomes}"
 
 
 def test_fragmentation_expectations_hold_on_the_h200_recording():
-    for f in content.meta("analysis").get("fragmentation") or []:
-        result = load_recorded(f"analysis-frag-{f['id']}")
-        assert result is not None, f"analysis-frag-{f['id']} is not recorded: run benchmarks/record_results.py on the GPU"
-        outcomes = expectations.evaluate(f["expect"], result["runs"])
-        assert expectations.verdict(outcomes) is True, f"{f['id']}: {outcomes}"
+    patterns = [(lesson, f) for lesson in LESSONS for f in content.meta(lesson).get("fragmentation") or []]
+    assert patterns, "no lesson shows an allocator pattern: this test would check nothing"
+    for lesson in LESSONS:
+        for f in content.meta(lesson).get("fragmentation") or []:
+            rid = catalog.fragmentation_id(lesson, f["id"])
+            result = load_recorded(rid)
+            assert result is not None, f"{rid} is not recorded: run benchmarks/record_results.py on the GPU"
+            outcomes = expectations.evaluate(f["expect"], result["runs"])
+            assert expectations.verdict(outcomes) is True, f"{f['id']}: {outcomes}"
 
 
 @pytest.mark.parametrize("lesson", [x for x in LESSONS if content.meta(x).get("profile")])
 def test_profiler_bullets_hold_on_the_h200_table(lesson):
-    outcomes = expectations.evaluate(content.meta(lesson)["profile_expect"], {"run": load_recorded(f"{lesson}-profile")})
+    outcomes = expectations.evaluate(content.meta(lesson)["profile_expect"],
+                                     {"run": load_recorded(catalog.profile_id(lesson))})
     assert not [o for o in outcomes if o["holds"] is False], outcomes
     assert not expectations.unapplied(outcomes) and expectations.verdict(outcomes) is True
 

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from course import expectations, facts
-from course.distributed import LESSON, lesson_jobs, meta, recording, runs_by_strategy
+from course import catalog, content, expectations, facts
 from experiments.core.recorded import ROOT as RECORDED_ROOT
 from experiments.core.recorded import load_recorded
 from experiments.distributed.launch import DistributedConfig
@@ -19,27 +18,38 @@ from experiments.distributed.launch import DistributedConfig
 sys.path.insert(0, str(Path(__file__).parent))
 from test_lesson_data import bare_numbers, prose_of  # noqa: E402
 
-LESSON_DIR = Path(__file__).resolve().parents[2] / "lessons" / LESSON
-M = meta()
+LESSON = next(p.id for p in catalog.PAGES if p.data_parallel)
+LESSON_DIR = content.lessons_dir() / LESSON
+M = content.meta(LESSON)
 PROMPTS = sorted(M["prompts"])
 DEVICES = ("cpu", "cuda")
 
 
-def _recorded(device: str) -> bool:
-    return (RECORDED_ROOT / recording(device, M)).is_dir()
+def recording(device: str) -> str:
+    return M["recordings"][device]
+
+
+def lesson_jobs(device: str) -> list[dict]:
+    return [job for job in content.record_jobs(LESSON) if job["device"] == device]
+
+
+def runs_by_strategy(device: str) -> dict:
+    """Strategy id -> its recorded run on `device` (those recorded), the run keys the lesson's prompts name."""
+    ids = content.prompt_recorded_ids(LESSON, PROMPTS[0], device)
+    return {sid: load_recorded(rid) for sid, rid in ids.items() if load_recorded(rid) is not None}
 
 
 def _need(device: str) -> None:
-    if not _recorded(device):
-        pytest.skip(f"recorded/{recording(device, M)} does not exist yet: run "
+    if not (RECORDED_ROOT / recording(device)).is_dir():
+        pytest.skip(f"recorded/{recording(device)} does not exist yet: run "
                     f"`python3 benchmarks/record_distributed.py --device {device}` on a machine with 2 GPUs")
 
 
 def test_lesson_data_is_valid():
     assert M["title"]["en"] and M["title"]["zh"]
     for device in DEVICES:
-        for job in lesson_jobs(device, M):
-            DistributedConfig.from_dict(job["params"])
+        for job in lesson_jobs(device):
+            DistributedConfig.from_dict(content.device_params(job))
     for kind, prompt in M["prompts"].items():
         assert prompt.get("expect") and prompt.get("try_expect"), kind
         for check in prompt["expect"] + prompt["try_expect"]:
@@ -64,13 +74,14 @@ def test_prompts_quote_no_unrecorded_numbers():
 @pytest.mark.parametrize("device", DEVICES)
 def test_recordings_are_of_what_the_lesson_says_now(device):
     _need(device)
-    folder = RECORDED_ROOT / recording(device, M)
-    jobs = lesson_jobs(device, M)
+    folder = RECORDED_ROOT / recording(device)
+    jobs = lesson_jobs(device)
+    assert jobs and {job["folder"] for job in jobs} == {recording(device)}
     for job in jobs:
         path = folder / f"{job['id']}.json"
         assert path.exists(), f"{job['id']} is not recorded: run benchmarks/record_distributed.py --device {device}"
         entry = json.loads(path.read_text(encoding="utf-8"))
-        assert entry["kind"] == "distributed" and entry["params"] == job["params"], job["id"]
+        assert entry["kind"] == "distributed" and entry["params"] == content.device_params(job), job["id"]
         result = entry["result"]
         assert not result["errors"] and len(result["ranks"]) == job["params"]["world_size"], job["id"]
         assert result["update_check"]["ok"], (job["id"], result["update_check"])
@@ -78,30 +89,68 @@ def test_recordings_are_of_what_the_lesson_says_now(device):
     assert not stale, f"recordings the lesson no longer uses: {stale}"
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("kind", PROMPTS)
+# The 2-GPU FSDP2 offload recording predates host memory being counted apart (its rank's breakdown holds the
+# offloaded parameters and Adam state): re-record it on 2 GPUs (`python3 benchmarks/record_distributed.py --device
+# cuda --only fsdp2_offload`); strict, so the new recording shows up here.
+OFFLOAD_RECORDING = "the h200x2 fsdp2_offload recording predates host memory counted apart: re-record it on 2 GPUs"
+
+
+def _applies(check: dict, device: str) -> bool:
+    return not check.get("devices") or device in check["devices"]
+
+
+def _prompt_cases() -> list:
+    stale = pytest.mark.xfail(strict=True, reason=OFFLOAD_RECORDING)
+    return [pytest.param(device, kind, id=f"{kind}-{device}", marks=[stale] if (device, kind) == ("cuda", "memory")
+                         else []) for kind in PROMPTS for device in DEVICES]
+
+
+@pytest.mark.parametrize(("device", "kind"), _prompt_cases())
 def test_prompt_holds_on_the_recording(device, kind):
     _need(device)
-    runs = runs_by_strategy(device, load_recorded)
+    runs = runs_by_strategy(device)
     prompt = M["prompts"][kind]
     for field in ("expect", "try_expect"):
-        outcomes = expectations.evaluate(prompt[field], runs)
+        # A strategy recorded only on other devices (meta "devices") is read by checks limited to those devices.
+        absent = [c for c in prompt[field] if c.get("run") not in runs and _applies(c, device)]
+        assert not absent, f"{kind}.{field}: checks of runs not recorded on {device} that apply there: {absent}"
+        outcomes = expectations.evaluate([c for c in prompt[field] if _applies(c, device)], runs)
         failed = [o for o in outcomes if o["holds"] is False]
-        assert not failed, f"{kind}.{field} does not hold on recorded/{recording(device, M)}: {failed}"
+        assert not failed, f"{kind}.{field} does not hold on recorded/{recording(device)}: {failed}"
         missing = expectations.unapplied(outcomes)
-        assert not missing, f"{kind}.{field}: checks not evaluated on recorded/{recording(device, M)}: {missing}"
+        assert not missing, f"{kind}.{field}: checks not evaluated on recorded/{recording(device)}: {missing}"
         if device == "cuda":
             assert expectations.verdict(outcomes) is not None, f"{kind}.{field}: no check applied on the GPU"
 
 
-def test_facts_are_recorded_and_in_range():
-    for name, spec in M["facts"].items():
-        number = facts.value(spec, load_recorded)
-        assert number is not None, f"{name}: no recorded value ({spec.get('run')})"
-        assert facts.holds(spec, number), f"{name} = {number:.4g} is outside {spec.get('min')}..{spec.get('max')}"
+def _fact_cases() -> list:
+    offload = catalog.data_parallel_id(LESSON, recording("cuda"), "fsdp2_offload")
+    stale = pytest.mark.xfail(strict=True, reason=OFFLOAD_RECORDING)
+    return [pytest.param(n, marks=[stale] if (s.get("run"), s.get("metric")) == (offload, "host_mib") else [])
+            for n, s in M["facts"].items()]
 
 
-def test_the_estimate_is_close_on_every_cpu_recording():
-    for sid, result in runs_by_strategy("cpu", load_recorded).items():
-        measured = max(r["peak_bytes"] for r in result["ranks"])
-        assert abs(result["estimate"]["peak_bytes"] - measured) / measured < 0.15, sid
+@pytest.mark.parametrize("name", _fact_cases())
+def test_facts_are_recorded_and_in_range(name):
+    spec = M["facts"][name]
+    number = facts.value(spec, load_recorded)
+    assert number is not None, f"{name}: no recorded value ({spec.get('run')})"
+    assert facts.holds(spec, number, facts.paired_summary(spec, load_recorded)), \
+        f"{name} = {number:.4g} is outside {spec.get('min')}..{spec.get('max')}"
+
+
+# On the CPU (gloo) there is no allocator rounding: the per-rank replay gives the measured peak to the byte, or 64 B
+# below it for FSDP2's ZeRO-3.
+ESTIMATE_GAP_BYTES = 64
+ZERO2_GAP = ("the recorded FSDP2 ZeRO-2 estimate is 2.3 % under the measured rank peak (2.2 MB): the replay misses "
+             "what the unsharded parameters keep between forward and backward (experiments/distributed/replay.py)")
+
+
+@pytest.mark.parametrize("sid", [pytest.param(s, marks=[pytest.mark.xfail(strict=True, reason=ZERO2_GAP)]
+                                              if s == "fsdp2_zero2" else []) for s in runs_by_strategy("cpu")])
+def test_the_estimate_is_the_measured_peak_on_every_cpu_recording(sid):
+    result = runs_by_strategy("cpu")[sid]
+    measured = max(r["peak_bytes"] - (r.get("baseline_bytes") or 0) for r in result["ranks"])
+    low = result["estimate"]["peak_bytes"]
+    high = result["estimate"].get("peak_high_bytes") or low
+    assert low <= measured <= high + ESTIMATE_GAP_BYTES, (sid, measured, low, high)

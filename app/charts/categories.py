@@ -1,46 +1,14 @@
-"""DataFrames and Altair charts of data-parallel results (lesson 6): per rank, and per strategy on one axis."""
+"""Memory by category, one horizontal stacked bar per label on one shared axis (data-parallel strategies or the
+ranks of one run): device memory, and host memory (CPU offload) as a paler bar of its own."""
 
 from __future__ import annotations
 
 import altair as alt
 import pandas as pd
 
-from app.charts.charts import CATEGORY_COLORS, HEIGHT, MIB_FMT
-from app.charts.frames import CATEGORIES, phase_label
+from app.charts.common import MIB_FMT, RANK_COLORS
 from app.i18n import t
-
-MIB = 2**20
-COLORS = {**CATEGORY_COLORS, "communication": "#17becf"}
-ORDER = CATEGORIES + ("communication",)
-
-
-def ranks_frame(result: dict) -> pd.DataFrame:
-    """One row per rank, phase and series (allocated, peak, and reserved where the device has it)."""
-    accum = int((result.get("config") or {}).get("accum") or 1)
-    rows = []
-    for rank in result.get("ranks") or []:
-        base = rank.get("baseline_bytes") or 0
-        for i, p in enumerate(rank.get("phases") or []):
-            for series in ("allocated", "peak", "reserved"):
-                value = p.get(f"{series}_bytes")
-                if value is not None:
-                    rows.append({"order": i, "label": phase_label(p, accum), "series": t("series." + series),
-                                 "rank": t("multigpu.rank", rank=rank["rank"]), "mib": (value - base) / MIB})
-    return pd.DataFrame(rows, columns=["order", "label", "series", "rank", "mib"])
-
-
-def ranks_chart(df: pd.DataFrame) -> alt.Chart:
-    order = list(dict.fromkeys(df.sort_values("order")["label"]))
-    axis = alt.Axis(labelAngle=-60, labelLimit=140, labelOverlap=False, labelFontSize=10)
-    return alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X("label:N", sort=order, title=t("axis.phase"), axis=axis),
-        y=alt.Y("mib:Q", title=t("axis.mib")),
-        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="top")),
-        strokeDash=alt.StrokeDash("rank:N", title=None, legend=alt.Legend(orient="top")),
-        tooltip=[alt.Tooltip("rank:N"), alt.Tooltip("label:N", title=t("axis.phase")),
-                 alt.Tooltip("series:N", title=t("axis.series")),
-                 alt.Tooltip("mib:Q", title=t("axis.mib"), format=MIB_FMT)],
-    ).properties(height=HEIGHT)
+from course.units import MIB
 
 
 def rank_breakdowns(part: dict, result: dict) -> tuple[dict | None, dict | None]:
@@ -55,7 +23,7 @@ def rank_breakdowns(part: dict, result: dict) -> tuple[dict | None, dict | None]
     return device, host
 
 
-def categories_frame(items: list[tuple]) -> pd.DataFrame:
+def frame(items: list[tuple]) -> pd.DataFrame:
     """(label, device breakdown[, host breakdown]) -> label, memory, category, mib: one stacked bar per label.
     Host memory (CPU offload) gets a bar of its own: it is not in the device's peak, and adding it there would show
     offload saving nothing."""
@@ -63,7 +31,7 @@ def categories_frame(items: list[tuple]) -> pd.DataFrame:
     for label, cats, *rest in items:
         host = rest[0] if rest else None
         for memory, values, name in (("device", cats, label), ("host", host, t("multigpu.host_bar", label=label))):
-            for cat in ORDER:
+            for cat in RANK_COLORS:
                 value = (values or {}).get(cat)
                 if value:
                     rows.append({"label": name, "memory": t("multigpu.memory." + memory), "category": t("cat." + cat),
@@ -71,16 +39,14 @@ def categories_frame(items: list[tuple]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["label", "memory", "category", "mib"])
 
 
-def categories_chart(df: pd.DataFrame) -> alt.Chart:
-    """Horizontal stacked bars on one shared axis (strategies or ranks), categories in fixed colours; host memory
-    bars are paler."""
+def chart(df: pd.DataFrame) -> alt.Chart:
     labels = list(dict.fromkeys(df["label"]))
     memory = [t("multigpu.memory.device"), t("multigpu.memory.host")]
     return alt.Chart(df).mark_bar().encode(
         y=alt.Y("label:N", sort=labels, title=None, axis=alt.Axis(labelLimit=220)),
         x=alt.X("sum(mib):Q", title=t("axis.mib"), stack="zero"),
         color=alt.Color("category:N", title=t("axis.category"),
-                        scale=alt.Scale(domain=[t("cat." + c) for c in ORDER], range=[COLORS[c] for c in ORDER]),
+                        scale=alt.Scale(domain=[t("cat." + c) for c in RANK_COLORS], range=list(RANK_COLORS.values())),
                         legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)),
         opacity=alt.Opacity("memory:N", scale=alt.Scale(domain=memory, range=[1.0, 0.45]), title=None,
                             legend=alt.Legend(orient="bottom", labelLimit=400) if df["memory"].nunique() > 1 else None),

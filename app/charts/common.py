@@ -1,0 +1,47 @@
+"""What every chart shares: sizes, number formats, the category colours, and labels in the learner's language."""
+
+from __future__ import annotations
+
+import math
+
+from app import backend
+from app.i18n import t
+from course.units import MIB
+
+MIB_FMT = ",.1f"
+HEIGHT = 300
+# One colour per category of the engine's vocabulary, in its order, so measured and estimated bars read the same
+# way on every page; a data-parallel rank adds its communication buffers.
+RANK_COLORS = dict(zip(backend.RANK_CATEGORIES, ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b",
+                                                 "#b279a2", "#9d755d", "#17becf"), strict=True))
+CATEGORY_COLORS = {c: RANK_COLORS[c] for c in backend.CATEGORIES}
+# The allocation timeline and the segment view: what was allocated before the run, free space.
+BASELINE_COLOR = "#bab0ac"
+FREE_COLOR = "#dcdcdc"
+
+
+def mib(value) -> float | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value / MIB
+
+
+def phase_name(phase: str) -> str:
+    return t("phase." + phase, default=phase)
+
+
+def phase_label(row: dict, accum: int = 1) -> str:
+    """A phase row as an axis label: step·phase, its micro-batch under accumulation, ✗ where it ran out of memory."""
+    if not row.get("step"):
+        return phase_name(row["phase"])
+    label = f"{row['step']}·{phase_name(row['phase'])}"
+    if accum > 1 and row.get("micro") is not None:
+        label += f"·μ{row['micro']}"
+    if row.get("failed"):
+        label += " ✗"  # the phase that ran out of memory; its peak is what was in use then
+    return label
+
+
+def category_name(cat: str) -> str:
+    """A category's name; "baseline" is what was allocated before the run."""
+    return t("timeline.cat.baseline") if cat == "baseline" else t("cat." + cat, default=cat)

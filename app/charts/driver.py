@@ -1,0 +1,39 @@
+"""Three views of "used memory" after a run on a GPU: the driver's (the whole process, CUDA context included), the
+caching allocator's reserved, and what tensors hold (allocated)."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from app.charts.common import MIB_FMT
+from app.i18n import t
+from course.units import MIB
+
+
+def frame(result: dict) -> pd.DataFrame | None:
+    """None when the run has no driver reading (a CPU run)."""
+    driver = result.get("driver")
+    if not driver or driver.get("total_bytes") is None or driver.get("free_bytes") is None:
+        return None
+    last = (result.get("phases") or [{}])[-1]
+    rows = [{"view": t("driver.used"), "mib": (driver["total_bytes"] - driver["free_bytes"]) / MIB}]
+    if last.get("reserved_bytes") is not None:
+        rows.append({"view": t("driver.reserved"), "mib": last["reserved_bytes"] / MIB})
+    if last.get("allocated_bytes") is not None:
+        rows.append({"view": t("driver.allocated"), "mib": last["allocated_bytes"] / MIB})
+    return pd.DataFrame(rows, columns=["view", "mib"])
+
+
+def chart(df: pd.DataFrame) -> alt.Chart:
+    return (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            y=alt.Y("view:N", sort=list(df["view"]), title=None, axis=alt.Axis(labelLimit=260)),
+            x=alt.X("mib:Q", title=t("axis.mib")),
+            color=alt.Color("view:N", legend=None),
+            tooltip=[alt.Tooltip("view:N", title=" "), alt.Tooltip("mib:Q", title=t("axis.mib"), format=MIB_FMT)],
+        )
+        .properties(height=150)
+    )

@@ -1,0 +1,21 @@
+"""The profiler's operator table of one step, sorted by self device memory (self CPU memory in CPU mode)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from app.i18n import t
+
+
+def table(rows: list[dict], device_type: str) -> tuple[pd.DataFrame, str]:
+    """(the table, the name of the column it is sorted by)."""
+    df = pd.DataFrame(rows)
+    sort_key = "self_device_memory_bytes" if device_type == "cuda" else "self_cpu_memory_bytes"
+    if df.empty:
+        return df, sort_key
+    if sort_key in df:
+        df = df.sort_values(sort_key, ascending=False, key=lambda s: s.fillna(float("-inf")))
+    # Device columns are all zeros without a GPU: hide them rather than show a column of meaningless zeros.
+    keep = [c for c in df.columns if not df[c].isna().all() and (device_type == "cuda" or "device" not in c)]
+    df = df[keep]
+    return df.rename(columns={c: t("prof." + c, default=c) for c in df.columns}), t("prof." + sort_key, default=sort_key)

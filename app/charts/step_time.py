@@ -1,0 +1,34 @@
+"""Step time per run or strategy: the median as a horizontal bar, the 10th to 90th percentile as a whisker."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from app.i18n import t
+
+
+def frame(items: list[tuple[str, dict | None]]) -> pd.DataFrame:
+    """(label, a result's step_ms) -> label, median, p10, p90; runs without a timed step are left out."""
+    rows = []
+    for label, step_ms in items:
+        if step_ms and step_ms.get("median") is not None:
+            rows.append({"label": label, "median": step_ms["median"], "p10": step_ms.get("p10"),
+                         "p90": step_ms.get("p90")})
+    return pd.DataFrame(rows, columns=["label", "median", "p10", "p90"])
+
+
+def chart(df: pd.DataFrame) -> alt.Chart:
+    y = alt.Y("label:N", sort=list(df["label"]), title=None, axis=alt.Axis(labelLimit=260))
+    tooltip = [
+        alt.Tooltip("label:N", title=t("axis.run")),
+        alt.Tooltip("median:Q", title=t("col.step_ms"), format=",.2f"),
+        alt.Tooltip("p10:Q", title=t("col.p10"), format=",.2f"),
+        alt.Tooltip("p90:Q", title=t("col.p90"), format=",.2f"),
+    ]
+    base = alt.Chart(df).encode(y=y, tooltip=tooltip)
+    bars = base.mark_bar(color="#4c78a8").encode(x=alt.X("median:Q", title=t("axis.step_ms")))
+    whisker = base.mark_rule(color="#333", strokeWidth=1.5).encode(x="p10:Q", x2="p90:Q")
+    ends = [base.mark_tick(color="#333", size=14, thickness=1.5, orient="vertical").encode(x=f"{q}:Q")
+            for q in ("p10", "p90")]
+    return alt.layer(bars, whisker, *ends).properties(height=alt.Step(34))

@@ -1,0 +1,105 @@
+"""Lesson 5's comparison: the lesson's strategies (each a change to its preset) estimated, run side by side on one
+scale, recorded on the GPU, and timed against each other in interleaved rounds."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app import backend
+from app.charts import peak, step_time
+from app.features import rounds_view
+from app.i18n import lang, t
+from app.ui import jobs, layout, results, sizing
+from app.ui.errors import engine_error
+from course import catalog, content
+from course.units import fmt_bytes
+
+NS = "compare"
+ROUNDS_NS = "compare.rounds"
+
+
+def strategy_configs(meta: dict) -> list[tuple[str, str, object | None, str | None]]:
+    """(id, title, config over the lesson preset at this page's size, error) per strategy."""
+    out = []
+    for strategy in meta.get("strategies") or []:
+        sid = strategy.get("id", "?")
+        title = content.localized(strategy.get("title"), lang(), sid)
+        cfg, err = backend.config(sizing.over_preset(meta, strategy.get("config")))
+        out.append((sid, title, cfg, None if err is None else str(err)))
+    return out
+
+
+def show_comparison(items: list[tuple[str, str, dict]], meta: dict, key: str, recorded: bool = False) -> None:
+    """items: (strategy id, title, result)."""
+    first = items[0][2]
+    results.device_label(first, recorded_at=first.get("started_at") if recorded else None)
+    runs = {sid: r for sid, _, r in items}
+    pairs = [(title, r) for _, title, r in items]
+    df = peak.frame(pairs)
+    st.markdown(f"##### {t('chart.compare_peak')}")
+    layout.chart(peak.chart(df), meta, "memory", runs, key=f"{key}.memory")
+    sdf = step_time.frame([(title, r.get("step_ms")) for title, r in pairs])
+    if not sdf.empty:
+        st.markdown(f"##### {t('chart.time')}")
+        layout.chart(step_time.chart(sdf), meta, "time", runs, key=f"{key}.time")
+    # A medium name column keeps the numbers on screen at projector widths.
+    st.dataframe(peak.table(df), hide_index=True, width="stretch",
+                 column_config={t("col.strategy"): st.column_config.TextColumn(width="medium")})
+
+
+def plan(meta: dict, strategies: list) -> None:
+    """The strategies' estimated peaks and what each changes, and the Run button for all of them."""
+    with st.container(border=True):
+        st.subheader(t("compare.title"))
+        sizing.banner(meta, NS)
+        if not strategies:
+            st.info(t("compare.none"))
+        rows = []
+        for _sid, title, cfg, err in strategies:
+            if err:
+                engine_error(f"{title}: {err}")
+                continue
+            est, _ = backend.estimate(cfg, backend.capacity_bytes(cfg))
+            changed = {k: v for k, v in cfg.to_dict().items() if v != backend.DEFAULTS[k]}
+            rows.append({t("col.strategy"): title,
+                         t("compare.estimated_peak"): fmt_bytes(est["peak_bytes"]) if est else "—",
+                         t("compare.settings"): ", ".join(f"{t('field.' + k)} = {v}" for k, v in changed.items())})
+        if rows:
+            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        valid = [(sid, title, cfg) for sid, title, cfg, err in strategies if cfg is not None]
+        if st.button(t("compare.run"), key="compare.run", type="primary", disabled=not valid or jobs.pending(NS),
+                     width="stretch"):
+            jobs.start(NS, [{"label": title, "kind": "run", "params": cfg.to_dict(), "sid": sid}
+                            for sid, title, cfg in valid])
+
+
+def recorded_and_live(meta: dict, valid: list) -> None:
+    """The strategies recorded at full size on the GPU, whatever size this page runs at; then this page's runs."""
+    full = {s.get("id"): content.over_preset(meta, s.get("config")) for s in meta.get("strategies") or []}
+    recorded = [(sid, title, backend.find_recorded(backend.config(full[sid])[0])) for sid, title, _ in valid]
+    recorded = [item for item in recorded if item[2]]
+    if recorded:
+        with st.expander(t("recorded.compare"), icon=":material/history:", expanded=not jobs.finished(NS)):
+            show_comparison(recorded, meta, key="compare.recorded", recorded=True)
+    jobs.poll(NS)
+    done = jobs.finished(NS)
+    if done:
+        ok = results.successful(done)
+        sids = {spec["label"]: spec.get("sid") for spec in done["specs"]}
+        if ok:
+            show_comparison([(sids.get(title) or title, title, r) for title, r in ok], meta, key="compare.live")
+
+
+def rounds_box(meta: dict, valid: list) -> None:
+    """The strategies timed in interleaved rounds here, and the recording the lesson's prose quotes (its facts),
+    through the same paired statistic the box shows."""
+    with st.container(border=True):
+        st.subheader(t("rounds.title"))
+        params = content.rounds_params(meta, [(sid, cfg.to_dict()) for sid, _, cfg in valid])
+        done = rounds_view.live(ROUNDS_NS, t("rounds.title"), params, meta)
+        rec, _ = backend.safe_load_recorded(catalog.rounds_id(meta["id"]))
+        if rec:
+            name = (rec.get("device") or {}).get("name", "GPU")
+            with st.expander(t("rounds.recorded", name=name), icon=":material/history:", expanded=done is None):
+                rounds_view.show(rec, meta, key="compare.rounds.recorded")

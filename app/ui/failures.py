@@ -1,0 +1,55 @@
+"""A job that failed or was refused, said in the page's units and language, with what would fit."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import backend, job_errors
+from app.i18n import t
+from app.ui import widget_state
+from course.fit import largest_fitting_batch
+from course.units import fmt_bytes
+
+
+def job_failed(status: dict, label: str | None = None, config: dict | None = None, ns: str | None = None) -> None:
+    """A finished job that gave no result: the engine's message; a run refused as too large is explained."""
+    message = status.get("error") or t("jobs.state." + str(status.get("state")))
+    failure = job_errors.failure(status)
+    kind, code = (failure.type, failure.code) if failure else (None, None)
+    if kind == "WouldNotFit" and code == "max_peak_gib":
+        st.warning(t("error.operator_cap", limit=f"{backend.operator_cap_gib():g} GiB"))
+        return
+    if kind == "WouldNotFit" and config and refused(config, label, ns):
+        return
+    st.error(t("error.worker", message=f"{label}: {message}" if label else message))
+    if kind == "WouldNotFit":
+        st.info(t("error.would_not_fit"))
+
+
+def refused(config: dict, label: str | None = None, ns: str | None = None) -> bool:
+    """The refusal of a run whose estimate is far above the memory available: sizes, and what would fit."""
+    cfg, err = backend.config(config)
+    if err:
+        return False
+    capacity = backend.capacity_bytes(cfg)
+    est, _ = backend.estimate(cfg, capacity)
+    if not est or not capacity:
+        return False
+    prefix = f"{label}: " if label else ""
+    st.warning(prefix + t("error.refused", peak=fmt_bytes(est["peak_bytes"]), capacity=fmt_bytes(capacity)))
+    fitting_batch(cfg, capacity, ns, f"{ns}.refused")
+    st.caption(t("error.force_hint"))
+    return True
+
+
+def fitting_batch(cfg, capacity: int, ns: str | None, key: str) -> None:
+    """The largest batch the estimate fits into `capacity`, and a button that sets it in the sandbox."""
+    batch = largest_fitting_batch(cfg, capacity, lambda c: backend.estimate(c, capacity)[0], upper=cfg.batch)
+    if batch is None:
+        st.info(t("oom.nothing_fits", capacity=fmt_bytes(capacity)))
+        return
+    st.info(t("oom.would_fit", batch=batch, capacity=fmt_bytes(capacity)))
+    if ns:
+        # One press of Run then confirms it with a real run.
+        st.button(t("oom.use_batch", batch=batch), key=f"{key}.use_batch", on_click=widget_state.set_values,
+                  args=(ns, {"batch": batch}), icon=":material/tune:")
