@@ -17,6 +17,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
+from . import fp32_math
 from .config import ExperimentConfig
 from .op_workspace import signature
 from .runner import _Recorder, train_phases
@@ -147,7 +148,9 @@ def replay(cfg: ExperimentConfig, block: int = 1, fake_device: str = "cpu",
     a CUDA build of torch and creates a CUDA context, so only the worker process may use it.
     `transients`: scratch bytes per op signature measured on the device (experiments/op_workspace.py).
     """
-    with _LOCK:  # building a model touches process-wide settings (default dtype, matmul precision, seed)
+    # Building a model touches process-wide settings (default dtype, matmul precision, seed). The fp32 modes' lock
+    # first: the replay's own mode block takes it inside, and a run's block (holding it) may replay inside.
+    with fp32_math.LOCK, _LOCK:
         return _replay(cfg, block, fake_device, transients)
 
 

@@ -112,6 +112,7 @@ def replay_rank(dcfg, block: int = 1, transients: dict[str, int] | None = None) 
     from torch.distributed.device_mesh import init_device_mesh
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
+    from . import fp32_math
     from .allocator_model import replay_trace
     from .distributed_rank import measure_rank
     from .replay import _NeverSkippingScaler
@@ -127,7 +128,7 @@ def replay_rank(dcfg, block: int = 1, transients: dict[str, int] | None = None) 
         made.append(Tracker(block, transients))
         return made[-1]
 
-    with _LOCK:
+    with fp32_math.LOCK, _LOCK:  # the fp32 modes' lock first (experiments/replay.py says why)
         if dist.is_initialized():
             raise RuntimeError("a process group is initialised here already: replay in a process of its own")
         dist.init_process_group("fake", rank=0, world_size=dcfg.world_size, store=FakeStore())
