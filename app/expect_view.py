@@ -82,6 +82,11 @@ def describe(outcome: dict) -> str:
     if kind == "leak_growth":
         return t("expect.leak_growth", bytes=fmt_bytes(outcome.get("growth_bytes")), actual=f"{actual:.3g}×",
                  expected=_range(spec, 1, "×"))
+    if kind == "paired_verdict":
+        def name(v):
+            return t("verdict_name." + str(v), default=str(v))
+
+        return t("expect.paired_verdict", actual=name(actual), expected=" / ".join(name(v) for v in spec["is"]))
     metric = spec["metric"]
     return t("expect.value", metric=t("metric_name." + metric, default=metric),
              actual=f"{actual:.3g}" if isinstance(actual, (int, float)) else str(actual), expected=_range(spec))
@@ -136,7 +141,7 @@ def checked(checks: list[dict] | None, runs: dict) -> bool | None:
     return ok
 
 
-def _same_experiment(a: dict, b: dict) -> bool:
+def same_experiment(a: dict, b: dict) -> bool:
     return {k: v for k, v in a.items() if k not in NOT_THE_EXPERIMENT} == \
         {k: v for k, v in b.items() if k not in NOT_THE_EXPERIMENT}
 
@@ -151,7 +156,7 @@ def try_this(meta: dict, kind: str, runs: dict | None, ns: str | None, previous:
     current = (runs or {}).get("run")
     if change and previous and current and previous.get("config") and current.get("config"):
         predicted = {**previous["config"], **change}
-        if _same_experiment(predicted, current["config"]) and not _same_experiment(previous["config"],
+        if same_experiment(predicted, current["config"]) and not same_experiment(previous["config"],
                                                                                    current["config"]):
             outcomes = expectations.evaluate(entry.get("try_expect") or [], {"run": previous, "changed": current})
             ok = expectations.verdict(outcomes)

@@ -79,15 +79,9 @@ def verdict(meta: dict, technique: dict, tech: dict, base: dict, source: str) ->
     _oom(tech, base)
 
 
-def rounds_ref(meta: dict, technique: dict) -> tuple[dict | None, dict | None]:
-    """(the technique's "rounds" reference, the rounds set it names) for a time claim, or (None, None)."""
-    ref = technique.get("rounds") or {}
-    rset = content.rounds_set(meta, ref.get("set") or "")
-    return (ref, rset) if rset and ref.get("strategy") and ref.get("versus") else (None, None)
-
-
-def rounds_verdict(meta: dict, technique: dict, summary: dict, source: str) -> None:
-    """A time claim judged over interleaved rounds: every round's paired ratio against the claimed range."""
+def rounds_verdict(meta: dict, technique: dict, summary: dict, source: str, runs: dict) -> None:
+    """A time claim judged over interleaved rounds: every round's paired ratio against the claimed range. The
+    verdict picks the explanation, which is checked on `runs` (claims.runs: the rounds, and the pair if shown)."""
     rng = technique.get("claimed_range")
     ok = claims.holds_over_rounds(summary, rng)
     st.metric(t("opt.measured.paired_ratio"), f"{summary['median']:.2f}×")
@@ -95,15 +89,15 @@ def rounds_verdict(meta: dict, technique: dict, summary: dict, source: str) -> N
                  range=claims.fmt_range("step_time_ratio", rng)) + " " + t("opt.source", source=source))
     if ok is True:
         st.success(t("opt.rounds.holds"))
-        why = expect_view.text(meta, technique.get("why_holds"))
     elif ok is False:
         st.warning(t("opt.rounds.not_holds"))
-        why = expect_view.text(meta, technique.get("why_not"))
     else:
         st.info(t("opt.rounds.undecided", min=metrics.VERDICT_MIN_ROUNDS))
-        why = ""
+    key, checks = claims.explanation(technique, ok)
+    why = expect_view.text(meta, technique.get(key)) if key else ""
     if why:
         st.markdown(why)
+        expect_view.checked(checks, runs)
 
 
 def _source(result: dict, full_width: int) -> str:
@@ -116,9 +110,10 @@ def _source(result: dict, full_width: int) -> str:
 
 
 def live_rounds(meta: dict, technique: dict, tech_cfg: ExperimentConfig, base_cfg: ExperimentConfig, ns: str,
-                full_width: int) -> None:
-    """The pair timed in interleaved rounds on this machine (at this page's size), judged round by round."""
-    _, rset = rounds_ref(meta, technique)
+                full_width: int, pair: tuple[dict, dict] | None) -> None:
+    """The pair timed in interleaved rounds on this machine (at this page's size), judged round by round; `pair`:
+    the learner's runs of these two configs, if made, which the explanation's memory and TFLOP/s checks read."""
+    _, rset = claims.rounds_ref(meta, technique)
     if rset is not None and not rounds_view.runs_here(rset):
         st.caption(t("rounds.gpu_only"))
         return
@@ -131,17 +126,31 @@ def live_rounds(meta: dict, technique: dict, tech_cfg: ExperimentConfig, base_cf
     summary = metrics.paired(result, "technique", "baseline") if result else None
     if summary:
         timed = {"device": result.get("device"), "config": result["strategies"][0]["config"]}
-        rounds_verdict(meta, technique, summary, _source(timed, full_width))
+        runs = claims.runs(*(pair or (None, None)), rounds=claims.rounds_pair(result, "technique", "baseline"))
+        rounds_verdict(meta, technique, summary, _source(timed, full_width), runs)
 
 
-def recorded_rounds(meta: dict, technique: dict) -> tuple[dict | None, dict | None, dict | None]:
-    """(recorded rounds result, its set, the technique's paired summary in it), or Nones until recorded."""
-    ref, rset = rounds_ref(meta, technique)
+def _pair_of(statuses: list[dict], tech_cfg: ExperimentConfig, base_cfg: ExperimentConfig) -> tuple[dict, dict] | None:
+    """The learner's finished pair if it is of exactly these configs (the page's size may have changed since)."""
+    results = [s.get("result") for s in statuses]
+    if len(results) != 2 or not all(results):
+        return None
+    same = all(expect_view.same_experiment(r.get("config") or {}, c.to_dict())
+               for r, c in zip(results, (tech_cfg, base_cfg), strict=True))
+    return (results[0], results[1]) if same else None
+
+
+def recorded_rounds(meta: dict, technique: dict) -> tuple[dict | None, dict | None, dict | None, dict | None]:
+    """(recorded rounds result, its set, the technique's paired summary in it, the result narrowed to the
+    technique's pair as its explanation's checks read it), or Nones until recorded."""
+    ref, rset = claims.rounds_ref(meta, technique)
     if rset is None:
-        return None, None, None
+        return None, None, None, None
     rec, _ = engine.safe_load_recorded(content.rounds_set_recorded_id(meta.get("id", "optimization"), rset["id"]))
     summary = metrics.paired(rec, ref["strategy"], ref["versus"]) if rec else None
-    return (rec, rset, summary) if summary else (None, None, None)
+    if not summary:
+        return None, None, None, None
+    return rec, rset, summary, claims.rounds_pair(rec, ref["strategy"], ref["versus"])
 
 
 def technique_tab(meta: dict, technique: dict) -> None:
@@ -176,6 +185,7 @@ def technique_tab(meta: dict, technique: dict) -> None:
         jobs.start(ns, specs, tag=tid)
     jobs.poll(ns)
     done = jobs.finished(ns)
+    live_pair = None
     if done:
         statuses = done["statuses"]
         failed = [s for s in statuses if s.get("state") != "done" or not s.get("result")]
@@ -184,6 +194,7 @@ def technique_tab(meta: dict, technique: dict) -> None:
                 results.job_error(s.get("error") or t("jobs.state." + str(s.get("state"))))
         else:
             tech, base = statuses[0]["result"], statuses[1]["result"]
+            live_pair = _pair_of(statuses, tech_cfg, base_cfg)
             verdict(meta, technique, tech, base, _source(tech, full_pair[0].width))
             pairs = [(t("opt.technique"), tech), (t("opt.baseline"), base)]
             df = frames.compare_frame(pairs)
@@ -192,9 +203,9 @@ def technique_tab(meta: dict, technique: dict) -> None:
             if not sdf.empty:
                 st.altair_chart(charts.step_time_chart(sdf), width="stretch")
     if metric == "step_time_ratio":
-        live_rounds(meta, technique, tech_cfg, base_cfg, ns, full_pair[0].width)
+        live_rounds(meta, technique, tech_cfg, base_cfg, ns, full_pair[0].width, live_pair)
     pair = _recorded_pair(*full_pair)
-    rec, rset, summary = recorded_rounds(meta, technique) if metric == "step_time_ratio" else (None, None, None)
+    rec, rset, summary, timed = recorded_rounds(meta, technique) if metric == "step_time_ratio" else (None,) * 4
     if pair or summary:
         info, _ = engine.safe_device_info()
         # Without a GPU the recorded verdict is the one that matters, so it starts open.
@@ -202,7 +213,8 @@ def technique_tab(meta: dict, technique: dict) -> None:
         with st.expander(t("opt.recorded"), icon=":material/history:", expanded=no_gpu and not done):
             if summary:
                 name = (rec.get("device") or {}).get("name", "GPU")
-                rounds_verdict(meta, technique, summary, t("opt.recorded_source", name=name))
+                rounds_verdict(meta, technique, summary, t("opt.recorded_source", name=name),
+                               claims.runs(*(pair or (None, None)), rounds=timed))
                 if pair:
                     regime(pair[1])
                 rounds_view.show(rec, meta, key=f"{ns}.recorded_rounds", rset=rset)

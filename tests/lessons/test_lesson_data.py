@@ -9,7 +9,7 @@ from functools import cache
 
 import pytest
 
-from app import content
+from app import claims, content
 from experiments import expectations, facts, metrics
 from experiments.config import ExperimentConfig
 from experiments.jobs import execute
@@ -90,12 +90,20 @@ def test_lesson_data_is_valid(lesson):
     for f in meta.get("fragmentation") or []:
         assert f.get("expect"), f"fragmentation {f['id']} has no expect"
     for tech in meta.get("techniques") or []:
-        # Each explanation says why this pair came out as it did: it states something checkable about the pair.
+        # Each explanation says why its data came out as it did: it states something checkable about the pair and,
+        # for a time claim, about the interleaved rounds of that pair (app/claims.py: runs), where every time
+        # statement is judged; one pair of runs judges none.
+        keys = ("run", "baseline", claims.ROUNDS) if tech.get("rounds") else ("run", "baseline")
         for key in ("why_holds", "why_not"):
             assert tech.get(f"{key}_expect"), f"{lesson}.{tech['id']}.{key} states nothing checkable"
             for check in tech[f"{key}_expect"]:
                 expectations.validate(check)
-                assert check.get("run", "run") in ("run", "baseline"), f"{lesson}.{tech['id']}.{key}: {check}"
+                where = f"{lesson}.{tech['id']}.{key}: {check}"
+                assert check.get("run", "run") in keys, where
+                assert check.get("metric") not in ("step_time_ratio", "step_ms"), f"a time read off one pair: {where}"
+                if check.get("run") == claims.ROUNDS:
+                    named = {check[k] for k in ("strategy", "versus") if k in check}
+                    assert named and named <= {claims.TECHNIQUE, claims.BASELINE}, where
     for check in meta.get("profile_expect") or []:
         expectations.validate(check)
     if meta.get("profile"):
