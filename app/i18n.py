@@ -92,9 +92,16 @@ STRINGS: dict[str, tuple[str, str]] = {
     "multigpu.host_bar": ("{label}: host memory", "{label}：主机内存"),
     "multigpu.host_peak": ("plus {size} of host memory at most (not in the peak)",
                            "另有最多 {size} 主机内存（不计入峰值）"),
-    "multigpu.host_mixed": ("This CPU-offload recording counted host and device memory together, so its categories "
-                            "are left out; record it again to see them apart.",
-                            "这份 CPU 卸载的录制结果把主机内存和设备内存算在了一起，所以不显示它的分类；重新录制后即可分开查看。"),
+    "multigpu.host_mixed": ("This CPU-offload recording counted host and device memory together, so its measured "
+                            "categories are left out: they await a recording on 2 GPUs that counts them apart.",
+                            "这份 CPU 卸载的录制结果把主机内存和设备内存算在了一起，所以不显示它实测的分类：要等在 2 张 GPU "
+                            "上重新录制、把两者分开统计之后才有。"),
+    "multigpu.host_estimated": ("The CPU-offload recording counted host and device memory together: its measured bars "
+                                "await a recording on 2 GPUs that counts them apart. Its bars here are the estimate's, "
+                                "device and host memory per rank.",
+                                "CPU 卸载的录制结果把主机内存和设备内存算在了一起：它实测的柱形要等在 2 张 GPU 上重新录制、"
+                                "把两者分开统计之后才有。这里画的是它的估算值，每个 rank 的设备内存和主机内存分开。"),
+    "multigpu.estimated_bar": ("{label} (estimate)", "{label}（估算）"),
     "multigpu.chart.time": ("Step time with communication", "含通信的单步耗时"),
     "multigpu.peak": ("Peak of rank {rank}", "rank {rank} 的峰值"),
     "multigpu.measured_vs_estimated": ("measured {measured}, estimated {estimated}", "实测 {measured}，估计 {estimated}"),

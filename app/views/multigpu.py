@@ -141,7 +141,8 @@ def show_estimate(dcfg: DistributedConfig) -> None:
         what = dcfg.strategy if dcfg.strategy.startswith("ddp") else "fsdp"
         st.caption(t("multigpu.comm", size=results.fmt_bytes(est["communication"]["per_step_bytes"]),
                      what=t("multigpu.comm." + what)))
-        df = multigpu_charts.categories_frame([(t("source.estimated"), est["categories"])])
+        # Under CPU offload the rank's shards live in host memory: a bar of their own, beside the device's.
+        df = multigpu_charts.categories_frame([(t("source.estimated"), est["categories"], est.get("host_categories"))])
         if not df.empty:
             st.altair_chart(multigpu_charts.categories_chart(df), width="stretch")
 
@@ -205,17 +206,25 @@ def comparison(meta: dict, key: str) -> None:
         titles = {s["id"]: content.localized(s.get("short") or s.get("title"), lang(), s["id"])
                   for s in meta.get("strategies") or []}
         full = {s["id"]: content.localized(s.get("title"), lang(), s["id"]) for s in meta.get("strategies") or []}
-        items = [(titles.get(sid, sid), *multigpu_charts.rank_breakdowns(r, r)) for sid, r in runs.items()]
+        items = []
+        for sid, r in runs.items():
+            if multigpu_charts.awaits_split(r):
+                # Its measured categories sum host and device memory: the estimate's split stands in, said so.
+                items.append((t("multigpu.estimated_bar", label=titles.get(sid, sid)),
+                              *multigpu_charts.estimated_split(r)))
+            else:
+                items.append((titles.get(sid, sid), *multigpu_charts.rank_breakdowns(r, r)))
         st.markdown(f"##### {t('multigpu.chart.compare')}")
-        if any(device is None for _, device, _h in items):
-            st.caption(t("multigpu.host_mixed"))
-        layout.chart(multigpu_charts.categories_chart(multigpu_charts.categories_frame(items)), meta, "memory", runs,
-                     key=f"{key}.memory")
-        layout.prompts(meta, "breakdown", runs, key=f"{key}.breakdown")
+        if any(multigpu_charts.awaits_split(r) for r in runs.values()):
+            st.caption(t("multigpu.host_estimated"))
+        checked = {sid: multigpu_charts.as_measured(r) for sid, r in runs.items()}
+        layout.chart(multigpu_charts.categories_chart(multigpu_charts.categories_frame(items)), meta, "memory",
+                     checked, key=f"{key}.memory")
+        layout.prompts(meta, "breakdown", checked, key=f"{key}.breakdown")
         sdf = frames.step_time_frame([(titles.get(sid, sid), r.get("step_ms")) for sid, r in runs.items()])
         if not sdf.empty:
             st.markdown(f"##### {t('multigpu.chart.time')}")
-            layout.chart(charts.step_time_chart(sdf), meta, "time", runs, key=f"{key}.time")
+            layout.chart(charts.step_time_chart(sdf), meta, "time", checked, key=f"{key}.time")
         pick = st.selectbox(t("recorded.pick"), list(runs), format_func=lambda sid: full.get(sid, sid),
                             key=f"{key}.pick")
         show_result(runs[pick], meta, key=f"{key}.{pick}")

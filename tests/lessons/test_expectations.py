@@ -323,3 +323,17 @@ def _slow_down(strategy: str, factor: float):
 def test_a_quoted_fact_leaves_its_range_when_the_recording_contradicts_the_sentence(lesson, name, rid, mutate):
     assert _fact_holds(lesson, name)
     assert not _fact_holds(lesson, name, rid, mutate)
+
+
+def test_a_gpu_only_check_on_a_run_that_exists_only_on_gpus_is_a_device_skip_beside_cpu_runs():
+    """Lesson 6's CPU offload runs on GPUs only, so the CPU recordings have no such run: its GPU-only checks are
+    device skips there. The same run missing beside GPU runs is missing, and so is a check without a devices rule."""
+    check = {"check": "value", "metric": "peak_ratio", "run": "offload", "baseline": "zero3", "max": 0.5,
+             "devices": ["cuda"]}
+    cpu, gpu = {"device": {"type": "cpu"}, "peak_bytes": 1}, {"device": {"type": "cuda"}, "peak_bytes": 1}
+    assert expectations.evaluate_one(check, {"zero3": cpu}).get("skipped") == "device"
+    assert expectations.evaluate_one(check, {"zero3": gpu}).get("missing") == "offload"
+    assert expectations.evaluate_one(check, {"zero3": cpu, "other": gpu}).get("missing") == "offload"
+    unruled = {k: v for k, v in check.items() if k != "devices"}
+    assert expectations.evaluate_one(unruled, {"zero3": cpu}).get("missing") == "offload"
+    assert expectations.unapplied(expectations.evaluate([check], {"zero3": gpu}))
