@@ -75,6 +75,8 @@ def test_technique_explanation_holds_on_the_cpu_data(lesson, tid):
         # As the page's live rounds: this pair alone, with the set's rounds, steps and warm-up.
         params = content.rounds_params(meta, [(claims.BASELINE, baseline), (claims.TECHNIQUE, config)], spec=rset)
         rounds = cpu_run("timing_rounds", params)
+        if claims.verdict(technique, tech, base, rounds) is None:
+            pytest.skip(f"these CPU rounds decide nothing, so the page shows no text: {rounds['paired']}")
     key, outcomes = _shown(technique, tech, base, rounds)
     failed = [o for o in outcomes if o["holds"] is False]
     assert not failed, f"{lesson}.{tid}.{key} does not hold on the CPU data: {failed}"
