@@ -293,10 +293,8 @@ def center_ms(est: dict, rates: dict | None, precision: str, on: str) -> float |
 
 
 def gradient_tolerance(precision: str = "fp32") -> float:
-    """The guard's relative tolerance for a gradient at this precision (experiments/training/guard.py)."""
-    from experiments.training.guard import TOLERANCE
-
-    return TOLERANCE[precision]
+    """The guard's relative tolerance for a gradient at this precision (experiments/core/config.py)."""
+    return _config.GRADIENT_TOLERANCE[precision]
 
 
 # ---------------------------------------------------------------------------------------------- data parallel
@@ -304,25 +302,21 @@ def gradient_tolerance(precision: str = "fp32") -> float:
 
 def distributed_options() -> dict:
     """The engine's data-parallel choices: strategies, batch modes, the world sizes it accepts."""
-    from experiments.distributed.launch import BATCH_MODES, STRATEGIES, WORLD_SIZE
-
-    lo, hi = WORLD_SIZE
-    return {"strategy": STRATEGIES, "batch_mode": BATCH_MODES, "world_size": tuple(range(lo, hi + 1))}
+    lo, hi = _config.WORLD_SIZE
+    return {"strategy": _config.STRATEGIES, "batch_mode": _config.BATCH_MODES, "world_size": tuple(range(lo, hi + 1))}
 
 
 def distributed_config(cfg: ExperimentConfig, strategy: str, world_size: int,
                        batch_mode: str) -> tuple[object | None, ConfigError | None]:
-    from experiments.distributed.launch import DistributedConfig
-
     try:
-        return DistributedConfig(cfg, strategy=strategy, world_size=world_size, batch_mode=batch_mode), None
+        return _config.DistributedConfig(cfg, strategy=strategy, world_size=world_size, batch_mode=batch_mode), None
     except ConfigError as exc:
         return None, exc
 
 
 def distributed_unavailable(dcfg) -> str | None:
     """Why this machine cannot run dcfg (its device type, its GPU count), or None; the page never touches CUDA."""
-    from experiments.distributed.launch import DistributedConfig, device_type_for
+    from experiments.distributed.launch import device_type_for
 
     info, _ = safe_device_info()
     try:
@@ -332,11 +326,19 @@ def distributed_unavailable(dcfg) -> str | None:
                 raise ConfigError("world_size", f"got {dcfg.world_size}; this machine has {count} GPU(s): allowed "
                                                 f"range is [1, {count}] (one process per GPU)")
             return None
-        device_type_for(DistributedConfig(dcfg.config.replace(device="cpu"), dcfg.strategy, dcfg.world_size,
+        device_type_for(_config.DistributedConfig(dcfg.config.replace(device="cpu"), dcfg.strategy, dcfg.world_size,
                                           dcfg.batch_mode))
     except ConfigError as exc:
         return str(exc)
     return None
+
+
+def offload_host_categories(distributed: dict) -> dict[str, int]:
+    """What a rank under FSDP2's CPU offload keeps in host memory, by the estimate (experiments/distributed/
+    estimate.py), for a recorded result's "distributed" settings."""
+    from experiments.distributed.estimate import offload_host_categories as host
+
+    return host(_config.DistributedConfig.from_dict(distributed))
 
 
 # ---------------------------------------------------------------------------------------------- recorded results

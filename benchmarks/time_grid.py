@@ -54,7 +54,7 @@ def main() -> None:
         os.sched_setaffinity(0, os.sched_getaffinity(0))
         if args.threads:
             torch.set_num_threads(args.threads)
-    from experiments.estimate.throughput import calibrate
+    from experiments.estimate.calibration import calibrate
     from experiments.measure.run import run_experiment
 
     t_start = time.time()

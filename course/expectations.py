@@ -11,8 +11,9 @@ A check is a dict: {"check": <type>, ...arguments, "run": <key, default "run">,
 comparison page each strategy id names its run.
 
 An outcome's "holds" is True, False, or None when the check could not be evaluated: its run is absent,
-its figure is missing from the result, or its `devices` rule skips it ("skipped": "device"). Only the
-last is a legitimate non-answer; `unapplied` lists the others, and the tests fail on them.
+its figure is missing from the result, or its `devices` rule skips it ("skipped": "device"), also when its
+run is absent because every run shown is on a device the rule excludes. Only the last is a legitimate
+non-answer; `unapplied` lists the others, and the tests fail on them.
 """
 
 from __future__ import annotations
@@ -123,9 +124,14 @@ def evaluate_one(check: dict, runs: dict[str, dict]) -> dict:
     carries "skipped": "device" when the check's devices rule excludes the run, "missing" when a run is absent."""
     validate(check)
     result = runs.get(check.get("run", "run"))
-    if result is None:
-        return _outcome(check, None, missing=check.get("run", "run"))
     devices = check.get("devices")
+    if result is None:
+        # A run that exists only on another device (a GPU-only strategy beside CPU runs) is absent by design: when
+        # every run shown is on a device the check excludes, it is skipped as it would be with its run.
+        shown = {metrics.device_type(r) for r in runs.values() if r is not None}
+        if devices and shown and not shown & set(devices):
+            return _outcome(check, None, skipped="device")
+        return _outcome(check, None, missing=check.get("run", "run"))
     if devices and metrics.device_type(result) not in devices:
         return _outcome(check, None, skipped="device")
     kind = check["check"]

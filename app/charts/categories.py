@@ -15,12 +15,23 @@ def rank_breakdowns(part: dict, result: dict) -> tuple[dict | None, dict | None]
     """(device, host) categories at the peak of a rank (or of the result's rank 0). A GPU run with CPU offload that
     was recorded before host memory was counted apart has them summed into one: neither is shown then."""
     device, host = part.get("breakdown"), part.get("host_breakdown")
-    if host is None and result.get("strategy") == "fsdp2_offload" and "host_breakdown" not in part:
+    if host is None and awaits_split({**result, "ranks": [part]}):
         return None, None
     # Every GPU rank keeps a few bytes on the host (Adam's step counters): a bar only when it is worth one.
     if host and sum(host.values()) < 0.01 * sum((device or {}).values()):
         host = None
     return device, host
+
+
+def awaits_split(result: dict) -> bool:
+    """A CPU-offload recording made before host memory was counted apart: its measured categories mean nothing."""
+    ranks = result.get("ranks") or [result]
+    return result.get("strategy") == "fsdp2_offload" and not any("host_breakdown" in r for r in ranks)
+
+
+def as_measured(result: dict) -> dict:
+    """The result as the page's checks may read it: a breakdown that summed host and device memory is not one."""
+    return {**result, "breakdown": None, "breakdown_steady": None} if awaits_split(result) else result
 
 
 def frame(items: list[tuple]) -> pd.DataFrame:

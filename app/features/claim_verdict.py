@@ -55,8 +55,9 @@ def verdict(meta: dict, technique: dict, tech: dict, base: dict, source: str) ->
     _oom(tech, base)
 
 
-def rounds_verdict(meta: dict, technique: dict, summary: dict, source: str) -> None:
-    """A time claim judged over interleaved rounds: every round's paired ratio against the claimed range."""
+def rounds_verdict(meta: dict, technique: dict, summary: dict, source: str, runs: dict) -> None:
+    """A time claim judged over interleaved rounds: every round's paired ratio against the claimed range. The
+    verdict picks the explanation, which is checked on `runs` (claims.runs: the rounds, and the pair if shown)."""
     rng = technique.get("claimed_range")
     ok = claims.holds_over_rounds(summary, rng)
     st.metric(t("opt.measured.paired_ratio"), f"{summary['median']:.2f}×")
@@ -64,15 +65,15 @@ def rounds_verdict(meta: dict, technique: dict, summary: dict, source: str) -> N
                  range=claims.fmt_range("step_time_ratio", rng)) + " " + t("opt.source", source=source))
     if ok is True:
         st.success(t("opt.rounds.holds"))
-        why = expect_view.text(meta, technique.get("why_holds"))
     elif ok is False:
         st.warning(t("opt.rounds.not_holds"))
-        why = expect_view.text(meta, technique.get("why_not"))
     else:
         st.info(t("opt.rounds.undecided", min=VERDICT_MIN_ROUNDS))
-        why = ""
+    key, checks = claims.explanation(technique, ok)
+    why = expect_view.text(meta, technique.get(key)) if key else ""
     if why:
         st.markdown(why)
+        expect_view.checked(checks, runs)
 
 
 def source(result: dict, full_width: int) -> str:

@@ -78,7 +78,8 @@ def show_estimate(dcfg) -> None:
         what = dcfg.strategy if dcfg.strategy.startswith("ddp") else "fsdp"
         st.caption(t("multigpu.comm", size=fmt_bytes(est["communication"]["per_step_bytes"]),
                      what=t("multigpu.comm." + what)))
-        df = categories.frame([(t("source.estimated"), est["categories"])])
+        # Under CPU offload the rank's shards live in host memory: a bar of their own, beside the device's.
+        df = categories.frame([(t("source.estimated"), est["categories"], est.get("host_categories"))])
         if not df.empty:
             st.altair_chart(categories.chart(df), width="stretch")
 

@@ -84,17 +84,30 @@ def comparison(meta: dict, key: str, expanded: bool) -> None:
         titles = {s["id"]: content.localized(s.get("short") or s.get("title"), lang(), s["id"])
                   for s in meta.get("strategies") or []}
         full = {s["id"]: content.localized(s.get("title"), lang(), s["id"]) for s in meta.get("strategies") or []}
-        items = [(titles.get(sid, sid), *categories.rank_breakdowns(r, r)) for sid, r in runs.items()]
+        items = [(t("multigpu.estimated_bar", label=titles.get(sid, sid)), *_estimated_split(r))
+                 if categories.awaits_split(r) else (titles.get(sid, sid), *categories.rank_breakdowns(r, r))
+                 for sid, r in runs.items()]  # a breakdown that summed host and device: the estimate's split
         st.markdown(f"##### {t('multigpu.chart.compare')}")
-        if any(dev is None for _, dev, _h in items):
-            st.caption(t("multigpu.host_mixed"))
-        layout.chart(categories.chart(categories.frame(items)), meta, "memory", runs, key=f"{key}.memory")
-        layout.prompts(meta, "breakdown", runs, key=f"{key}.breakdown")
+        if any(categories.awaits_split(r) for r in runs.values()):
+            st.caption(t("multigpu.host_estimated"))
+        checked = {sid: categories.as_measured(r) for sid, r in runs.items()}
+        layout.chart(categories.chart(categories.frame(items)), meta, "memory", checked, key=f"{key}.memory")
+        layout.prompts(meta, "breakdown", checked, key=f"{key}.breakdown")
         sdf = step_time.frame([(titles.get(sid, sid), r.get("step_ms")) for sid, r in runs.items()])
         if not sdf.empty:
             st.markdown(f"##### {t('multigpu.chart.time')}")
-            layout.chart(step_time.chart(sdf), meta, "time", runs, key=f"{key}.time")
+            layout.chart(step_time.chart(sdf), meta, "time", checked, key=f"{key}.time")
         pick = st.selectbox(t("recorded.pick"), list(runs), format_func=lambda sid: full.get(sid, sid),
                             key=f"{key}.pick")
         show_result(runs[pick], meta, key=f"{key}.{pick}")
         st.caption(ids[pick])
+
+
+def _estimated_split(result: dict) -> tuple[dict | None, dict | None]:
+    """(device, host) categories of a CPU-offload rank by the estimate: the recorded estimate's device categories,
+    and the rank's shards of the model states that the offload keeps on the host."""
+    est = result.get("estimate") or {}
+    host = est.get("host_categories")
+    if host is None and result.get("distributed"):
+        host = backend.offload_host_categories(result["distributed"])
+    return est.get("categories"), host

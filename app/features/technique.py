@@ -35,8 +35,9 @@ def _recorded_pair(tech_cfg: ExperimentConfig, base_cfg: ExperimentConfig) -> tu
 
 
 def live_rounds(meta: dict, technique: dict, tech_cfg: ExperimentConfig, base_cfg: ExperimentConfig, ns: str,
-                full_width: int) -> None:
-    """The pair timed in interleaved rounds on this machine (at this page's size), judged round by round."""
+                full_width: int, pair: tuple[dict, dict] | None) -> None:
+    """The pair timed in interleaved rounds on this machine (at this page's size), judged round by round; `pair`:
+    the learner's runs of these two configs, if made, which the explanation's memory and TFLOP/s checks read."""
     _, rset = content.technique_rounds(meta, technique)
     if rset is not None and not rounds_view.runs_here(rset):
         st.caption(t("rounds.gpu_only"))
@@ -50,21 +51,35 @@ def live_rounds(meta: dict, technique: dict, tech_cfg: ExperimentConfig, base_cf
     summary = paired(result, "technique", "baseline") if result else None
     if summary:
         timed = {"device": result.get("device"), "config": result["strategies"][0]["config"]}
-        rounds_verdict(meta, technique, summary, source(timed, full_width))
+        runs = claims.runs(*(pair or (None, None)), rounds=claims.rounds_pair(result, "technique", "baseline"))
+        rounds_verdict(meta, technique, summary, source(timed, full_width), runs)
 
 
-def recorded_rounds(meta: dict, technique: dict) -> tuple[dict | None, dict | None, dict | None]:
-    """(recorded rounds result, its set, the technique's paired summary in it), or Nones until recorded."""
+def recorded_rounds(meta: dict, technique: dict) -> tuple[dict | None, dict | None, dict | None, dict | None]:
+    """(recorded rounds result, its set, the technique's paired summary in it, the result narrowed to the
+    technique's pair as its explanation's checks read it), or Nones until recorded."""
     ref, rset = content.technique_rounds(meta, technique)
     if rset is None:
-        return None, None, None
+        return None, None, None, None
     rec, _ = backend.safe_load_recorded(catalog.rounds_set_id(meta["id"], rset["id"]))
     summary = paired(rec, ref["strategy"], ref["versus"]) if rec else None
-    return (rec, rset, summary) if summary else (None, None, None)
+    if not summary:
+        return None, None, None, None
+    return rec, rset, summary, claims.rounds_pair(rec, ref["strategy"], ref["versus"])
+
+
+def _pair_of(statuses: list[dict], tech_cfg: ExperimentConfig, base_cfg: ExperimentConfig) -> tuple[dict, dict] | None:
+    """The learner's finished pair if it is of exactly these configs (the page's size may have changed since)."""
+    results = [s.get("result") for s in statuses]
+    if len(results) != 2 or not all(results):
+        return None
+    same = all(expect_view.same_experiment(r.get("config") or {}, c.to_dict())
+               for r, c in zip(results, (tech_cfg, base_cfg), strict=True))
+    return (results[0], results[1]) if same else None
 
 
 def _measured_pair(meta: dict, technique: dict, ns: str, full_width: int) -> dict | None:
-    """The pair's runs once they are done (verdict and charts shown), or None."""
+    """The pair's job statuses once they are done (verdict and charts shown), or None."""
     jobs.poll(ns)
     done = jobs.finished(ns)
     if not done:
@@ -87,13 +102,14 @@ def _measured_pair(meta: dict, technique: dict, ns: str, full_width: int) -> dic
 def _recorded_verdict(meta: dict, technique: dict, full_pair: tuple, ns: str, expanded: bool) -> None:
     metric = technique.get("metric", "peak_saving_pct")
     pair = _recorded_pair(*full_pair)
-    rec, rset, summary = recorded_rounds(meta, technique) if metric == "step_time_ratio" else (None, None, None)
+    rec, rset, summary, timed = recorded_rounds(meta, technique) if metric == "step_time_ratio" else (None,) * 4
     if not (pair or summary):
         return
     with st.expander(t("opt.recorded"), icon=":material/history:", expanded=expanded):
         if summary:
             name = (rec.get("device") or {}).get("name", "GPU")
-            rounds_verdict(meta, technique, summary, t("opt.recorded_source", name=name))
+            rounds_verdict(meta, technique, summary, t("opt.recorded_source", name=name),
+                           claims.runs(*(pair or (None, None)), rounds=timed))
             if pair:
                 regime(pair[1])
             rounds_view.show(rec, meta, key=f"{ns}.recorded_rounds", rset=rset)
@@ -133,6 +149,7 @@ def render(meta: dict, technique: dict) -> None:
                         {"label": t("opt.baseline"), "kind": "run", "params": base_cfg.to_dict()}], tag=tid)
     done = _measured_pair(meta, technique, ns, full_pair[0].width)
     if metric == "step_time_ratio":
-        live_rounds(meta, technique, tech_cfg, base_cfg, ns, full_pair[0].width)
+        live_pair = _pair_of(done["statuses"], tech_cfg, base_cfg) if done else None
+        live_rounds(meta, technique, tech_cfg, base_cfg, ns, full_pair[0].width, live_pair)
     # Without a GPU the recorded verdict is the one that matters, so it starts open.
     _recorded_verdict(meta, technique, full_pair, ns, expanded=not backend.gpu_worker() and not done)

@@ -77,6 +77,11 @@ def describe(outcome: dict) -> str:
     if kind == "leak_growth":
         return t("expect.leak_growth", bytes=fmt_bytes(outcome.get("growth_bytes")), actual=f"{actual:.3g}×",
                  expected=_range(spec, 1, "×"))
+    if kind == "paired_verdict":
+        def name(v):
+            return t("verdict_name." + str(v), default=str(v))
+
+        return t("expect.paired_verdict", actual=name(actual), expected=" / ".join(name(v) for v in spec["is"]))
     metric = spec["metric"]
     return t("expect.value", metric=t("metric_name." + metric, default=metric),
              actual=f"{actual:.3g}" if isinstance(actual, (int, float)) else str(actual), expected=_range(spec))

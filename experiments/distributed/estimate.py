@@ -7,7 +7,8 @@
                   largest first, to the least-loaded rank): its state and its step's temporaries come from that
                   optimizer step replayed on fake tensors of the share, in ZeroRedundancyOptimizer's order.
     fsdp2_*       FSDP2's own rank code replayed on fake tensors with a fake process group
-                  (experiments/distributed/replay.py); under CPU offload what lives in host memory is left out.
+                  (experiments/distributed/replay.py); under CPU offload what lives in host memory is left out of
+                  the device's peak and counted apart (`host_categories`: the rank's shards of the model states).
 
 DDP's C++ reducer does not run on fake tensors, which is why DDP is the single device plus its buckets rather
 than a replay of its own. The ZeRO paper's per-rank model states for mixed-precision Adam (2 + 2 + 12 bytes per
@@ -211,14 +212,28 @@ def _replayed(dcfg, device_type: str, transients, single: dict, full: int, pe: i
     comm = {"per_step_bytes": traffic_bytes(dcfg.strategy, full, n, dcfg.config.accum),
             "collective": "all-gather of the parameters (twice under ZeRO-3) and reduce-scatter of the gradients"}
     unmeasured = [sig for sig in r["signatures"] if cuda and sig not in (transients or {})]
+    host = {"host_categories": offload_host_categories(dcfg)} if dcfg.strategy == "fsdp2_offload" else {}
     return {
         "strategy": dcfg.strategy, "world_size": n, "peak_bytes": int(peak), "peak_phase": r["peak_phase"],
-        "categories": {k: int(v) for k, v in cats.items()},
+        "categories": {k: int(v) for k, v in cats.items()}, **host,
         "single_device_peak_bytes": single["peak_bytes"], "parameter_bytes": single["params"], "communication": comm,
         "zero_paper": zero_paper_bytes(full // pe, n), "zero_this_run": zero_run_bytes(dcfg.config, full // pe, n),
         "signatures": r["signatures"], "unmeasured": unmeasured,
         "method": "FSDP2 replayed on fake tensors", "device_type": device_type,
     }
+
+
+def offload_host_categories(dcfg) -> dict[str, int]:
+    """What a rank under FSDP2's CPUOffloadPolicy keeps in host memory: exactly what a ZeRO-3 rank keeps on its
+    device after a step, its shards of the parameters, their gradients and the optimizer state. FSDP2 shards each
+    parameter along its first dimension, padded to the world size, so rank 0 holds the largest shards; Adam adds
+    a 4-byte step counter per parameter tensor."""
+    cfg, n = dcfg.rank_config, dcfg.world_size
+    blocks, root, pe = _param_shapes(cfg)
+    shapes = [s for b in blocks for s in b] + root
+    shard = sum(math.ceil(s[0] / n) * _numel(s[1:]) if s else 1 for s in shapes) * pe
+    counters = 4 * len(shapes) if cfg.optimizer in ("adam", "adamw") else 0
+    return {"parameters": shard, "gradients": shard, "optimizer_state": STATE_TENSORS[cfg.optimizer] * shard + counters}
 
 
 REPLAYED = ("fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload")

@@ -25,6 +25,7 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 from ..core.vocabulary import phase_tag
 from ..estimate.allocator_model import replay_trace
 from ..estimate.replay import NeverSkippingScaler, replay_tracker
+from ..training import fp32_math
 from .rank import RankReplay, local, measure_rank, rank_options
 
 _LOCK = threading.Lock()  # one default process group per process: replays take turns
@@ -69,7 +70,7 @@ def replay_rank(dcfg, block: int = 1, transients: dict[str, int] | None = None, 
     extra = [*listeners, *([Offload()] if offload else [])]
     tracker, log, scratch = replay_tracker(block, transients, **rank_options(listeners=extra),
                                            off_device_tags=(phase_tag("optimizer_step"),) if offload else ())
-    with _LOCK:
+    with fp32_math.LOCK, _LOCK:  # the fp32 modes' lock first (experiments/estimate/replay.py says why)
         if dist.is_initialized():
             raise RuntimeError("a process group is initialised here already: replay in a process of its own")
         dist.init_process_group("fake", rank=rank, world_size=dcfg.world_size, store=FakeStore())

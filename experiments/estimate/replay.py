@@ -20,6 +20,7 @@ from torch.utils.flop_counter import flop_registry
 from ..core.config import ExperimentConfig
 from ..measure.phases import PhaseRecorder
 from ..measure.tracker import MemoryTracker
+from ..training import fp32_math
 from ..training.step import Setup, TrainState, train
 from ..training.strategies import float32_precision
 from .allocator_model import AllocationLog, replay_trace
@@ -133,7 +134,9 @@ def replay(cfg: ExperimentConfig, block: int = 1, fake_device: str = "cpu",
     a CUDA build of torch and creates a CUDA context, so only the worker process may use it.
     `transients`: scratch bytes per op signature measured on the device (experiments/estimate/workspaces.py).
     """
-    with _LOCK:  # building a model touches process-wide settings (default dtype, matmul precision, seed)
+    # Building a model touches process-wide settings (default dtype, matmul precision, seed). The fp32 modes' lock
+    # first: the replay's own mode block takes it inside, and a run's block (holding it) may replay inside.
+    with fp32_math.LOCK, _LOCK:
         return _replay(cfg, block, fake_device, transients)
 
 

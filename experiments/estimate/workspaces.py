@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from ..training import fp32_math
 from ..training.fp32_math import convolutions_use_tf32, fp32_mode
 
 # Ops whose real kernels take scratch memory that depends on the algorithm or launch configuration.
@@ -133,7 +134,7 @@ def load(path: Path) -> dict[str, int]:
 
 def measure_all(sigs, device: torch.device, path: Path | None = None) -> dict[str, int]:
     """Measured transients for `sigs`, from the cache file where present; new ones are measured and saved."""
-    with _CACHE_LOCK:
+    with fp32_math.LOCK, _CACHE_LOCK:  # the fp32 modes' lock first: measure opens mode blocks inside
         table = load(path) if path else {}
         missing = [s for s in dict.fromkeys(sigs) if s not in table]
         for sig in missing:

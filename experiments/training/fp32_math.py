@@ -15,15 +15,25 @@ setters write both their own flag and the tree; the tree's setters write only th
 mixes the two can reach states the legacy getters refuse to read. A mode therefore sets every node of the
 tree (a parent a learner's code set to "tf32" would otherwise reach a child through inheritance), then the
 mode's own line through the legacy API a learner writes, and the context restores what it found.
+
+The switches are process-wide, and one process may run mode blocks on several threads at once (the server's
+estimates and exercise 2's background search, a job of the inline worker): a block that gives back what it found
+while another thread's block is open gives back a state the other thread set, so each thread's runs compute in
+the other's mode and the process keeps whichever state was given back last. Blocks therefore take turns (LOCK);
+code that writes the switches itself (a test's leftover) holds LOCK around the write and what reads it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 
 import torch
 
 MODES = ("fp32", "fp32_strict", "tf32")
+# Re-entrant: a run's block contains the fit check's estimate, whose replay opens a block of its own. Whoever
+# holds another lock that a mode block may wait for (the replays' own) takes this one first.
+LOCK = threading.RLock()
 
 # (backend, op) -> PyTorch's default, parents first (a parent's setter must not undo a child's value).
 # `torch.backends.<...>.fp32_precision` are thin wrappers over the torch._C pair used here, and one of them
@@ -100,13 +110,15 @@ def set_mode(mode: str) -> None:
 
 @contextlib.contextmanager
 def fp32_mode(mode: str):
-    """`mode` for the duration of the block; whatever was set before comes back after it, also after an error."""
-    saved = snapshot()
-    try:
-        set_mode(mode)
-        yield
-    finally:
-        restore(saved)
+    """`mode` for the duration of the block; whatever was set before comes back after it, also after an error.
+    Other threads' blocks wait until this one has given its state back."""
+    with LOCK:
+        saved = snapshot()
+        try:
+            set_mode(mode)
+            yield
+        finally:
+            restore(saved)
 
 
 def mode_of(precision: str) -> str:

@@ -18,7 +18,7 @@ from experiments.estimate.estimator import estimate
 from experiments.estimate.steptime import predict_step_ms
 from experiments.labs.leaks import run_leak
 from experiments.measure.run import run_experiment
-from experiments.training.guard import TOLERANCE as GUARD_TOLERANCE
+from experiments.core.config import GRADIENT_TOLERANCE as GUARD_TOLERANCE
 
 S1, S2, S3 = (module.settings(content.meta(lesson)) for module, lesson in
               ((ex1, "exercise1"), (ex2, "exercise2"), (ex3, "exercise3")))

@@ -104,3 +104,70 @@ def test_exercise2_offers_its_rounds_sets():
         assert "GPU only: at this size one round takes minutes on a CPU." in page
     if load_recorded("exercise2-rounds-b32") is None:
         assert "These rounds are not recorded on a GPU yet." in page
+
+
+def _set_explanation_checks(folder, checks: list[dict]) -> None:
+    path = folder / "optimization" / "meta.json"
+    meta = json.loads(path.read_text())
+    meta["techniques"][0]["why_holds_expect"] = meta["techniques"][0]["why_not_expect"] = checks
+    path.write_text(json.dumps(meta))
+
+
+def _timed_in_rounds(at):
+    at.button(key="optimization.tiny_sgd_time.rounds.run").click().run()
+    run_until(at, lambda a: "optimization.tiny_sgd_time.rounds.done" in a.session_state)
+    assert not at.exception, [e.value for e in at.exception]
+    result = at.session_state["optimization.tiny_sgd_time.rounds.done"]["statuses"][0]["result"]
+    summary = metrics.paired(result, "technique", "baseline")
+    inside = [0.001 <= r <= 0.1 for r in summary["ratios"]]
+    if any(inside) and not all(inside):
+        pytest.skip(f"these rounds decide nothing, so no text is shown: {summary['ratios']}")
+    return summary, "held" if all(inside) else "not held"
+
+
+def test_a_time_claims_text_is_checked_on_the_rounds_that_chose_it(tiny_time_claim, tmp_path):
+    """The explanation under a rounds verdict states what those rounds show: the page checks it on them (run key
+    "rounds", the pair's strategies "technique" and "baseline") and says what they contradict."""
+    rounds_check = {"check": "value", "metric": "paired_ratio", "run": "rounds", "strategy": "technique",
+                    "versus": "baseline"}
+    _set_explanation_checks(tmp_path, [dict(rounds_check, min=0)])
+    at = open_page("optimization")
+    _, text = _timed_in_rounds(at)
+    assert text in [m.value for m in at.markdown]
+    assert any(c.value == "Checked against this run." for c in at.caption)
+
+    _set_explanation_checks(tmp_path, [dict(rounds_check, min=100)])
+    at = open_page("optimization")
+    summary, text = _timed_in_rounds(at)
+    assert text in [m.value for m in at.markdown]
+    warned = [w.value for w in at.warning if w.value.startswith("This run does not show what the text above says")]
+    assert warned, [w.value for w in at.warning]
+    assert f"round by round (median) is {summary['median']:.3g}" in warned[0] and "≥ 100" in warned[0]
+
+
+@pytest.mark.parametrize("tid", ["accumulation_speed", "checkpoint_transformer_speed"])
+def test_the_recorded_time_verdict_shows_the_text_its_rounds_pick_checked_on_them(tid):
+    """Lesson 3's recorded box for a time claim: the H200 rounds decide which text shows (accumulation: none of its
+    rounds near 1x; transformer checkpointing: every round within 1.2-1.3x), and the text is checked on them."""
+    from course import content
+
+    technique = {x["id"]: x for x in content.meta("optimization")["techniques"]}[tid]
+    at = open_page("optimization", query={"optimization_technique": tid})
+    assert not at.exception, [e.value for e in at.exception]
+    key = {"accumulation_speed": "why_not", "checkpoint_transformer_speed": "why_holds"}[tid]
+    other = {"why_not": "why_holds", "why_holds": "why_not"}[key]
+    shown = [m.value for m in at.markdown]
+    assert technique[key]["en"] in shown and technique[other]["en"] not in shown
+    # What the page puts right under the text: the caption that says it was checked on the data it is shown with.
+    elements = list(_in_order(at.main))
+    at_text = next(i for i, e in enumerate(elements) if e.type == "markdown" and e.value == technique[key]["en"])
+    assert elements[at_text + 1].type == "caption" and elements[at_text + 1].value == "Checked against this run."
+
+
+def _in_order(node):
+    children = getattr(node, "children", None)
+    if children is None:
+        yield node
+        return
+    for child in children.values():
+        yield from _in_order(child)

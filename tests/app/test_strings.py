@@ -17,7 +17,7 @@ from course.grading import ex1, ex3
 from experiments.core import config as engine_config
 from experiments.core.config import CHOICES, OPTIMIZERS, ExperimentConfig
 from experiments.core.vocabulary import CATEGORIES, PHASES
-from experiments.distributed.launch import BATCH_MODES, STRATEGIES
+from experiments.core.config import BATCH_MODES, STRATEGIES
 from experiments.labs.fragmentation import ALLOCATORS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -402,6 +402,10 @@ def test_offload_estimate_keeps_nothing_of_the_host_on_the_device():
     assert cats["parameters"] == cats["gradients"] == cats["optimizer_state"] == 0
     assert cats["communication"] > 0 and cats["activations"] > 0 and cats["data"] == DATA
     assert offload["peak_bytes"] <= zero3["peak_bytes"] - P // 2 - P  # the shards (P/2) and Adam's state (2P/2)
+    # What it moved to the host is counted there: the shards, their gradients and Adam's state (and step counters).
+    counters = 4 * 2 * LAYERS  # one per tensor: a weight and a bias per layer
+    assert offload["host_categories"] == {"parameters": P // 2, "gradients": P // 2, "optimizer_state": P + counters}
+    assert "host_categories" not in zero3
 
 
 @pytest.mark.parametrize("strategy", ["fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload"])

@@ -3,6 +3,8 @@
 import json
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 import torch
@@ -123,16 +125,52 @@ def test_the_engine_runs_and_replays_a_step_in_the_mode_its_precision_names(monk
         return forward(self, x)
 
     monkeypatch.setattr(models.ConvBlock, "forward", spy)
-    saved = fp32_math.snapshot()
-    torch.backends.cudnn.allow_tf32 = False  # a leftover the fp32 run must not inherit, and must give back
-    try:
-        for precision, tf32 in (("fp32", True), ("fp32_strict", False), ("tf32", True)):
-            cfg = ExperimentConfig(model="cnn", layers=2, width=8, batch=2, image_size=16, precision=precision,
-                                   device="cpu", steps=2, timing_steps=0)
-            seen.clear()
-            run_experiment(cfg)
-            estimate(cfg, device_type="cpu")
-            assert seen and set(seen) == {tf32}, precision
-            assert torch.backends.cudnn.allow_tf32 is False
-    finally:
-        fp32_math.restore(saved)
+    # Held while the leftover is written and read: a mode block another thread still has open (an estimate of an
+    # earlier page test, say) would otherwise give back, over this write, the state it found before it.
+    with fp32_math.LOCK:
+        saved = fp32_math.snapshot()
+        torch.backends.cudnn.allow_tf32 = False  # a leftover the fp32 run must not inherit, and must give back
+        try:
+            for precision, tf32 in (("fp32", True), ("fp32_strict", False), ("tf32", True)):
+                cfg = ExperimentConfig(model="cnn", layers=2, width=8, batch=2, image_size=16, precision=precision,
+                                       device="cpu", steps=2, timing_steps=0)
+                seen.clear()
+                run_experiment(cfg)
+                estimate(cfg, device_type="cpu")
+                assert seen and set(seen) == {tf32}, precision
+                assert torch.backends.cudnn.allow_tf32 is False
+        finally:
+            fp32_math.restore(saved)
+
+
+def test_mode_blocks_on_two_threads_take_turns_and_each_gives_back_what_it_found():
+    """The server computes estimates on several threads (pages, exercise 2's search) and the inline worker runs
+    jobs on one more; the switches are process-wide. A block opened while another thread's is open used to set
+    its mode under the other's run, and the last one to close gave back the state the other had set."""
+    before = observe()
+    inside, release_first, release_second = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def first():
+        with fp32_mode("fp32_strict"):
+            inside.set()
+            release_first.wait(30)
+            seen["first"] = fp32_math.convolutions_use_tf32()
+
+    def second():
+        with fp32_mode("tf32"):
+            seen["second"] = fp32_math.convolutions_use_tf32()
+            release_second.wait(30)
+
+    a, b = threading.Thread(target=first), threading.Thread(target=second)
+    a.start()
+    assert inside.wait(30)
+    b.start()
+    time.sleep(0.5)  # long enough for the second block to open, were it not made to wait
+    assert "second" not in seen
+    release_first.set()
+    a.join(30)
+    release_second.set()
+    b.join(30)
+    assert seen == {"first": False, "second": True}
+    assert observe() == before
