@@ -4,21 +4,18 @@ prompt's predicted run, and what a side-by-side view lists as different. Torch-f
 The fields that do not change what a run's steps allocate: where it runs (the device: a recording is shown for
 the configuration whatever device the learner has), whether a refusal was overridden (force), and how many steps
 are instrumented or timed (steps beyond the second repeat the steady state; timing_steps only time). The same
-fields experiments/core/recorded.py's find_recorded ignores.
+fields experiments/core/recorded.py's find_recorded ignores: the rule is stated there, once.
 """
 
 from __future__ import annotations
 
-NOT_THE_EXPERIMENT = ("device", "force", "timing_steps", "steps")
+from experiments.core.recorded import NOT_THE_EXPERIMENT, experiment_key
 
-
-def experiment_key(config: dict) -> tuple:
-    """What identifies the experiment of a configuration: every other field, with its value."""
-    return tuple(sorted((k, v) for k, v in (config or {}).items() if k not in NOT_THE_EXPERIMENT))
+__all__ = ["NOT_THE_EXPERIMENT", "differences", "experiment_key", "same_experiment"]
 
 
 def same_experiment(a: dict, b: dict) -> bool:
-    return experiment_key(a) == experiment_key(b)
+    return experiment_key(a or {}) == experiment_key(b or {})
 
 
 def differences(a: dict, b: dict, defaults: dict) -> list[tuple[str, object, object]]:

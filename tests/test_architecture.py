@@ -2,8 +2,6 @@
 
 Every module under experiments/, course/ and app/ is parsed (`ast`, imports inside functions included, relative
 imports resolved). `from package import name` counts as an import of the module package.name when there is one.
-The rules that issue 16 is still making true are marked xfail(strict=True): they fail today, and the day they
-hold the strict xfail fails too, so the mark is removed and the rule then guards the layout.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("experiments", "course", "app")
 MAX_MODULE_LINES = 400
 MAX_PAGE_LINES = 60
-IN_PROGRESS = "issue 16 in progress"
 
 
 def _module_name(path: Path) -> str:
@@ -276,7 +273,6 @@ def test_no_engine_module_over_400_lines():
     assert not big, f"modules over {MAX_MODULE_LINES} lines: {big}"
 
 
-@pytest.mark.xfail(strict=True, reason=IN_PROGRESS)
 def test_no_app_or_course_module_over_400_lines():
     big = _big_modules("app") | _big_modules("course")
     assert not big, f"modules over {MAX_MODULE_LINES} lines: {big}"
