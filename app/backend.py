@@ -17,16 +17,27 @@ from course import catalog, facts
 from course.expectations import RANK_CATEGORIES
 from experiments.core import config as _config
 from experiments.core import recorded as _recorded
+from experiments.core import timeline as _timeline
 from experiments.core.config import BOOLS, CHOICES, RANGES, ConfigError, ExperimentConfig
 from experiments.core.metrics import VERDICT_MIN_ROUNDS, net_peak, paired
 from experiments.core.vocabulary import CATEGORIES, PHASES
 
-__all__ = ["BOOLS", "CATEGORIES", "CHOICES", "PHASES", "RANGES", "RANK_CATEGORIES", "VERDICT_MIN_ROUNDS",
-           "ConfigError", "ExperimentConfig", "net_peak", "paired"]
+__all__ = [
+    "BOOLS",
+    "CATEGORIES",
+    "CHOICES",
+    "PHASES",
+    "RANGES",
+    "RANK_CATEGORIES",
+    "VERDICT_MIN_ROUNDS",
+    "ConfigError",
+    "ExperimentConfig",
+    "net_peak",
+    "paired",
+]
 
 DEFAULTS = ExperimentConfig().to_dict()
-# The engine's budget rule (experiments/core/config.py validate): [1, 10_000_000] MB, or none.
-BUDGET_MB = getattr(_config, "BUDGET_MB", (1, 10_000_000))
+BUDGET_MB = _config.BUDGET_MB  # a memory budget's range in MB (or none)
 
 
 # ---------------------------------------------------------------------------------------------- the worker
@@ -218,33 +229,25 @@ def device_type(cfg) -> str:
 _estimates = Memo(2048)
 
 
-def _run_estimate(cfg: ExperimentConfig, capacity: int | None, where: str, table: tuple | None) -> dict:
-    from experiments.estimate.estimator import estimate as run_estimate
-
-    return run_estimate(cfg, capacity_bytes=capacity, device_type=where, transients=dict(table or ()))
-
-
-def _sharded_estimate(dcfg, where: str, table: tuple | None) -> dict:
-    from experiments.distributed.estimate import estimate_sharded
-
-    return estimate_sharded(dcfg, device_type=where, transients=dict(table or ()))
-
-
-def estimate(cfg, capacity: int | None = None, *, for_device: str | None = None,
-             measured_workspaces: bool = True) -> tuple[dict | None, str | None]:
+def estimate(
+    cfg, capacity: int | None = None, *, for_device: str | None = None, measured_workspaces: bool = True
+) -> tuple[dict | None, str | None]:
     """(estimate, None) or (None, error message) for an ExperimentConfig or a data-parallel DistributedConfig, on
     the device its run would use (or `for_device`): a fake-tensor replay, exact in tensor bytes, with the scratch
     memory the worker measured on its GPU. Cached; an op not measured yet is measured for the next call."""
     try:
+        from experiments.distributed.estimate import estimate_sharded
+        from experiments.estimate.estimator import estimate as run_estimate
+
         distributed = not isinstance(cfg, ExperimentConfig)
         where = for_device or device_type(cfg.config if distributed else cfg)
         table = workspaces() if where == "cuda" and measured_workspaces else None
+        scratch = dict(table or ())
         if distributed:
-            est = _estimates.get(("distributed", _frozen(cfg.to_dict()), where, table),
-                                 lambda: _sharded_estimate(cfg, where, table))
+            key, compute = (), lambda: estimate_sharded(cfg, device_type=where, transients=scratch)
         else:
-            est = _estimates.get(("run", _frozen(cfg.to_dict()), capacity, where, table),
-                                 lambda: _run_estimate(cfg, capacity, where, table))
+            key, compute = (capacity,), lambda: run_estimate(cfg, capacity, device_type=where, transients=scratch)
+        est = _estimates.get((type(cfg).__name__, _frozen(cfg.to_dict()), *key, where, table), compute)
         if est.get("unmeasured") and measured_workspaces:
             measure_later(est["unmeasured"])
         return est, None
@@ -261,9 +264,12 @@ def what_fits(dcfg, capacity: int) -> tuple[dict | None, str | None]:
         where = device_type(dcfg.config)
         table = workspaces() if where == "cuda" else None
         params = dcfg.config.to_dict()
-        return _estimates.get(("what_fits", _frozen(params), capacity, dcfg.batch_mode, where, table),
-                              lambda: search(params, capacity, device_type=where, batch_mode=dcfg.batch_mode,
-                                             transients=dict(table or ()))), None
+        return _estimates.get(
+            ("what_fits", _frozen(params), capacity, dcfg.batch_mode, where, table),
+            lambda: search(
+                params, capacity, device_type=where, batch_mode=dcfg.batch_mode, transients=dict(table or ())
+            ),
+        ), None
     except Exception as exc:  # noqa: BLE001
         return None, _text(exc)
 
@@ -306,8 +312,9 @@ def distributed_options() -> dict:
     return {"strategy": _config.STRATEGIES, "batch_mode": _config.BATCH_MODES, "world_size": tuple(range(lo, hi + 1))}
 
 
-def distributed_config(cfg: ExperimentConfig, strategy: str, world_size: int,
-                       batch_mode: str) -> tuple[object | None, ConfigError | None]:
+def distributed_config(
+    cfg: ExperimentConfig, strategy: str, world_size: int, batch_mode: str
+) -> tuple[object | None, ConfigError | None]:
     try:
         return _config.DistributedConfig(cfg, strategy=strategy, world_size=world_size, batch_mode=batch_mode), None
     except ConfigError as exc:
@@ -323,11 +330,11 @@ def distributed_unavailable(dcfg) -> str | None:
         if (info or {}).get("type") == "cuda" and dcfg.config.device != "cpu":
             count = info.get("device_count")  # when the worker reports it; otherwise the engine checks at Run
             if count and dcfg.world_size > count:
-                raise ConfigError("world_size", f"got {dcfg.world_size}; this machine has {count} GPU(s): allowed "
-                                                f"range is [1, {count}] (one process per GPU)")
+                why = f"got {dcfg.world_size}; this machine has {count} GPU(s): allowed range is [1, {count}]"
+                raise ConfigError("world_size", why + " (one process per GPU)")
             return None
-        device_type_for(_config.DistributedConfig(dcfg.config.replace(device="cpu"), dcfg.strategy, dcfg.world_size,
-                                          dcfg.batch_mode))
+        on_cpu = dcfg.config.replace(device="cpu")
+        device_type_for(_config.DistributedConfig(on_cpu, dcfg.strategy, dcfg.world_size, dcfg.batch_mode))
     except ConfigError as exc:
         return str(exc)
     return None
@@ -385,7 +392,5 @@ def fact_values(specs: dict) -> dict[str, str]:
 
 
 def history_series(history: dict) -> list[dict]:
-    """Live bytes per category after every event of an allocation timeline (experiments/measure/history.py)."""
-    from experiments.measure.history import series
-
-    return series(history)
+    """Live bytes per category after every event of an allocation timeline (experiments/core/timeline.py)."""
+    return _timeline.series(history)

@@ -48,8 +48,12 @@ def main() -> None:
     if st.query_params.get("lang") != st.session_state["lang"]:
         st.query_params["lang"] = st.session_state["lang"]
 
-    pages = {p.id: st.Page(f"views/{p.id}.py", title=t("page." + p.id), icon=p.icon, url_path=p.id,
-                           default=p.id == catalog.HOME) for p in catalog.PAGES}
+    pages = {
+        p.id: st.Page(
+            f"views/{p.id}.py", title=t("page." + p.id), icon=p.icon, url_path=p.id, default=p.id == catalog.HOME
+        )
+        for p in catalog.PAGES
+    }
     current = st.navigation({t("nav." + g): [pages[i] for i in catalog.group(g)] for g in catalog.GROUPS})
 
     # Never wait for the device here: right after a server start the worker is still importing torch, and

@@ -34,8 +34,13 @@ def grid() -> list[ExperimentConfig]:
         for ck in ("per_layer", "segments"):
             out.append(dict(mlp, batch=batch, checkpoint=ck))
         out.append(dict(mlp, batch=batch, accum=4))
-        for opt, impl in (("sgd", "default"), ("sgd_momentum", "default"), ("adamw", "default"),
-                          ("adam", "for-loop"), ("adam", "fused")):
+        for opt, impl in (
+            ("sgd", "default"),
+            ("sgd_momentum", "default"),
+            ("adamw", "default"),
+            ("adam", "for-loop"),
+            ("adam", "fused"),
+        ):
             out.append(dict(mlp, batch=batch, optimizer=opt, optimizer_impl=impl))
     out.append(dict(mlp, batch=16384, precision="amp_bf16", checkpoint="segments", accum=2))
     out.append(dict(model="mlp", layers=8, width=8192, batch=16384, precision="amp_bf16"))
@@ -100,7 +105,18 @@ def overhead(cfgs, rounds=5, n=20) -> list[dict]:
 
 def _short(cfg: ExperimentConfig) -> str:
     d = cfg.to_dict()
-    keys = ["model", "layers", "width", "batch", "seq_len", "precision", "checkpoint", "accum", "optimizer", "optimizer_impl"]
+    keys = [
+        "model",
+        "layers",
+        "width",
+        "batch",
+        "seq_len",
+        "precision",
+        "checkpoint",
+        "accum",
+        "optimizer",
+        "optimizer_impl",
+    ]
     default = ExperimentConfig().to_dict()
     return " ".join(f"{k}={d[k]}" for k in keys if k in ("model", "layers", "width", "batch") or d[k] != default[k])
 
@@ -111,28 +127,52 @@ def main() -> None:
     ap.add_argument("--skip-grid", action="store_true")
     args = ap.parse_args()
     assert torch.cuda.is_available(), "needs CUDA"
-    report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "date": time.strftime("%Y-%m-%d"), "command": "python benchmarks/bench_engine.py " + " ".join(sys.argv[1:])}
+    report = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+        "command": "python benchmarks/bench_engine.py " + " ".join(sys.argv[1:]),
+    }
 
     print(f"# {report['device']}, torch {report['torch']}")
-    ov_cfgs = [ExperimentConfig(device="cuda", model="mlp", layers=16, width=2048, batch=b, precision=p)
-               for b, p in ((64, "fp32"), (8192, "fp32"), (8192, "amp_bf16"))]
-    ov_cfgs.append(ExperimentConfig(device="cuda", model="transformer", layers=8, width=1024, heads=16, seq_len=1024,
-                                    batch=8, precision="amp_bf16"))
+    ov_cfgs = [
+        ExperimentConfig(device="cuda", model="mlp", layers=16, width=2048, batch=b, precision=p)
+        for b, p in ((64, "fp32"), (8192, "fp32"), (8192, "amp_bf16"))
+    ]
+    ov_cfgs.append(
+        ExperimentConfig(
+            device="cuda",
+            model="transformer",
+            layers=8,
+            width=1024,
+            heads=16,
+            seq_len=1024,
+            batch=8,
+            precision="amp_bf16",
+        )
+    )
     report["overhead"] = overhead(ov_cfgs)
     print("\n## Step-time overhead of the engine vs a plain loop (median of 100 steps each, CUDA events)")
     for r in report["overhead"]:
-        print(f"{r['config']:<70} engine {r['engine_ms']:8.3f} ms  plain {r['plain_ms']:8.3f} ms  "
-              f"overhead {r['overhead_pct']:+.2f}%")
+        print(
+            f"{r['config']:<70} engine {r['engine_ms']:8.3f} ms  plain {r['plain_ms']:8.3f} ms  "
+            f"overhead {r['overhead_pct']:+.2f}%"
+        )
 
-    big = ExperimentConfig(device="cuda", model="mlp", layers=8, width=8192, batch=16384, precision="amp_bf16",
-                           steps=2, timing_steps=30)
+    big = ExperimentConfig(
+        device="cuda", model="mlp", layers=8, width=8192, batch=16384, precision="amp_bf16", steps=2, timing_steps=30
+    )
     r = run_experiment(big)
-    report["tflops_amp_bf16_largest_mlp"] = {"config": _short(big), "tflops": r["tflops"],
-                                             "step_ms_median": r["step_ms"]["median"],
-                                             "flops_per_step": r["flops_per_step"]}
-    print(f"\n## Achieved TFLOP/s, amp_bf16, {_short(big)}: {r['tflops']:.1f} TFLOP/s "
-          f"(median step {r['step_ms']['median']:.2f} ms, {r['flops_per_step'] / 1e12:.2f} TFLOP per step)")
+    report["tflops_amp_bf16_largest_mlp"] = {
+        "config": _short(big),
+        "tflops": r["tflops"],
+        "step_ms_median": r["step_ms"]["median"],
+        "flops_per_step": r["flops_per_step"],
+    }
+    print(
+        f"\n## Achieved TFLOP/s, amp_bf16, {_short(big)}: {r['tflops']:.1f} TFLOP/s "
+        f"(median step {r['step_ms']['median']:.2f} ms, {r['flops_per_step'] / 1e12:.2f} TFLOP per step)"
+    )
 
     if not args.skip_grid:
         rows = []
@@ -140,19 +180,36 @@ def main() -> None:
             res = run_experiment(cfg)
             measured = res["peak_bytes"] - res["baseline_bytes"]
             est = res["estimate"]["peak_bytes"]
-            rows.append({"config": _short(cfg), "measured_mib": measured / MIB, "estimate_mib": est / MIB,
-                         "error_pct": 100 * (est / measured - 1), "measured_phase": res["peak_phase"]["phase"],
-                         "estimate_phase": res["estimate"]["peak_phase"], "oom": res["oom"] is not None})
+            rows.append(
+                {
+                    "config": _short(cfg),
+                    "measured_mib": measured / MIB,
+                    "estimate_mib": est / MIB,
+                    "error_pct": 100 * (est / measured - 1),
+                    "measured_phase": res["peak_phase"]["phase"],
+                    "estimate_phase": res["estimate"]["peak_phase"],
+                    "oom": res["oom"] is not None,
+                }
+            )
         errs = sorted(abs(r["error_pct"]) for r in rows)
-        report["estimator"] = {"configs": len(rows), "median_abs_error_pct": statistics.median(errs),
-                               "worst_abs_error_pct": errs[-1], "within_10pct": sum(e <= 10 for e in errs), "rows": rows}
+        report["estimator"] = {
+            "configs": len(rows),
+            "median_abs_error_pct": statistics.median(errs),
+            "worst_abs_error_pct": errs[-1],
+            "within_10pct": sum(e <= 10 for e in errs),
+            "rows": rows,
+        }
         print(f"\n## Estimator vs measured peak over {len(rows)} configurations")
         for r in rows:
-            print(f"{r['config']:<90} measured {r['measured_mib']:10.1f} MiB  estimate {r['estimate_mib']:10.1f} MiB  "
-                  f"{r['error_pct']:+6.1f}%  ({r['measured_phase']}/{r['estimate_phase']})")
+            print(
+                f"{r['config']:<90} measured {r['measured_mib']:10.1f} MiB  estimate {r['estimate_mib']:10.1f} MiB  "
+                f"{r['error_pct']:+6.1f}%  ({r['measured_phase']}/{r['estimate_phase']})"
+            )
         e = report["estimator"]
-        print(f"median |error| {e['median_abs_error_pct']:.1f}%, worst {e['worst_abs_error_pct']:.1f}%, "
-              f"{e['within_10pct']}/{e['configs']} within 10%")
+        print(
+            f"median |error| {e['median_abs_error_pct']:.1f}%, worst {e['worst_abs_error_pct']:.1f}%, "
+            f"{e['within_10pct']}/{e['configs']} within 10%"
+        )
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(report, indent=1))

@@ -31,9 +31,12 @@ def pairs(scale_of) -> None:
     for tech in meta["techniques"]:
         config, baseline = content.technique_configs(meta, tech, k)
         seconds = sum(_run(c)[0] for c in (config, baseline))
-        print(f"| {tech['id']} | {baseline['layers']} x {baseline['width']}, batch {baseline['batch']}"
-              f"{', seq ' + str(baseline['seq_len']) if baseline.get('model') == 'transformer' else ''} | "
-              f"{seconds:.1f} s |", flush=True)
+        print(
+            f"| {tech['id']} | {baseline['layers']} x {baseline['width']}, batch {baseline['batch']}"
+            f"{', seq ' + str(baseline['seq_len']) if baseline.get('model') == 'transformer' else ''} | "
+            f"{seconds:.1f} s |",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -54,14 +57,18 @@ def main() -> None:
         if "preset" not in meta or meta.get("strategies"):
             continue
         k = content.cpu_scale(meta)
-        runs = [("preset", None)] + [(f"try ({kind})", p["try_change"])
-                                     for kind, p in (meta.get("prompts") or {}).items() if p.get("try_change")]
+        runs = [("preset", None)] + [
+            (f"try ({kind})", p["try_change"]) for kind, p in (meta.get("prompts") or {}).items() if p.get("try_change")
+        ]
         for name, change in runs:
             config = content.over_preset(meta, change, k)
             seconds, result = _run(config)
             worst = max(worst, seconds)
-            print(f"| {lesson} | {name} | {config['layers']} x {config['width']}, batch {config['batch']} | "
-                  f"{seconds:.2f} s | {result['step_ms']['median']:.1f} ms |", flush=True)
+            print(
+                f"| {lesson} | {name} | {config['layers']} x {config['width']}, batch {config['batch']} | "
+                f"{seconds:.2f} s | {result['step_ms']['median']:.1f} ms |",
+                flush=True,
+            )
     pairs(content.cpu_scale)
     meta = content.meta("compare")
     k = content.cpu_scale(meta)
@@ -74,8 +81,10 @@ def main() -> None:
     execute("timing_rounds", content.rounds_params(meta, strategies, device="cpu"))
     rounds_s = time.perf_counter() - t0
     print(f"\nLongest single run: {worst:.2f} s.")
-    print(f"Compare all ({len(strategies)} strategies, {k}x smaller): {runs_s:.1f} s; "
-          f"the timing rounds after them: {rounds_s:.1f} s; together {runs_s + rounds_s:.1f} s.")
+    print(
+        f"Compare all ({len(strategies)} strategies, {k}x smaller): {runs_s:.1f} s; "
+        f"the timing rounds after them: {rounds_s:.1f} s; together {runs_s + rounds_s:.1f} s."
+    )
 
 
 if __name__ == "__main__":

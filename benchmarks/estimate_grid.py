@@ -49,25 +49,45 @@ def draw(rng: random.Random, device: str) -> ExperimentConfig:
     """One random configuration over every option; CPU draws are smaller so two cores finish quickly."""
     big = device == "cuda"
     model = rng.choice(("mlp", "cnn", "transformer"))
-    kw = {"model": model, "precision": rng.choice(PRECISIONS), "checkpoint": rng.choice(CHECKPOINTS),
-          "accum": rng.choice((1, 1, 2, 4)), "optimizer": rng.choice(OPTIMIZERS),
-          "optimizer_impl": rng.choice(OPTIMIZER_IMPLS), "zero_grad_to_none": rng.random() < 0.8,
-          "inplace": rng.random() < 0.2, "seed": rng.randrange(1000), "device": device, "steps": 2,
-          "timing_steps": 0, "force": True}
+    kw = {
+        "model": model,
+        "precision": rng.choice(PRECISIONS),
+        "checkpoint": rng.choice(CHECKPOINTS),
+        "accum": rng.choice((1, 1, 2, 4)),
+        "optimizer": rng.choice(OPTIMIZERS),
+        "optimizer_impl": rng.choice(OPTIMIZER_IMPLS),
+        "zero_grad_to_none": rng.random() < 0.8,
+        "inplace": rng.random() < 0.2,
+        "seed": rng.randrange(1000),
+        "device": device,
+        "steps": 2,
+        "timing_steps": 0,
+        "force": True,
+    }
     if kw["checkpoint"] == "segments":
         kw["segments"] = rng.choice((0, 2, 3))
     if model == "mlp":
-        kw.update(layers=_log_int(rng, 2, 32 if big else 12), width=_log_int(rng, 64, 4096 if big else 1024, 64),
-                  batch=_log_int(rng, 8, 16384 if big else 1024, 8))
+        kw.update(
+            layers=_log_int(rng, 2, 32 if big else 12),
+            width=_log_int(rng, 64, 4096 if big else 1024, 64),
+            batch=_log_int(rng, 8, 16384 if big else 1024, 8),
+        )
     elif model == "cnn":
-        kw.update(layers=rng.randint(2, 8 if big else 5), width=_log_int(rng, 16, 256 if big else 48, 8),
-                  image_size=rng.choice((32, 64, 128, 224) if big else (16, 32, 64)),
-                  batch=_log_int(rng, 8, 128 if big else 16, 8))
+        kw.update(
+            layers=rng.randint(2, 8 if big else 5),
+            width=_log_int(rng, 16, 256 if big else 48, 8),
+            image_size=rng.choice((32, 64, 128, 224) if big else (16, 32, 64)),
+            batch=_log_int(rng, 8, 128 if big else 16, 8),
+        )
     else:
         heads = rng.choice((4, 8, 16))
-        kw.update(layers=rng.randint(1, 8 if big else 3), heads=heads,
-                  width=heads * _log_int(rng, 32, 128 if big else 32, 8),
-                  seq_len=_log_int(rng, 64, 2048 if big else 256, 64), batch=_log_int(rng, 4, 16 if big else 8, 4))
+        kw.update(
+            layers=rng.randint(1, 8 if big else 3),
+            heads=heads,
+            width=heads * _log_int(rng, 32, 128 if big else 32, 8),
+            seq_len=_log_int(rng, 64, 2048 if big else 256, 64),
+            batch=_log_int(rng, 4, 16 if big else 8, 4),
+        )
     if kw["checkpoint"] == "segments" and kw["segments"] > kw["layers"]:
         kw["segments"] = 0
     kw["batch"] = max(kw["accum"], kw["batch"] // kw["accum"] * kw["accum"])
@@ -102,8 +122,11 @@ def main() -> None:
             transients = measure_workspaces(sigs, resolve_device("cuda"))
         for m in methods:
             try:
-                ests[m] = analytic(cfg) if m == "analytic" else estimate(cfg, device_type=args.device, method=m,
-                                                                          transients=transients)
+                ests[m] = (
+                    analytic(cfg)
+                    if m == "analytic"
+                    else estimate(cfg, device_type=args.device, method=m, transients=transients)
+                )
             except Exception as e:  # noqa: BLE001 - a method that cannot trace a config is reported, not fatal
                 print(f"  {m} failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
         if max(e["peak_bytes"] for e in ests.values()) > args.limit_gib * GIB:
@@ -112,18 +135,32 @@ def main() -> None:
         if result.get("oom") or result.get("peak_bytes") is None:
             continue
         measured = result["peak_bytes"] - result["baseline_bytes"]
-        changed = {k: v for k, v in cfg.to_dict().items() if v != ExperimentConfig().to_dict()[k]
-                   and k not in ("device", "steps", "timing_steps", "force", "seed")}
-        row = {"config": changed, "measured_mib": measured / MIB, "measured_phase": result["peak_phase"]["phase"],
-               "other_mib": (result.get("breakdown") or {}).get("other", 0) / MIB}
+        changed = {
+            k: v
+            for k, v in cfg.to_dict().items()
+            if v != ExperimentConfig().to_dict()[k] and k not in ("device", "steps", "timing_steps", "force", "seed")
+        }
+        row = {
+            "config": changed,
+            "measured_mib": measured / MIB,
+            "measured_phase": result["peak_phase"]["phase"],
+            "other_mib": (result.get("breakdown") or {}).get("other", 0) / MIB,
+        }
         for m, est in ests.items():
-            row[m] = {"estimate_mib": est["peak_bytes"] / MIB, "phase": est["peak_phase"],
-                      "error_pct": (est["peak_bytes"] - measured) / measured * 100}
+            row[m] = {
+                "estimate_mib": est["peak_bytes"] / MIB,
+                "phase": est["peak_phase"],
+                "error_pct": (est["peak_bytes"] - measured) / measured * 100,
+            }
         rows.append(row)
         if args.out:  # after every row, so a run stopped at its time limit still leaves its rows
             Path(args.out).write_text(json.dumps({"rows": rows}, indent=1))
-        print(f"{len(rows):3d} " + " ".join(f"{m} {row[m]['error_pct']:+7.2f}%" for m in ests)
-              + f"  measured {measured / MIB:10.2f} MiB  {changed}", flush=True)
+        print(
+            f"{len(rows):3d} "
+            + " ".join(f"{m} {row[m]['error_pct']:+7.2f}%" for m in ests)
+            + f"  measured {measured / MIB:10.2f} MiB  {changed}",
+            flush=True,
+        )
     summary = {"device": args.device, "n": len(rows), "seed": args.seed, "seconds": round(time.time() - t_start, 1)}
     summarize(rows, summary)
     print(json.dumps(summary, indent=1))
@@ -138,11 +175,14 @@ def summarize(rows: list[dict], summary: dict) -> None:
         for r in rows:
             if m in r:
                 by_model.setdefault(r["config"].get("model", "mlp"), []).append(abs(r[m]["error_pct"]))
-        summary[m] = {"median_abs_pct": statistics.median(errors),
-                      "p90_abs_pct": statistics.quantiles(errors, n=10, method="inclusive")[-1],
-                      "worst_abs_pct": errors[-1], "within_2pct": sum(e <= 2 for e in errors),
-                      "within_10pct": sum(e <= 10 for e in errors),
-                      "median_abs_pct_by_model": {k: statistics.median(v) for k, v in by_model.items()}}
+        summary[m] = {
+            "median_abs_pct": statistics.median(errors),
+            "p90_abs_pct": statistics.quantiles(errors, n=10, method="inclusive")[-1],
+            "worst_abs_pct": errors[-1],
+            "within_2pct": sum(e <= 2 for e in errors),
+            "within_10pct": sum(e <= 10 for e in errors),
+            "median_abs_pct_by_model": {k: statistics.median(v) for k, v in by_model.items()},
+        }
 
 
 def _measured_with_tf32_off(table: dict[str, int]) -> dict[str, int]:
@@ -171,15 +211,28 @@ def rescore(args) -> None:
         transients = table if row.get("cudnn_tf32", True) else _measured_with_tf32_off(table)
         est = estimate(cfg, device_type="cuda", method="replay", transients=transients)
         measured = row["measured_mib"] * MIB
-        row = dict(row, replay={"estimate_mib": est["peak_bytes"] / MIB, "phase": est["peak_phase"],
-                                "error_pct": (est["peak_bytes"] - measured) / measured * 100,
-                                "unmeasured": len(est["unmeasured"])})
+        row = dict(
+            row,
+            replay={
+                "estimate_mib": est["peak_bytes"] / MIB,
+                "phase": est["peak_phase"],
+                "error_pct": (est["peak_bytes"] - measured) / measured * 100,
+                "unmeasured": len(est["unmeasured"]),
+            },
+        )
         row.pop("replay_device", None)
         rows.append(row)
-        print(f"{len(rows):3d} replay {row['replay']['error_pct']:+7.2f}%  analytic {row['analytic']['error_pct']:+7.2f}%"
-              f"  measured {row['measured_mib']:10.2f} MiB  unmeasured {len(est['unmeasured'])}  {row['config']}")
-    summary = {"device": "cuda", "n": len(rows), "rescored_from": args.rescore,
-               "workspaces": len(table), "seed": data.get("summary", {}).get("seed", args.seed)}
+        print(
+            f"{len(rows):3d} replay {row['replay']['error_pct']:+7.2f}%  analytic {row['analytic']['error_pct']:+7.2f}%"
+            f"  measured {row['measured_mib']:10.2f} MiB  unmeasured {len(est['unmeasured'])}  {row['config']}"
+        )
+    summary = {
+        "device": "cuda",
+        "n": len(rows),
+        "rescored_from": args.rescore,
+        "workspaces": len(table),
+        "seed": data.get("summary", {}).get("seed", args.seed),
+    }
     summarize(rows, summary)
     print(json.dumps(summary, indent=1))
     if args.out:

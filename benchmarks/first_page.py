@@ -31,11 +31,26 @@ def _port() -> int:
 def once(browser) -> dict:
     port = _port()
     t0 = time.monotonic()
-    server = subprocess.Popen([str(Path(sys.executable).parent / "streamlit"), "run", "app/main.py",
-                               "--server.headless", "true", "--server.port", str(port), "--server.address",
-                               "127.0.0.1", "--browser.gatherUsageStats", "false",
-                               "--server.fileWatcherType", "none"], cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "streamlit"),
+            "run",
+            "app/main.py",
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         while True:
             try:
@@ -55,8 +70,12 @@ def once(browser) -> dict:
         page.get_by_test_id("stSidebar").get_by_text("CPU mode").wait_for(timeout=120_000)
         device = time.monotonic() - t1
         page.close()
-        return {"listening_s": round(listening, 2), "title_s": round(title, 2), "said_starting": starting,
-                "device_line_s": round(device, 2)}
+        return {
+            "listening_s": round(listening, 2),
+            "title_s": round(title, 2),
+            "said_starting": starting,
+            "device_line_s": round(device, 2),
+        }
     finally:
         server.terminate()
         server.wait(timeout=20)
@@ -67,8 +86,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+        browser = p.chromium.launch(
+            executable_path="/usr/bin/chromium",
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
+        )
         rows = [once(browser) for _ in range(max(1, min(args.runs, 10)))]
         browser.close()
     for row in rows:

@@ -36,11 +36,30 @@ import time
 from pathlib import Path
 
 LOSS_RTOL_CUDA = 1e-4
-RUN_KEYS = ("baseline_bytes", "peak_bytes", "peak_phase", "breakdown", "breakdown_steady", "flops_per_step",
-            "losses", "oom", "allocated_after_bytes", "cancelled")
+RUN_KEYS = (
+    "baseline_bytes",
+    "peak_bytes",
+    "peak_phase",
+    "breakdown",
+    "breakdown_steady",
+    "flops_per_step",
+    "losses",
+    "oom",
+    "allocated_after_bytes",
+    "cancelled",
+)
 PHASE_KEYS = ("step", "micro", "phase", "allocated_bytes", "reserved_bytes", "peak_bytes", "failed")
-ESTIMATE_KEYS = ("peak_bytes", "peak_phase", "categories", "steady", "reserved_bytes", "step", "signatures",
-                 "unmeasured", "fits")
+ESTIMATE_KEYS = (
+    "peak_bytes",
+    "peak_phase",
+    "categories",
+    "steady",
+    "reserved_bytes",
+    "step",
+    "signatures",
+    "unmeasured",
+    "fits",
+)
 HISTORY_KEYS = ("source", "start_bytes", "peak_bytes", "final_bytes", "raw_events", "coalesced", "truncated")
 
 
@@ -79,12 +98,15 @@ def load_extras():
                 continue
         raise SystemExit(f"none of {names} in this checkout")
 
-    return {"DistributedConfig": first("experiments.core.config.DistributedConfig",
-                                       "experiments.distributed.launch.DistributedConfig"),
-            "estimate_sharded": first("experiments.distributed.estimate.estimate_sharded"),
-            "check_gradients": first("experiments.training.guard.check_gradients"),
-            "run_leak": first("experiments.labs.leaks.run_leak"),
-            "SCENARIOS": first("experiments.labs.leaks.SCENARIOS")}
+    return {
+        "DistributedConfig": first(
+            "experiments.core.config.DistributedConfig", "experiments.distributed.launch.DistributedConfig"
+        ),
+        "estimate_sharded": first("experiments.distributed.estimate.estimate_sharded"),
+        "check_gradients": first("experiments.training.guard.check_gradients"),
+        "run_leak": first("experiments.labs.leaks.run_leak"),
+        "SCENARIOS": first("experiments.labs.leaks.SCENARIOS"),
+    }
 
 
 def grid(choices: dict, n: int, seed: int) -> list[dict]:
@@ -97,8 +119,9 @@ def grid(choices: dict, n: int, seed: int) -> list[dict]:
         rng.shuffle(out)
         return out
 
-    options = {name: dealt(list(choices[name])) for name in
-               ("model", "precision", "checkpoint", "optimizer", "optimizer_impl")}
+    options = {
+        name: dealt(list(choices[name])) for name in ("model", "precision", "checkpoint", "optimizer", "optimizer_impl")
+    }
     options["accum"] = dealt([1, 2])
     options["zero_grad_to_none"] = dealt([True, False])
     options["inplace"] = dealt([False, True])
@@ -114,16 +137,22 @@ def grid(choices: dict, n: int, seed: int) -> list[dict]:
             c |= {"layers": rng.randint(1, 2), "width": rng.choice((8, 16)), "image_size": rng.choice((8, 12))}
         else:
             heads = rng.choice((1, 2))
-            c |= {"layers": rng.randint(1, 2), "heads": heads, "width": 8 * heads * rng.choice((1, 2)),
-                  "seq_len": rng.choice((4, 8))}
+            c |= {
+                "layers": rng.randint(1, 2),
+                "heads": heads,
+                "width": 8 * heads * rng.choice((1, 2)),
+                "seq_len": rng.choice((4, 8)),
+            }
         c["segments"] = rng.randint(1, c["layers"]) if c["checkpoint"] == "segments" and rng.random() < 0.5 else 0
         c |= {"steps": 2, "timing_steps": 0, "seed": rng.randint(0, 1000)}
         configs.append(c)
     # A memory budget (its smallest is 1 MB, so these are larger): run into it (force), or be refused before.
     base = {"model": "mlp", "layers": 2, "width": 512, "batch": 64, "steps": 2, "timing_steps": 0, "seed": 1}
-    configs += [base | {"optimizer": "adam", "budget_mb": 4, "force": True},
-                base | {"optimizer": "adamw", "precision": "amp_bf16", "accum": 2, "budget_mb": 6, "force": True},
-                base | {"optimizer": "sgd", "budget_mb": 1}]
+    configs += [
+        base | {"optimizer": "adam", "budget_mb": 4, "force": True},
+        base | {"optimizer": "adamw", "precision": "amp_bf16", "accum": 2, "budget_mb": 6, "force": True},
+        base | {"optimizer": "sgd", "budget_mb": 1},
+    ]
     return configs
 
 
@@ -184,10 +213,18 @@ def sharded_grid(n: int, seed: int) -> list[dict]:
     out = []
     for i in range(n):
         model = ("mlp", "transformer", "cnn")[i % 3]
-        c = {"model": model, "precision": rng.choice(("fp32", "bf16", "amp_bf16", "amp_fp16")),
-             "checkpoint": rng.choice(("none", "per_layer")), "accum": rng.choice((1, 2)),
-             "optimizer": rng.choice(("adam", "adamw", "sgd_momentum")), "steps": 2, "timing_steps": 0,
-             "world_size": rng.choice((2, 3)), "check_update": False, "seed": rng.randint(0, 1000)}
+        c = {
+            "model": model,
+            "precision": rng.choice(("fp32", "bf16", "amp_bf16", "amp_fp16")),
+            "checkpoint": rng.choice(("none", "per_layer")),
+            "accum": rng.choice((1, 2)),
+            "optimizer": rng.choice(("adam", "adamw", "sgd_momentum")),
+            "steps": 2,
+            "timing_steps": 0,
+            "world_size": rng.choice((2, 3)),
+            "check_update": False,
+            "seed": rng.randint(0, 1000),
+        }
         if model == "mlp":
             c |= {"layers": rng.randint(1, 3), "width": rng.choice((16, 32)), "batch": 2 * rng.choice((1, 2))}
         elif model == "cnn":
@@ -224,10 +261,20 @@ def extras(device: str, seed: int) -> dict:
         out["sharded"].append(row)
     from experiments.core.config import ExperimentConfig
 
-    for params in ({"layers": 3, "width": 32, "batch": 8, "checkpoint": "segments", "accum": 2},
-                   {"model": "cnn", "layers": 2, "width": 8, "image_size": 8, "batch": 2, "precision": "amp_bf16"},
-                   {"model": "transformer", "layers": 1, "width": 16, "heads": 2, "seq_len": 8, "batch": 2,
-                    "precision": "bf16", "checkpoint": "per_layer"}):
+    for params in (
+        {"layers": 3, "width": 32, "batch": 8, "checkpoint": "segments", "accum": 2},
+        {"model": "cnn", "layers": 2, "width": 8, "image_size": 8, "batch": 2, "precision": "amp_bf16"},
+        {
+            "model": "transformer",
+            "layers": 1,
+            "width": 16,
+            "heads": 2,
+            "seq_len": 8,
+            "batch": 2,
+            "precision": "bf16",
+            "checkpoint": "per_layer",
+        },
+    ):
         cfg = ExperimentConfig.from_dict(dict(params, device=device, seed=seed))
         try:
             out["guard"].append(_json_safe(e["check_gradients"](cfg)))
@@ -261,15 +308,27 @@ def measure(root: Path, device: str, n: int, seed: int, threads: int) -> dict:
         row["run"] = _run(run_experiment, cfg)
         t.append(time.perf_counter())
         rows.append(row)
-        print(f"{i + 1}/{len(configs)} {params['model']} {params.get('precision')} {params.get('checkpoint')} "
-              f"{params['optimizer']}/{params.get('optimizer_impl')} accum {params.get('accum')}: estimates "
-              f"{t[1] - t[0]:.1f} + {t[2] - t[1]:.1f} s, run {t[3] - t[2]:.1f} s", flush=True)
+        print(
+            f"{i + 1}/{len(configs)} {params['model']} {params.get('precision')} {params.get('checkpoint')} "
+            f"{params['optimizer']}/{params.get('optimizer_impl')} accum {params.get('accum')}: estimates "
+            f"{t[1] - t[0]:.1f} + {t[2] - t[1]:.1f} s, run {t[3] - t[2]:.1f} s",
+            flush=True,
+        )
     t1 = time.perf_counter()
     extra = extras(device, seed) if layout == "packages" else None
     print(f"extras (per-rank estimates, gradient checks, leak runs): {time.perf_counter() - t1:.1f} s", flush=True)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=False)
-    meta = {"layout": layout, "root": str(root), "commit": commit.stdout.strip(), "device": device, "n": len(rows),
-            "seed": seed, "threads": threads, "torch": torch.__version__, "seconds": round(time.perf_counter() - t0)}
+    meta = {
+        "layout": layout,
+        "root": str(root),
+        "commit": commit.stdout.strip(),
+        "device": device,
+        "n": len(rows),
+        "seed": seed,
+        "threads": threads,
+        "torch": torch.__version__,
+        "seconds": round(time.perf_counter() - t0),
+    }
     return {"meta": meta, "rows": rows, "extras": extra}
 
 
@@ -316,8 +375,11 @@ def compare(path_a: Path, path_b: Path) -> int:
     ma, mb = a["meta"], b["meta"]
     print(f"A: {ma['layout']} layout at {ma['commit'][:10]}, {ma['device']}, torch {ma['torch']}, {ma['n']} configs")
     print(f"B: {mb['layout']} layout at {mb['commit'][:10]}, {mb['device']}, torch {mb['torch']}, {mb['n']} configs")
-    problems = [f"meta.{k}: {ma.get(k)!r} vs {mb.get(k)!r}" for k in ("device", "n", "seed", "threads", "torch")
-                if ma.get(k) != mb.get(k)]
+    problems = [
+        f"meta.{k}: {ma.get(k)!r} vs {mb.get(k)!r}"
+        for k in ("device", "n", "seed", "threads", "torch")
+        if ma.get(k) != mb.get(k)
+    ]
     rtol = LOSS_RTOL_CUDA if ma["device"] == "cuda" else 0.0
     problems += differences(a["rows"], b["rows"], "rows", rtol)
     if a.get("extras") is not None or b.get("extras") is not None:
@@ -329,15 +391,21 @@ def compare(path_a: Path, path_b: Path) -> int:
         return 1
     failed = sum(1 for r in a["rows"] if "error" in r["run"])
     oom = sum(1 for r in a["rows"] if r["run"].get("oom"))
-    print(f"identical: {len(a['rows'])} configurations ({oom} ran out of memory, {failed} refused or failed, "
-          f"the same way on both sides), {_count(a['rows'])} values compared")
+    print(
+        f"identical: {len(a['rows'])} configurations ({oom} ran out of memory, {failed} refused or failed, "
+        f"the same way on both sides), {_count(a['rows'])} values compared"
+    )
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent,
-                    help="the checkout whose engine is measured (default: this one)")
+    ap.add_argument(
+        "--root",
+        type=Path,
+        default=Path(__file__).resolve().parent.parent,
+        help="the checkout whose engine is measured (default: this one)",
+    )
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the real runs go")
     ap.add_argument("--n", type=int, default=45, help="configurations (at least 40)")
     ap.add_argument("--seed", type=int, default=16)
@@ -353,7 +421,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--out is required (or --compare A.json B.json)")
     data = measure(args.root.resolve(), args.device, args.n, args.seed, args.threads)
     args.out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}: {data['meta']['n']} configurations in {data['meta']['seconds']} s ({data['meta']['layout']})")
+    print(
+        f"wrote {args.out}: {data['meta']['n']} configurations in {data['meta']['seconds']} s ({data['meta']['layout']})"
+    )
     return 0
 
 

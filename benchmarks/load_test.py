@@ -189,10 +189,26 @@ async def main_async(args) -> dict:
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     streamlit = Path(sys.executable).parent / "streamlit"
-    server = subprocess.Popen([str(streamlit), "run", "app/main.py", "--server.headless", "true",
-                               "--server.address", "127.0.0.1", "--server.port", str(port),
-                               "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            str(streamlit),
+            "run",
+            "app/main.py",
+            "--server.headless",
+            "true",
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(port),
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         t_start = time.monotonic()
         while True:
@@ -206,27 +222,37 @@ async def main_async(args) -> dict:
         sessions = plan(args.sessions)
         out: dict[int, dict] = {}
         async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=CHROMIUM, args=[
-                "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+            browser = await p.chromium.launch(
+                executable_path=CHROMIUM,
+                args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
+            )
             # Warm the server (first page, worker start) before measuring memory.
             warm = await browser.new_page()
             await warm.goto(base + "/monitoring?lang=en")
             await warm.get_by_role("button", name="Run experiment").wait_for(timeout=120_000)
             await warm.close()
-            before = {"server_mib": _rss_mib(server.pid),
-                      "workers_mib": sum(_rss_mib(w) or 0 for w in _workers(server.pid))}
+            before = {
+                "server_mib": _rss_mib(server.pid),
+                "workers_mib": sum(_rss_mib(w) or 0 for w in _workers(server.pid)),
+            }
             opened = [await _open(browser, base, s, out) for s in sessions]
             deadline = time.monotonic() + args.timeout
             # Every learner presses Run at the same moment.
             cpu0, t0 = _cpu_s(server.pid), time.monotonic()
-            await asyncio.gather(*(_session(page, context, base, s, server.pid, deadline, out)
-                                   for s, (context, page) in zip(sessions, opened, strict=True)))
+            await asyncio.gather(
+                *(
+                    _session(page, context, base, s, server.pid, deadline, out)
+                    for s, (context, page) in zip(sessions, opened, strict=True)
+                )
+            )
             # The server's own share of the machine while the class ran (the browsers share its cores here).
             cpu = {"server_cpu_s": round(_cpu_s(server.pid) - cpu0, 1), "wall_s": round(time.monotonic() - t0, 1)}
             await browser.close()
-        after = {"server_mib": _rss_mib(server.pid),
-                 "workers_mib": sum(_rss_mib(w) or 0 for w in _workers(server.pid)),
-                 "workers": len(_workers(server.pid))}
+        after = {
+            "server_mib": _rss_mib(server.pid),
+            "workers_mib": sum(_rss_mib(w) or 0 for w in _workers(server.pid)),
+            "workers": len(_workers(server.pid)),
+        }
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -235,11 +261,18 @@ async def main_async(args) -> dict:
             server.kill()
     records = [out[i] for i in sorted(out)]
     alone = _alone_peaks(sessions)
-    mismatched = [r["i"] for r in records if r["state"] == "shown" and not r.get("oom") and r["role"] != "kill_worker"
-                  and r.get("peak_text") != alone.get(json.dumps(r["config"], sort_keys=True))]
+    mismatched = [
+        r["i"]
+        for r in records
+        if r["state"] == "shown"
+        and not r.get("oom")
+        and r["role"] != "kill_worker"
+        and r.get("peak_text") != alone.get(json.dumps(r["config"], sort_keys=True))
+    ]
     times = sorted(r["seconds"] for r in records if r["state"] == "shown")
     summary = {
-        "sessions": len(records), "shown": sum(r["state"] == "shown" for r in records),
+        "sessions": len(records),
+        "shown": sum(r["state"] == "shown" for r in records),
         "cancelled": sum(r["state"] == "cancelled" for r in records),
         "errors": sum(r["state"] == "error" and r["role"] != "kill_worker" for r in records),
         "lost": sum(r["state"] == "lost" for r in records),
@@ -251,8 +284,12 @@ async def main_async(args) -> dict:
         "positions_seen_by": sum(1 for r in records if r["positions"]),
         "pages_in_the_other_language": [r["i"] for r in records if r.get("other_language")],
         "max_position": max((max(r["positions"]) for r in records if r["positions"]), default=0),
-        "peaks_equal_alone": not mismatched, "peak_mismatches": mismatched,
-        "memory_before": before, "memory_after": after, "cpu_cores": os.cpu_count(), **cpu,
+        "peaks_equal_alone": not mismatched,
+        "peak_mismatches": mismatched,
+        "memory_before": before,
+        "memory_after": after,
+        "cpu_cores": os.cpu_count(),
+        **cpu,
     }
     return {"summary": summary, "sessions": records}
 

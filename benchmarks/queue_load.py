@@ -50,9 +50,17 @@ def _configs(n: int, seed: int, cuda: bool) -> list[dict]:
         if i % 3 == 0:
             out.append(dict(shared))
         else:
-            out.append({"layers": rng.randint(2, 8), "width": rng.choice(widths), "batch": rng.choice(batches),
-                        "precision": rng.choice(["fp32", "amp_bf16"]), "optimizer": rng.choice(["adam", "sgd"]),
-                        "steps": 3, "timing_steps": 5})
+            out.append(
+                {
+                    "layers": rng.randint(2, 8),
+                    "width": rng.choice(widths),
+                    "batch": rng.choice(batches),
+                    "precision": rng.choice(["fp32", "amp_bf16"]),
+                    "optimizer": rng.choice(["adam", "sgd"]),
+                    "steps": 3,
+                    "timing_steps": 5,
+                }
+            )
     return out
 
 
@@ -90,9 +98,15 @@ class Session(threading.Thread):
                 break
             time.sleep(self.poll_s)
         result = status.get("result") or {}
-        self.record.update(state=status["state"], seconds=round(time.monotonic() - t0, 2), error=status.get("error"),
-                           cached=status.get("cached"), net_peak=_net(result), oom=bool(result.get("oom")),
-                           device_index=(result.get("device") or {}).get("index"))
+        self.record.update(
+            state=status["state"],
+            seconds=round(time.monotonic() - t0, 2),
+            error=status.get("error"),
+            cached=status.get("cached"),
+            net_peak=_net(result),
+            oom=bool(result.get("oom")),
+            device_index=(result.get("device") or {}).get("index"),
+        )
         if "cancel_sent" in self.record:
             self.record["cancel_to_stop_s"] = round(self.record["seconds"] - self.record["cancel_sent"], 2)
 
@@ -112,13 +126,17 @@ def main() -> None:
     client = WorkerClient(inline=False)
     info = client.device_info(timeout=300) or {}
     cuda = info.get("type") == "cuda"
-    devices = [{"index": d.get("index"), "name": d.get("name"), "free_mib": round((d.get("free_bytes") or 0) / MIB)}
-               for d in info.get("devices") or [info]]
+    devices = [
+        {"index": d.get("index"), "name": d.get("name"), "free_mib": round((d.get("free_bytes") or 0) / MIB)}
+        for d in info.get("devices") or [info]
+    ]
     time.sleep(3)  # lanes for further GPUs start when lane 0 reports the count
     info = client.device_info(timeout=120) or info
-    before = {"self_rss_mib": _rss_mib(os.getpid()),
-              "workers_rss_mib": [_rss_mib(ln.proc.pid) for ln in client._lanes if ln.proc],
-              "devices": devices}
+    before = {
+        "self_rss_mib": _rss_mib(os.getpid()),
+        "workers_rss_mib": [_rss_mib(ln.proc.pid) for ln in client._lanes if ln.proc],
+        "devices": devices,
+    }
     n_gpus = len(client._lanes)
     print(f"device: {info.get('name')} x{n_gpus}; {args.sessions} sessions", flush=True)
 
@@ -127,17 +145,31 @@ def main() -> None:
     for i, cfg in enumerate(configs):
         kind, role = "run", "run"
         if i == 1:
-            cfg, role = dict(cfg, budget_mb=64 if cuda else 1, force=True, width=4096 if cuda else 256,
-                             batch=4096 if cuda else 64), "out of memory"
+            cfg, role = (
+                dict(
+                    cfg,
+                    budget_mb=64 if cuda else 1,
+                    force=True,
+                    width=4096 if cuda else 256,
+                    batch=4096 if cuda else 64,
+                ),
+                "out of memory",
+            )
         elif i == 2:
-            cfg, role = dict(cfg, layers=8, width=4096 if cuda else 256, batch=4096 if cuda else 64, steps=20,
-                             timing_steps=200), "cancel"
+            cfg, role = (
+                dict(
+                    cfg, layers=8, width=4096 if cuda else 256, batch=4096 if cuda else 64, steps=20, timing_steps=200
+                ),
+                "cancel",
+            )
         elif i == 4 and n_gpus >= 2:
             kind, role = "distributed", "two GPUs"
             cfg = {"layers": 4, "width": 1024, "batch": 256, "steps": 3, "strategy": "ddp", "world_size": 2}
         elif i == 5:
-            cfg, role = dict(cfg, layers=8, width=4096 if cuda else 256, batch=4096 if cuda else 64, steps=10,
-                             timing_steps=60), "killed worker"
+            cfg, role = (
+                dict(cfg, layers=8, width=4096 if cuda else 256, batch=4096 if cuda else 64, steps=10, timing_steps=60),
+                "killed worker",
+            )
         sessions.append(Session(client, f"s{i:02d}", kind, cfg, role, args.poll))
     for s in sessions:
         s.start()
@@ -174,16 +206,23 @@ def main() -> None:
         alone_equal.append(_net(status.get("result")) == r["net_peak"])
         r["alone_net_peak"] = _net(status.get("result"))
     after_info = client.device_info(timeout=60) or {}
-    after = {"self_rss_mib": _rss_mib(os.getpid()),
-             "workers_rss_mib": [_rss_mib(ln.proc.pid) for ln in client._lanes if ln.proc],
-             "devices": [{"index": d.get("index"), "free_mib": round((d.get("free_bytes") or 0) / MIB)}
-                         for d in after_info.get("devices") or [after_info]]}
+    after = {
+        "self_rss_mib": _rss_mib(os.getpid()),
+        "workers_rss_mib": [_rss_mib(ln.proc.pid) for ln in client._lanes if ln.proc],
+        "devices": [
+            {"index": d.get("index"), "free_mib": round((d.get("free_bytes") or 0) / MIB)}
+            for d in after_info.get("devices") or [after_info]
+        ],
+    }
 
     done = [r for r in records if r.get("state") == "done"]
     times = sorted(r["seconds"] for r in done)
     summary = {
-        "device": info.get("name"), "gpus": n_gpus, "sessions": len(records),
-        "results_shown": len(done), "out_of_memory_shown": sum(1 for r in done if r.get("oom")),
+        "device": info.get("name"),
+        "gpus": n_gpus,
+        "sessions": len(records),
+        "results_shown": len(done),
+        "out_of_memory_shown": sum(1 for r in done if r.get("oom")),
         "cancelled": [r["session"] for r in records if r.get("state") == "cancelled"],
         "reported_failed": {r["session"]: r.get("error") for r in records if r.get("state") == "error"},
         "refused": {r["session"]: r.get("error") for r in records if r.get("state") == "refused"},
@@ -192,12 +231,15 @@ def main() -> None:
         "p95_s": times[min(len(times) - 1, int(0.95 * len(times)))] if times else None,
         "sessions_that_saw_a_position": sum(1 for r in records if r["positions"]),
         "largest_position": max((max(r["positions"]) for r in records if r["positions"]), default=0),
-        "runs_per_device": {str(i): sum(1 for r in done if r.get("device_index") == i)
-                            for i in sorted({r.get("device_index") for r in done} - {None})},
+        "runs_per_device": {
+            str(i): sum(1 for r in done if r.get("device_index") == i)
+            for i in sorted({r.get("device_index") for r in done} - {None})
+        },
         "cancel_to_stop_s": canceller.record.get("cancel_to_stop_s"),
         "worker_killed": killed,
         "peaks_equal_alone": f"{sum(alone_equal)} of {alone_checked}",
-        "before": before, "after": after,
+        "before": before,
+        "after": after,
     }
     print(json.dumps(summary, indent=1))
     if args.out:

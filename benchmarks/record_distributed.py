@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from course.content import data_parallel_jobs, device_params  # noqa: E402
+from course.recordings import data_parallel_jobs, device_params  # noqa: E402
 from experiments.core.units import MIB  # noqa: E402
 from experiments.distributed.launch import run_distributed_many  # noqa: E402
 
@@ -40,8 +40,11 @@ def estimates_only(folder: Path, workspaces: Path | None) -> None:
         result["estimate"] = json.loads(json.dumps(est, default=str))
         path.write_text(json.dumps(entry, indent=1, default=str) + "\n", encoding="utf-8")
         worst = max(r["peak_bytes"] - r["baseline_bytes"] for r in result["ranks"])
-        print(f"{entry['id']}: measured {worst / MIB:.2f} MiB; estimate {est['peak_bytes'] / MIB:.2f}"
-              f"–{est.get('peak_high_bytes', est['peak_bytes']) / MIB:.2f} MiB ({est['method']})", flush=True)
+        print(
+            f"{entry['id']}: measured {worst / MIB:.2f} MiB; estimate {est['peak_bytes'] / MIB:.2f}"
+            f"–{est.get('peak_high_bytes', est['peak_bytes']) / MIB:.2f} MiB ({est['method']})",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -72,16 +75,21 @@ def main() -> None:
     for job, result in zip(jobs, results, strict=True):
         entry = {k: job[k] for k in ("id", "lesson", "label", "kind", "params")} | {"result": result}
         (out / f"{job['id']}.json").write_text(json.dumps(entry, indent=1, default=str) + "\n", encoding="utf-8")
-        peaks = ", ".join(f"rank {r['rank']} {(r['peak_bytes'] - r['baseline_bytes']) / MIB:.2f} MiB net"
-                          for r in result["ranks"]
-                          if r.get("peak_bytes") is not None)
+        peaks = ", ".join(
+            f"rank {r['rank']} {(r['peak_bytes'] - r['baseline_bytes']) / MIB:.2f} MiB net"
+            for r in result["ranks"]
+            if r.get("peak_bytes") is not None
+        )
         update = result.get("update_check") or {}
         ok = not result["errors"] and update.get("ok") is not False
         failed += not ok
-        print(f"{job['id']}: {peaks}; estimate {result['estimate']['peak_bytes'] / MIB:.2f} MiB; "
-              f"update {'ok' if update.get('ok') else update or '-'}; step "
-              f"{(result.get('step_ms') or {}).get('median', float('nan')):.2f} ms"
-              + (f"; ERRORS {result['errors']}" if result["errors"] else ""), flush=True)
+        print(
+            f"{job['id']}: {peaks}; estimate {result['estimate']['peak_bytes'] / MIB:.2f} MiB; "
+            f"update {'ok' if update.get('ok') else update or '-'}; step "
+            f"{(result.get('step_ms') or {}).get('median', float('nan')):.2f} ms"
+            + (f"; ERRORS {result['errors']}" if result["errors"] else ""),
+            flush=True,
+        )
     print(f"{len(jobs)} recorded to {out} in {time.time() - t0:.0f} s, {failed} failed")
     sys.exit(1 if failed else 0)
 

@@ -19,10 +19,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from course import catalog  # noqa: E402
-from course.content import all_jobs, device_params  # noqa: E402
+from course.recordings import all_jobs, device_params  # noqa: E402
+from experiments.core.timeline import shrink  # noqa: E402
 from experiments.core.units import MIB  # noqa: E402
 from experiments.jobs.kinds import execute  # noqa: E402
-from experiments.measure.history import shrink  # noqa: E402
 
 # Recorded runs whose raw allocator snapshot ships with the app (gzip; the page offers it unpacked for memory_viz).
 SNAPSHOT_IDS = (catalog.TIMELINE_RECORDING,)
@@ -73,8 +73,11 @@ def main() -> None:
         print(f"{job['id']}: {time.time() - t0:.1f} s" + (f", peak {peak / MIB:.1f} MiB" if peak else ""), flush=True)
         for p in result.get("paired") or []:  # timing rounds: each strategy against the first, round by round
             if p:
-                print(f"  {p['strategy']} / {p['versus']}: {p['median']:.3f} ({p['lo']:.3f}-{p['hi']:.3f} over "
-                      f"{p['rounds']} rounds) {p['verdict']}", flush=True)
+                print(
+                    f"  {p['strategy']} / {p['versus']}: {p['median']:.3f} ({p['lo']:.3f}-{p['hi']:.3f} over "
+                    f"{p['rounds']} rounds) {p['verdict']}",
+                    flush=True,
+                )
     print(f"{failed} failed")
 
 

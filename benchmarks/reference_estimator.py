@@ -68,12 +68,16 @@ def _layers(cfg: ExperimentConfig) -> tuple[list[Layer], Layer, int, int]:
         a = _round(mb * w * act)
         for i in range(cfg.layers):
             cast_in = _round(mb * w * 2) if (amp and i == 0) else 0  # autocast casts the fp32 input once
-            layers.append(Layer(
-                params=[w * w, w], out=a, saved=cast_in,
-                fwd_tmp=0 if cfg.inplace else a,  # Linear's output before a non-in-place ReLU
-                bwd_tmp=a,  # ReLU's gradient w.r.t. the Linear output
-                grad_in=a if i else 0,
-            ))
+            layers.append(
+                Layer(
+                    params=[w * w, w],
+                    out=a,
+                    saved=cast_in,
+                    fwd_tmp=0 if cfg.inplace else a,  # Linear's output before a non-in-place ReLU
+                    bwd_tmp=a,  # ReLU's gradient w.r.t. the Linear output
+                    grad_in=a if i else 0,
+                )
+            )
         x = _round(mb * w * data_e)
         # mse_loss runs in fp32 under autocast: it keeps an fp32 copy of the output.
         head = Layer(params=[], out=512, saved=_round(mb * w * 4) if amp else 0, bwd_tmp=2 * _round(mb * w * 4))
@@ -89,10 +93,16 @@ def _layers(cfg: ExperimentConfig) -> tuple[list[Layer], Layer, int, int]:
             saved = 15 * a + 2 * stats + lse + cast_in
             if cfg.precision == "amp_fp16" or cfg.precision == "amp_bf16":
                 saved += 2 * stats  # layer norms run in fp32 under autocast: fp32 copies
-            layers.append(Layer(
-                params=[d, d, 3 * d * d, 3 * d, d * d, d, d, d, 4 * d * d, 4 * d, 4 * d * d, d],
-                out=a, saved=saved, fwd_tmp=a, bwd_tmp=8 * a, grad_in=a,
-            ))
+            layers.append(
+                Layer(
+                    params=[d, d, 3 * d * d, 3 * d, d * d, d, d, d, 4 * d * d, 4 * d, 4 * d * d, d],
+                    out=a,
+                    saved=saved,
+                    fwd_tmp=a,
+                    bwd_tmp=8 * a,
+                    grad_in=a,
+                )
+            )
         x = _round(mb * s * d * data_e)
         head = Layer(params=[d, d], out=512, saved=a + 2 * stats, bwd_tmp=3 * _round(mb * s * d * 4))
         return layers, head, x, x
@@ -120,10 +130,16 @@ def _layers(cfg: ExperimentConfig) -> tuple[list[Layer], Layer, int, int]:
             out, saved = full, 0
             peak = max(full, grad_in + ws - full)
         cast_in = _round(mb * 3 * cfg.image_size**2 * 2) if (amp and i == 0) else 0
-        layers.append(Layer(
-            params=[cfg.width * c_in * 9, cfg.width], out=out, saved=saved + cast_in,
-            fwd_tmp=0 if cfg.inplace else full, bwd_tmp=max(0, peak - grad_in), grad_in=grad_in,
-        ))
+        layers.append(
+            Layer(
+                params=[cfg.width * c_in * 9, cfg.width],
+                out=out,
+                saved=saved + cast_in,
+                fwd_tmp=0 if cfg.inplace else full,
+                bwd_tmp=max(0, peak - grad_in),
+                grad_in=grad_in,
+            )
+        )
         c_in = cfg.width
     x = _round(mb * 3 * cfg.image_size**2 * data_e)
     head = Layer(params=[CNN_CLASSES * cfg.width, CNN_CLASSES], out=512, saved=2 * _round(mb * CNN_CLASSES * 4))

@@ -28,17 +28,31 @@ from experiments.distributed.launch import run_distributed
 def draw(rng: random.Random, device: str) -> dict:
     big = device == "cuda"
     model = rng.choice(("mlp", "mlp", "transformer"))
-    kw = {"model": model, "precision": rng.choice(("fp32", "amp_bf16", "bf16")),
-          "checkpoint": rng.choice(("none", "none", "per_layer")), "accum": rng.choice((1, 1, 2)),
-          "optimizer": rng.choice(("adam", "adam", "sgd_momentum")), "steps": 3, "timing_steps": 0,
-          "seed": rng.randrange(1000)}
+    kw = {
+        "model": model,
+        "precision": rng.choice(("fp32", "amp_bf16", "bf16")),
+        "checkpoint": rng.choice(("none", "none", "per_layer")),
+        "accum": rng.choice((1, 1, 2)),
+        "optimizer": rng.choice(("adam", "adam", "sgd_momentum")),
+        "steps": 3,
+        "timing_steps": 0,
+        "seed": rng.randrange(1000),
+    }
     if model == "mlp":
-        kw.update(layers=rng.randint(2, 8), width=rng.choice((256, 512, 1024, 2048) if big else (64, 128, 256)),
-                  batch=rng.choice((16, 64, 256, 1024, 4096) if big else (8, 16, 64)))
+        kw.update(
+            layers=rng.randint(2, 8),
+            width=rng.choice((256, 512, 1024, 2048) if big else (64, 128, 256)),
+            batch=rng.choice((16, 64, 256, 1024, 4096) if big else (8, 16, 64)),
+        )
     else:
         heads = rng.choice((4, 8))
-        kw.update(layers=rng.randint(1, 4), heads=heads, width=heads * rng.choice((32, 64, 128) if big else (8, 16)),
-                  seq_len=rng.choice((128, 256, 512) if big else (32, 64)), batch=rng.choice((4, 8, 16) if big else (2, 4)))
+        kw.update(
+            layers=rng.randint(1, 4),
+            heads=heads,
+            width=heads * rng.choice((32, 64, 128) if big else (8, 16)),
+            seq_len=rng.choice((128, 256, 512) if big else (32, 64)),
+            batch=rng.choice((4, 8, 16) if big else (2, 4)),
+        )
     kw["batch"] = max(kw["accum"], kw["batch"] // kw["accum"] * kw["accum"])
     return kw
 
@@ -52,27 +66,40 @@ def _transients(rows: list[dict]) -> dict[str, int]:
 
 def _score(params: dict, measured: list[int], transients: dict | None) -> dict:
     dcfg = DistributedConfig.from_dict(params)
-    est = estimate_sharded(dcfg, device_type="cuda" if params.get("device") == "cuda" else "cpu",
-                           transients=transients)
+    est = estimate_sharded(dcfg, device_type="cuda" if params.get("device") == "cuda" else "cpu", transients=transients)
     worst = max(measured)
     low, high = est["peak_bytes"], est.get("peak_high_bytes", est["peak_bytes"])
     inside = low <= worst <= high
     nearest = worst if inside else (low if worst < low else high)
-    return {"estimate_mib": low / MIB, "estimate_high_mib": high / MIB, "within_range": inside,
-            "error_pct": (nearest - worst) / worst * 100, "point_error_pct": (low - worst) / worst * 100}
+    return {
+        "estimate_mib": low / MIB,
+        "estimate_high_mib": high / MIB,
+        "within_range": inside,
+        "error_pct": (nearest - worst) / worst * 100,
+        "point_error_pct": (low - worst) / worst * 100,
+    }
 
 
 def summarize(rows: list[dict]) -> dict:
     out = {}
     for strategy in sorted({r["params"]["strategy"] for r in rows}):
         errors = sorted(abs(r["score"]["error_pct"]) for r in rows if r["params"]["strategy"] == strategy)
-        out[strategy] = {"n": len(errors), "median_abs_pct": round(statistics.median(errors), 3),
-                         "worst_abs_pct": round(errors[-1], 3), "within_2pct": sum(e <= 2 for e in errors)}
+        out[strategy] = {
+            "n": len(errors),
+            "median_abs_pct": round(statistics.median(errors), 3),
+            "worst_abs_pct": round(errors[-1], 3),
+            "within_2pct": sum(e <= 2 for e in errors),
+        }
     every = sorted(abs(r["score"]["error_pct"]) for r in rows)
     if every:
-        out["all"] = {"n": len(every), "median_abs_pct": round(statistics.median(every), 3),
-                      "p90_abs_pct": round(statistics.quantiles(every, n=10, method="inclusive")[-1], 3)
-                      if len(every) > 1 else every[0], "worst_abs_pct": round(every[-1], 3)}
+        out["all"] = {
+            "n": len(every),
+            "median_abs_pct": round(statistics.median(every), 3),
+            "p90_abs_pct": round(statistics.quantiles(every, n=10, method="inclusive")[-1], 3)
+            if len(every) > 1
+            else every[0],
+            "worst_abs_pct": round(every[-1], 3),
+        }
     return out
 
 
@@ -92,8 +119,10 @@ def main() -> None:
         for row in data["rows"]:
             row["score"] = _score(row["params"], row["measured_net"], table)
             s = row["score"]
-            print(f"{row['params']['strategy']:14s} {s['error_pct']:+7.2f}% (point {s['point_error_pct']:+7.2f}%)  "
-                  f"measured {max(row['measured_net']) / MIB:9.2f} MiB  {row['config']}")
+            print(
+                f"{row['params']['strategy']:14s} {s['error_pct']:+7.2f}% (point {s['point_error_pct']:+7.2f}%)  "
+                f"measured {max(row['measured_net']) / MIB:9.2f} MiB  {row['config']}"
+            )
         data["summary"] = dict(data.get("summary") or {}, **summarize(data["rows"]), rescored=True)
         print(json.dumps(data["summary"], indent=1))
         if args.out:
@@ -116,8 +145,13 @@ def main() -> None:
         for strategy in strategies:
             if time.monotonic() - t0 > args.time_limit:
                 break
-            params = {**config, "device": args.device, "strategy": strategy, "world_size": args.world_size,
-                      "check_update": False}
+            params = {
+                **config,
+                "device": args.device,
+                "strategy": strategy,
+                "world_size": args.world_size,
+                "check_update": False,
+            }
             if args.device == "cuda":  # the scratch memory of the ops this strategy's rank runs (FSDP2's dtypes)
                 est = estimate_sharded(DistributedConfig.from_dict(params), "cuda", transients=workspaces)
                 if est.get("unmeasured"):
@@ -127,17 +161,30 @@ def main() -> None:
                 print(f"skipped {strategy} {config}: {result.get('errors') or 'out of memory'}", flush=True)
                 continue
             measured = [r["peak_bytes"] - (r.get("baseline_bytes") or 0) for r in result["ranks"]]
-            row = {"config": config, "params": params, "measured_net": measured, "workspaces": workspaces,
-                   "peak_phase": result["ranks"][0].get("peak_phase"),
-                   "breakdown": {k: v for k, v in (result["ranks"][0].get("breakdown") or {}).items() if v}}
+            row = {
+                "config": config,
+                "params": params,
+                "measured_net": measured,
+                "workspaces": workspaces,
+                "peak_phase": result["ranks"][0].get("peak_phase"),
+                "breakdown": {k: v for k, v in (result["ranks"][0].get("breakdown") or {}).items() if v},
+            }
             row["score"] = _score(params, measured, workspaces)
             rows.append(row)
-            print(f"{strategy:14s} {row['score']['error_pct']:+7.2f}%  measured {max(measured) / MIB:9.2f} MiB  "
-                  f"{config}", flush=True)
+            print(
+                f"{strategy:14s} {row['score']['error_pct']:+7.2f}%  measured {max(measured) / MIB:9.2f} MiB  {config}",
+                flush=True,
+            )
             if args.out:
                 Path(args.out).write_text(json.dumps({"rows": rows}, indent=1) + "\n")
-    summary = {"device": args.device, "world_size": args.world_size, "seed": args.seed, "rows": len(rows),
-               "seconds": round(time.monotonic() - t0, 1), **summarize(rows)}
+    summary = {
+        "device": args.device,
+        "world_size": args.world_size,
+        "seed": args.seed,
+        "rows": len(rows),
+        "seconds": round(time.monotonic() - t0, 1),
+        **summarize(rows),
+    }
     print(json.dumps(summary, indent=1))
     if args.out:
         Path(args.out).write_text(json.dumps({"summary": summary, "rows": rows}, indent=1) + "\n")

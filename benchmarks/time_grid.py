@@ -60,15 +60,19 @@ def main() -> None:
     t_start = time.time()
     load_start = os.getloadavg()
     rates = calibrate(args.device)
-    print(f"threads {torch.get_num_threads()}, cores {sorted(os.sched_getaffinity(0))}, load {load_start}, "
-          f"rates {json.dumps(rates)} ({time.time() - t_start:.1f} s)", flush=True)
+    print(
+        f"threads {torch.get_num_threads()}, cores {sorted(os.sched_getaffinity(0))}, load {load_start}, "
+        f"rates {json.dumps(rates)} ({time.time() - t_start:.1f} s)",
+        flush=True,
+    )
     rng = random.Random(args.seed)
     rows, draws = [], 0
     while len(rows) < args.n and draws < 50 * args.n:
         draws += 1
         try:
-            cfg = draw(rng, args.device).replace(steps=rng.choice((2, 3, 3, 5)),
-                                                 timing_steps=rng.choice((3, 5, 5, 10, 20)))
+            cfg = draw(rng, args.device).replace(
+                steps=rng.choice((2, 3, 3, 5)), timing_steps=rng.choice((3, 5, 5, 10, 20))
+            )
         except ConfigError:
             continue
         est = estimate(cfg, device_type=args.device)
@@ -81,29 +85,57 @@ def main() -> None:
         if result.get("oom") or not result.get("step_ms"):
             continue
         measured_ms, duration = result["step_ms"]["median"], result["duration_s"]
-        changed = {k: v for k, v in cfg.to_dict().items() if v != type(cfg)().to_dict()[k]
-                   and k not in ("device", "force", "seed")}
-        row = {"config": changed, "load": load, "load_after": current_load(), "bound": step["bound"],
-               "work": est["step"], "predicted": step, "step_p10_p90": [result["step_ms"]["p10"], result["step_ms"]["p90"]],
-               "step_ms": {"measured": measured_ms, "low": step["low_ms"], "high": step["high_ms"],
-                           "where": _within(measured_ms, step["low_ms"], step["high_ms"])},
-               "run_s": {"measured": duration, "low": low_s, "high": high_s,
-                         "where": _within(duration, low_s, high_s)}}
+        changed = {
+            k: v
+            for k, v in cfg.to_dict().items()
+            if v != type(cfg)().to_dict()[k] and k not in ("device", "force", "seed")
+        }
+        row = {
+            "config": changed,
+            "load": load,
+            "load_after": current_load(),
+            "bound": step["bound"],
+            "work": est["step"],
+            "predicted": step,
+            "step_p10_p90": [result["step_ms"]["p10"], result["step_ms"]["p90"]],
+            "step_ms": {
+                "measured": measured_ms,
+                "low": step["low_ms"],
+                "high": step["high_ms"],
+                "where": _within(measured_ms, step["low_ms"], step["high_ms"]),
+            },
+            "run_s": {"measured": duration, "low": low_s, "high": high_s, "where": _within(duration, low_s, high_s)},
+        }
         rows.append(row)
         if args.out:
             Path(args.out).write_text(json.dumps({"rates": rates, "rows": rows}, indent=1))
-        print(f"{len(rows):3d} load {load:5.2f}  step {measured_ms:9.2f} ms in [{step['low_ms']:9.2f}, "
-              f"{step['high_ms']:9.2f}] {row['step_ms']['where']:5}  run {duration:6.2f} s in [{low_s:6.2f}, "
-              f"{high_s:6.2f}] {row['run_s']['where']:5}  {step['bound']:8} {changed}", flush=True)
-    summary = {"device": args.device, "n": len(rows), "seed": args.seed, "threads": torch.get_num_threads(),
-               "cores": len(os.sched_getaffinity(0)), "load_start": load_start, "load_end": os.getloadavg(),
-               "seconds": round(time.time() - t_start, 1)}
+        print(
+            f"{len(rows):3d} load {load:5.2f}  step {measured_ms:9.2f} ms in [{step['low_ms']:9.2f}, "
+            f"{step['high_ms']:9.2f}] {row['step_ms']['where']:5}  run {duration:6.2f} s in [{low_s:6.2f}, "
+            f"{high_s:6.2f}] {row['run_s']['where']:5}  {step['bound']:8} {changed}",
+            flush=True,
+        )
+    summary = {
+        "device": args.device,
+        "n": len(rows),
+        "seed": args.seed,
+        "threads": torch.get_num_threads(),
+        "cores": len(os.sched_getaffinity(0)),
+        "load_start": load_start,
+        "load_end": os.getloadavg(),
+        "seconds": round(time.time() - t_start, 1),
+    }
     for key in ("step_ms", "run_s"):
         where = [r[key]["where"] for r in rows]
         ratios = sorted(r[key]["measured"] / ((r[key]["low"] + r[key]["high"]) / 2) for r in rows)
-        summary[key] = {"in_range": where.count("in"), "below": where.count("below"), "above": where.count("above"),
-                        "median_measured_over_center": statistics.median(ratios),
-                        "min_measured_over_center": ratios[0], "max_measured_over_center": ratios[-1]}
+        summary[key] = {
+            "in_range": where.count("in"),
+            "below": where.count("below"),
+            "above": where.count("above"),
+            "median_measured_over_center": statistics.median(ratios),
+            "min_measured_over_center": ratios[0],
+            "max_measured_over_center": ratios[-1],
+        }
     print(json.dumps(summary, indent=1))
     if args.out:
         Path(args.out).write_text(json.dumps({"summary": summary, "rates": rates, "rows": rows}, indent=1))

@@ -25,25 +25,83 @@ from experiments.core.vocabulary import CATEGORIES, PHASES
 RANK_CATEGORIES = CATEGORIES + ("communication",)
 
 ONE_RUN_METRICS = {
-    "net_peak_mib", "peak_mib", "baseline_mib", "parameters_mib", "category_mib", "category_share_pct",
-    "category_per", "phase_peak_mib", "phase_growth_mib", "step_ms", "step_spread_pct", "tflops",
-    "tflops_share_pct", "leak_growth_bytes", "leak_growth_kib", "frag_unallocated_mib", "frag_reserved_mib",
-    "frag_allocated_mib", "round_median_ms", "round_spread_pct", "round_separation_pct",
-    "phase_peak_ratio", "phase_peak_gap_params", "profile_params", *metrics.PAIRED_FIELDS,
-    "frag_larger_fits", "host_mib", "driver_outside_mib", "leak_gc_freed_kib", "gc_freed_per_step",
-    "state_bytes_per_param", "profile_self_mib", "profile_total_mib",
+    "net_peak_mib",
+    "peak_mib",
+    "baseline_mib",
+    "parameters_mib",
+    "category_mib",
+    "category_share_pct",
+    "category_per",
+    "phase_peak_mib",
+    "phase_growth_mib",
+    "step_ms",
+    "step_spread_pct",
+    "tflops",
+    "tflops_share_pct",
+    "leak_growth_bytes",
+    "leak_growth_kib",
+    "frag_unallocated_mib",
+    "frag_reserved_mib",
+    "frag_allocated_mib",
+    "round_median_ms",
+    "round_spread_pct",
+    "round_separation_pct",
+    "phase_peak_ratio",
+    "phase_peak_gap_params",
+    "profile_params",
+    *metrics.PAIRED_FIELDS,
+    "frag_larger_fits",
+    "host_mib",
+    "driver_outside_mib",
+    "leak_gc_freed_kib",
+    "gc_freed_per_step",
+    "state_bytes_per_param",
+    "profile_self_mib",
+    "profile_total_mib",
 }
 # Metrics of a timing_rounds result that compare two of its strategies round by round.
 ROUNDS_PAIR_METRICS = {*metrics.PAIRED_FIELDS, "round_separation_pct"}
-PAIR_METRICS = {"peak_saving_pct", "peak_ratio", "saved_mib", "step_time_ratio", "category_ratio", "saving_ratio",
-                "phase_peak_pair_ratio", "saved_per_category", "saved_outputs", "saving_vs_category"}
-CHECKS = ("peak_phase", "share", "phase_growth", "step1_le_steady", "steady_repeats", "reserved_ge_allocated",
-          "value", "leak_growth", "largest_category", "breakdown_sums_to_peak", "paired_verdict")
+PAIR_METRICS = {
+    "peak_saving_pct",
+    "peak_ratio",
+    "saved_mib",
+    "step_time_ratio",
+    "category_ratio",
+    "saving_ratio",
+    "phase_peak_pair_ratio",
+    "saved_per_category",
+    "saved_outputs",
+    "saving_vs_category",
+}
+CHECKS = (
+    "peak_phase",
+    "share",
+    "phase_growth",
+    "step1_le_steady",
+    "steady_repeats",
+    "reserved_ge_allocated",
+    "value",
+    "leak_growth",
+    "largest_category",
+    "breakdown_sums_to_peak",
+    "paired_verdict",
+)
 # Metrics that read a category (or a list of categories, summed) and those that need step and phase.
-CATEGORY_METRICS = {"category_mib", "category_share_pct", "category_per", "category_ratio", "saved_per_category",
-                    "saving_vs_category"}
-PHASE_METRICS = {"phase_peak_mib", "phase_growth_mib", "phase_peak_ratio", "phase_peak_gap_params",
-                 "phase_peak_pair_ratio"}
+CATEGORY_METRICS = {
+    "category_mib",
+    "category_share_pct",
+    "category_per",
+    "category_ratio",
+    "saved_per_category",
+    "saving_vs_category",
+}
+PHASE_METRICS = {
+    "phase_peak_mib",
+    "phase_growth_mib",
+    "phase_peak_ratio",
+    "phase_peak_gap_params",
+    "phase_peak_pair_ratio",
+}
 # What the page prints a MiB figure to (app/frames.fmt_bytes: two decimals): a sum off by less is not visible.
 PAGE_ROUNDING_MIB = 0.01
 
@@ -84,8 +142,9 @@ def validate(check: dict) -> None:
         if metric.startswith("profile_") and not isinstance(check.get("row"), str):
             raise ExpectationError(f"{metric} names the profiler row it reads: give 'row': {check!r}")
         if metric in ROUNDS_PAIR_METRICS and not (check.get("strategy") and check.get("versus")):
-            raise ExpectationError(f"{metric} pairs two strategies of a rounds result: give 'strategy' and "
-                                   f"'versus': {check!r}")
+            raise ExpectationError(
+                f"{metric} pairs two strategies of a rounds result: give 'strategy' and 'versus': {check!r}"
+            )
         if metric in PHASE_METRICS and not (isinstance(check.get("step"), int) and check.get("phase") in PHASES):
             raise ExpectationError(f"{metric} needs an int step and a phase of {PHASES}: {check!r}")
         if metric in ("phase_peak_ratio", "phase_peak_gap_params") and not isinstance(check.get("versus_step"), int):
@@ -95,8 +154,9 @@ def validate(check: dict) -> None:
         if metric == "category_per" and not _categories_ok(check.get("per"), RANK_CATEGORIES):
             raise ExpectationError(f"category_per needs 'per', the category it counts in: {check!r}")
         if metric == "profile_params" and (not check.get("row") or check.get("column") not in metrics.PROFILE_COLUMNS):
-            raise ExpectationError(f"profile_params needs a row and a column of {sorted(metrics.PROFILE_COLUMNS)}: "
-                                   f"{check!r}")
+            raise ExpectationError(
+                f"profile_params needs a row and a column of {sorted(metrics.PROFILE_COLUMNS)}: {check!r}"
+            )
     if kind == "paired_verdict":
         if not (check.get("strategy") and check.get("versus")):
             raise ExpectationError(f"paired_verdict needs 'strategy' and 'versus': {check!r}")
@@ -140,8 +200,9 @@ def evaluate_one(check: dict, runs: dict[str, dict]) -> dict:
         if phase is None:
             return _outcome(check, None)
         largest = metrics.largest_category(result)
-        return _outcome(check, phase in check["is"], phase, step=(result.get("peak_phase") or {}).get("step"),
-                        largest=largest)
+        return _outcome(
+            check, phase in check["is"], phase, step=(result.get("peak_phase") or {}).get("step"), largest=largest
+        )
     if kind == "share":
         share = metrics.category_share(result, check["category"])
         return _outcome(check, None if share is None else _within(share, check), share)

@@ -11,16 +11,33 @@ from .core.units import MIB
 from .labs.leaks import DEFAULTS as LEAK_DEFAULTS
 
 FLAG_FIELDS = {
-    "device": str, "model": str, "layers": int, "width": int, "batch": int, "seq_len": int, "heads": int,
-    "image_size": int, "precision": str, "checkpoint": str, "segments": int, "accum": int, "optimizer": str,
-    "optimizer_impl": str, "steps": int, "timing_steps": int, "budget_mb": float, "seed": int,
+    "device": str,
+    "model": str,
+    "layers": int,
+    "width": int,
+    "batch": int,
+    "seq_len": int,
+    "heads": int,
+    "image_size": int,
+    "precision": str,
+    "checkpoint": str,
+    "segments": int,
+    "accum": int,
+    "optimizer": str,
+    "optimizer_impl": str,
+    "steps": int,
+    "timing_steps": int,
+    "budget_mb": float,
+    "seed": int,
 }
 
 
 # What each precision computes in; argparse shows it under --precision.
-PRECISION_HELP = ("fp32: PyTorch's defaults (matmuls in full fp32, cuDNN convolutions in TF32); fp32_strict: no TF32 "
-                  "(torch.backends.cudnn.allow_tf32 = False); tf32: TF32 for matmuls too; amp_fp16, amp_bf16: autocast; "
-                  "bf16: weights too")
+PRECISION_HELP = (
+    "fp32: PyTorch's defaults (matmuls in full fp32, cuDNN convolutions in TF32); fp32_strict: no TF32 "
+    "(torch.backends.cudnn.allow_tf32 = False); tf32: TF32 for matmuls too; amp_fp16, amp_bf16: autocast; "
+    "bf16: weights too"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,19 +50,39 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
         flag = "--" + name.replace("_", "-")
         # Parsed as strings so the config's own validation names the field in its message.
         text = f"one of {', '.join(CHOICES[name])}" if name in CHOICES else typ.__name__
-        p.add_argument(flag, dest=name, default=None, metavar=name.upper(),
-                       help=f"{text}. {PRECISION_HELP}" if name == "precision" else text)
-    p.add_argument("--zero-grad-keep", dest="zero_grad_to_none", action="store_const", const=False, default=None,
-                   help="zero_grad(set_to_none=False): keep gradient tensors between steps")
+        p.add_argument(
+            flag,
+            dest=name,
+            default=None,
+            metavar=name.upper(),
+            help=f"{text}. {PRECISION_HELP}" if name == "precision" else text,
+        )
+    p.add_argument(
+        "--zero-grad-keep",
+        dest="zero_grad_to_none",
+        action="store_const",
+        const=False,
+        default=None,
+        help="zero_grad(set_to_none=False): keep gradient tensors between steps",
+    )
     p.add_argument("--inplace", dest="inplace", action="store_const", const=True, default=None)
-    p.add_argument("--force", dest="force", action="store_const", const=True, default=None,
-                   help="run even if the estimate says it will not fit")
+    p.add_argument(
+        "--force",
+        dest="force",
+        action="store_const",
+        const=True,
+        default=None,
+        help="run even if the estimate says it will not fit",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def _config(args) -> ExperimentConfig:
-    data = {k: getattr(args, k) for k in list(FLAG_FIELDS) + ["zero_grad_to_none", "inplace", "force"]
-            if getattr(args, k) is not None}
+    data = {
+        k: getattr(args, k)
+        for k in list(FLAG_FIELDS) + ["zero_grad_to_none", "inplace", "force"]
+        if getattr(args, k) is not None
+    }
     return ExperimentConfig.from_dict(data)
 
 
@@ -59,31 +96,55 @@ def _print_run(r: dict) -> None:
     print(f"{'step':>4} {'micro':>5} {'phase':<15} {'alloc MiB':>10} {'reserved':>10} {'peak MiB':>10} {'ms':>9}")
     for p in r["phases"]:
         micro = "" if p["micro"] is None else p["micro"]
-        print(f"{p['step']:>4} {micro:>5} {p['phase']:<15} {_mb(p['allocated_bytes'])} {_mb(p['reserved_bytes'])} "
-              f"{_mb(p['peak_bytes'])} {p['ms']:9.2f}")
+        print(
+            f"{p['step']:>4} {micro:>5} {p['phase']:<15} {_mb(p['allocated_bytes'])} {_mb(p['reserved_bytes'])} "
+            f"{_mb(p['peak_bytes'])} {p['ms']:9.2f}"
+        )
     if r["oom"]:
         print(f"OUT OF MEMORY in {r['oom']['phase']} (step {r['oom']['step']}): {r['oom']['message']}")
     if r["peak_bytes"] is not None:
         net = r["peak_bytes"] - r["baseline_bytes"]
         est = r["estimate"]["peak_bytes"]
-        print(f"peak: {_mb(r['peak_bytes']).strip()} MiB in {r['peak_phase']['phase']} (step {r['peak_phase']['step']}); "
-              f"above baseline {_mb(net).strip()} MiB; estimate {_mb(est).strip()} MiB")
+        print(
+            f"peak: {_mb(r['peak_bytes']).strip()} MiB in {r['peak_phase']['phase']} (step {r['peak_phase']['step']}); "
+            f"above baseline {_mb(net).strip()} MiB; estimate {_mb(est).strip()} MiB"
+        )
     if r["step_ms"]:
         s = r["step_ms"]
-        print(f"step time: median {s['median']:.3f} ms (p10 {s['p10']:.3f}, p90 {s['p90']:.3f}); "
-              f"{r['samples_per_s']:.1f} samples/s; {r['tflops']:.2f} TFLOP/s")
+        print(
+            f"step time: median {s['median']:.3f} ms (p10 {s['p10']:.3f}, p90 {s['p90']:.3f}); "
+            f"{r['samples_per_s']:.1f} samples/s; {r['tflops']:.2f} TFLOP/s"
+        )
     if r["breakdown"]:
         print("at peak: " + ", ".join(f"{k} {_mb(v).strip()} MiB" for k, v in r["breakdown"].items() if v))
 
 
 def _add_distributed_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--world-size", dest="world_size", default=None, metavar="N",
-                   help="run data-parallel on N processes (one per GPU; gloo on CPU)")
-    p.add_argument("--strategy", dest="strategy", default=None, metavar="STRATEGY", help=f"one of {', '.join(STRATEGIES)}")
-    p.add_argument("--batch-mode", dest="batch_mode", default=None, metavar="MODE",
-                   help=f"one of {', '.join(BATCH_MODES)}: --batch is per rank (default) or the global batch")
-    p.add_argument("--no-update-check", dest="check_update", action="store_const", const=False, default=None,
-                   help="skip comparing the sharded update with the single-device one")
+    p.add_argument(
+        "--world-size",
+        dest="world_size",
+        default=None,
+        metavar="N",
+        help="run data-parallel on N processes (one per GPU; gloo on CPU)",
+    )
+    p.add_argument(
+        "--strategy", dest="strategy", default=None, metavar="STRATEGY", help=f"one of {', '.join(STRATEGIES)}"
+    )
+    p.add_argument(
+        "--batch-mode",
+        dest="batch_mode",
+        default=None,
+        metavar="MODE",
+        help=f"one of {', '.join(BATCH_MODES)}: --batch is per rank (default) or the global batch",
+    )
+    p.add_argument(
+        "--no-update-check",
+        dest="check_update",
+        action="store_const",
+        const=False,
+        default=None,
+        help="skip comparing the sharded update with the single-device one",
+    )
 
 
 def _distributed_params(args) -> dict | None:
@@ -96,8 +157,10 @@ def _distributed_params(args) -> dict | None:
 def _print_distributed(r: dict) -> None:
     d = r["device"]
     print(f"device: {d['type']} {d.get('name')}  torch {d['torch_version']}  backend {r['backend']}")
-    print(f"strategy {r['strategy']}, world size {r['world_size']}, batch {r['per_rank_batch']} per rank "
-          f"({r['global_batch']} global)")
+    print(
+        f"strategy {r['strategy']}, world size {r['world_size']}, batch {r['per_rank_batch']} per rank "
+        f"({r['global_batch']} global)"
+    )
     for rank in r["ranks"]:
         print(f"-- rank {rank['rank']}")
         _print_run({**r, **rank, "estimate": r["estimate"], "step_ms": None})
@@ -108,8 +171,10 @@ def _print_distributed(r: dict) -> None:
         print(f"ERROR {e}")
     u = r.get("update_check")
     if u:
-        print(f"update vs single device: {'OK' if u['ok'] else 'DIFFERS'} (max abs diff {u['max_abs_diff']:.3g}, "
-              f"largest update {u['max_update']:.3g})")
+        print(
+            f"update vs single device: {'OK' if u['ok'] else 'DIFFERS'} (max abs diff {u['max_abs_diff']:.3g}, "
+            f"largest update {u['max_update']:.3g})"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,12 +187,16 @@ def main(argv: list[str] | None = None) -> int:
     _add_config_flags(dist_p)
     _add_distributed_flags(dist_p)
     est_p = sub.add_parser(
-        "estimate", help="print the estimate only: the training step replayed on fake tensors (nothing is allocated)",
+        "estimate",
+        help="print the estimate only: the training step replayed on fake tensors (nothing is allocated)",
         description="The estimate the app shows before a run: setup and two training steps of the configuration, "
-                    "replayed on fake tensors (the result's \"method\" is \"replay\"), with each category's "
-                    "explanation (\"terms\").")
+        'replayed on fake tensors (the result\'s "method" is "replay"), with each category\'s '
+        'explanation ("terms").',
+    )
     _add_config_flags(est_p)
-    guard_p = sub.add_parser("guard", help="compare the configuration's gradients with the strict fp32 baseline (no TF32)")
+    guard_p = sub.add_parser(
+        "guard", help="compare the configuration's gradients with the strict fp32 baseline (no TF32)"
+    )
     _add_config_flags(guard_p)
     leak_p = sub.add_parser("leak", help="run a leak scenario and print allocated memory per step")
     leak_p.add_argument("--scenario", required=True)

@@ -201,9 +201,11 @@ def test_no_import_cycle_in_course():
 
 def _importers(pkg: str, forbidden: set[str]) -> dict[str, list[str]]:
     """Modules of `pkg` that import a forbidden top-level package: {module: [what it imports]}."""
-    return {m: sorted(t for t in targets if _top(t) in forbidden)
-            for m, targets in sorted(_imports().items())
-            if _top(m) == pkg and any(_top(t) in forbidden for t in targets)}
+    return {
+        m: sorted(t for t in targets if _top(t) in forbidden)
+        for m, targets in sorted(_imports().items())
+        if _top(m) == pkg and any(_top(t) in forbidden for t in targets)
+    }
 
 
 def test_experiments_imports_neither_app_nor_course_nor_streamlit():

@@ -61,8 +61,9 @@ def estimate_chart(df: pd.DataFrame) -> alt.Chart:
         .encode(
             y=alt.Y("category:N", sort=names, title=None, axis=alt.Axis(labelLimit=200)),
             x=alt.X("mib:Q", title=t("axis.mib")),
-            color=alt.Color("category:N", scale=alt.Scale(domain=names, range=list(CATEGORY_COLORS.values())),
-                            legend=None),
+            color=alt.Color(
+                "category:N", scale=alt.Scale(domain=names, range=list(CATEGORY_COLORS.values())), legend=None
+            ),
             tooltip=[
                 alt.Tooltip("category:N", title=t("axis.category")),
                 alt.Tooltip("mib:Q", title=t("axis.mib"), format=MIB_FMT),

@@ -45,23 +45,44 @@ def frame(items: list[tuple]) -> pd.DataFrame:
             for cat in RANK_COLORS:
                 value = (values or {}).get(cat)
                 if value:
-                    rows.append({"label": name, "memory": t("multigpu.memory." + memory), "category": t("cat." + cat),
-                                 "mib": value / MIB})
+                    rows.append(
+                        {
+                            "label": name,
+                            "memory": t("multigpu.memory." + memory),
+                            "category": t("cat." + cat),
+                            "mib": value / MIB,
+                        }
+                    )
     return pd.DataFrame(rows, columns=["label", "memory", "category", "mib"])
 
 
 def chart(df: pd.DataFrame) -> alt.Chart:
     labels = list(dict.fromkeys(df["label"]))
     memory = [t("multigpu.memory.device"), t("multigpu.memory.host")]
-    return alt.Chart(df).mark_bar().encode(
-        y=alt.Y("label:N", sort=labels, title=None, axis=alt.Axis(labelLimit=220)),
-        x=alt.X("sum(mib):Q", title=t("axis.mib"), stack="zero"),
-        color=alt.Color("category:N", title=t("axis.category"),
-                        scale=alt.Scale(domain=[t("cat." + c) for c in RANK_COLORS], range=list(RANK_COLORS.values())),
-                        legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)),
-        opacity=alt.Opacity("memory:N", scale=alt.Scale(domain=memory, range=[1.0, 0.45]), title=None,
-                            legend=alt.Legend(orient="bottom", labelLimit=400) if df["memory"].nunique() > 1 else None),
-        tooltip=[alt.Tooltip("label:N", title=t("col.strategy")), alt.Tooltip("memory:N", title=t("multigpu.memory")),
-                 alt.Tooltip("category:N", title=t("axis.category")),
-                 alt.Tooltip("mib:Q", title=t("axis.mib"), format=MIB_FMT)],
-    ).properties(height=alt.Step(34))
+    return (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            y=alt.Y("label:N", sort=labels, title=None, axis=alt.Axis(labelLimit=220)),
+            x=alt.X("sum(mib):Q", title=t("axis.mib"), stack="zero"),
+            color=alt.Color(
+                "category:N",
+                title=t("axis.category"),
+                scale=alt.Scale(domain=[t("cat." + c) for c in RANK_COLORS], range=list(RANK_COLORS.values())),
+                legend=alt.Legend(orient="bottom", columns=1, labelLimit=400),
+            ),
+            opacity=alt.Opacity(
+                "memory:N",
+                scale=alt.Scale(domain=memory, range=[1.0, 0.45]),
+                title=None,
+                legend=alt.Legend(orient="bottom", labelLimit=400) if df["memory"].nunique() > 1 else None,
+            ),
+            tooltip=[
+                alt.Tooltip("label:N", title=t("col.strategy")),
+                alt.Tooltip("memory:N", title=t("multigpu.memory")),
+                alt.Tooltip("category:N", title=t("axis.category")),
+                alt.Tooltip("mib:Q", title=t("axis.mib"), format=MIB_FMT),
+            ],
+        )
+        .properties(height=alt.Step(34))
+    )

@@ -12,8 +12,13 @@ MIB_FMT = ",.1f"
 HEIGHT = 300
 # One colour per category of the engine's vocabulary, in its order, so measured and estimated bars read the same
 # way on every page; a data-parallel rank adds its communication buffers.
-RANK_COLORS = dict(zip(backend.RANK_CATEGORIES, ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b",
-                                                 "#b279a2", "#9d755d", "#17becf"), strict=True))
+RANK_COLORS = dict(
+    zip(
+        backend.RANK_CATEGORIES,
+        ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#9d755d", "#17becf"),
+        strict=True,
+    )
+)
 CATEGORY_COLORS = {c: RANK_COLORS[c] for c in backend.CATEGORIES}
 # The allocation timeline and the segment view: what was allocated before the run, free space.
 BASELINE_COLOR = "#bab0ac"

@@ -17,8 +17,15 @@ def frame(result: dict) -> pd.DataFrame:
     for allocator, run in (result.get("runs") or {}).items():
         for p in run.get("points") or []:
             for series in ("allocated", "reserved"):
-                rows.append({"allocator": t("frag.allocator." + allocator), "i": p["i"], "op": p["op"],
-                             "series": t("frag.series." + series), "mib": p[f"{series}_bytes"] / MIB})
+                rows.append(
+                    {
+                        "allocator": t("frag.allocator." + allocator),
+                        "i": p["i"],
+                        "op": p["op"],
+                        "series": t("frag.series." + series),
+                        "mib": p[f"{series}_bytes"] / MIB,
+                    }
+                )
     return pd.DataFrame(rows, columns=["allocator", "i", "op", "series", "mib"])
 
 
@@ -26,11 +33,16 @@ def segments_table(result: dict) -> pd.DataFrame:
     rows = []
     for allocator, run in (result.get("runs") or {}).items():
         for n, seg in enumerate((run.get("end") or {}).get("segments") or []):
-            rows.append({t("frag.col.allocator"): t("frag.allocator." + allocator), t("frag.col.segment"): n + 1,
-                         t("frag.col.size"): fmt_bytes(seg["total_bytes"]),
-                         t("frag.col.in_use"): fmt_bytes(seg["allocated_bytes"]),
-                         t("frag.col.free"): fmt_bytes(seg["total_bytes"] - seg["allocated_bytes"]),
-                         t("frag.col.blocks"): seg.get("live_blocks")})
+            rows.append(
+                {
+                    t("frag.col.allocator"): t("frag.allocator." + allocator),
+                    t("frag.col.segment"): n + 1,
+                    t("frag.col.size"): fmt_bytes(seg["total_bytes"]),
+                    t("frag.col.in_use"): fmt_bytes(seg["allocated_bytes"]),
+                    t("frag.col.free"): fmt_bytes(seg["total_bytes"] - seg["allocated_bytes"]),
+                    t("frag.col.blocks"): seg.get("live_blocks"),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -41,13 +53,19 @@ def chart(df: pd.DataFrame) -> alt.Chart:
         .encode(
             x=alt.X("i:Q", title=t("axis.operation")),
             y=alt.Y("mib:Q", title=t("axis.mib")),
-            color=alt.Color("allocator:N", title=None, legend=alt.Legend(orient="top"),
-                            scale=alt.Scale(range=["#e45756", "#4c78a8"])),
+            color=alt.Color(
+                "allocator:N",
+                title=None,
+                legend=alt.Legend(orient="top"),
+                scale=alt.Scale(range=["#e45756", "#4c78a8"]),
+            ),
             strokeDash=alt.StrokeDash("series:N", title=None, legend=alt.Legend(orient="top")),
-            tooltip=[alt.Tooltip("allocator:N", title=t("frag.col.allocator")),
-                     alt.Tooltip("op:N", title=t("axis.operation")),
-                     alt.Tooltip("series:N", title=t("axis.series")),
-                     alt.Tooltip("mib:Q", title=t("axis.mib"), format=MIB_FMT)],
+            tooltip=[
+                alt.Tooltip("allocator:N", title=t("frag.col.allocator")),
+                alt.Tooltip("op:N", title=t("axis.operation")),
+                alt.Tooltip("series:N", title=t("axis.series")),
+                alt.Tooltip("mib:Q", title=t("axis.mib"), format=MIB_FMT),
+            ],
         )
         .properties(height=HEIGHT)
     )

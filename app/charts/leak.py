@@ -43,8 +43,9 @@ def chart(df: pd.DataFrame) -> alt.Chart:
         .encode(
             x=alt.X("step:Q", title=t("axis.step"), axis=alt.Axis(tickMinStep=1)),
             y=alt.Y("mib:Q", title=t("axis.allocated_mib"), scale=alt.Scale(zero=False)),
-            color=alt.Color("scenario:N", title=t("axis.scenario"),
-                            legend=alt.Legend(orient="bottom", columns=1, labelLimit=480)),
+            color=alt.Color(
+                "scenario:N", title=t("axis.scenario"), legend=alt.Legend(orient="bottom", columns=1, labelLimit=480)
+            ),
             # Scenarios that grow alike draw on top of each other; dashes keep both visible.
             strokeDash=alt.StrokeDash("scenario:N", legend=None),
             tooltip=[

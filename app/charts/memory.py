@@ -16,10 +16,19 @@ def frame(result: dict) -> pd.DataFrame:
     accum = int((result.get("config") or {}).get("accum") or 1)
     rows = []
     for i, p in enumerate(result.get("phases") or []):
-        rows.append({"order": i, "label": phase_label(p, accum), "step": p.get("step"), "micro": p.get("micro"),
-                     "phase": p.get("phase"), "allocated_mib": mib(p.get("allocated_bytes")),
-                     "reserved_mib": mib(p.get("reserved_bytes")), "peak_mib": mib(p.get("peak_bytes")),
-                     "ms": p.get("ms")})
+        rows.append(
+            {
+                "order": i,
+                "label": phase_label(p, accum),
+                "step": p.get("step"),
+                "micro": p.get("micro"),
+                "phase": p.get("phase"),
+                "allocated_mib": mib(p.get("allocated_bytes")),
+                "reserved_mib": mib(p.get("reserved_bytes")),
+                "peak_mib": mib(p.get("peak_bytes")),
+                "ms": p.get("ms"),
+            }
+        )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -17,9 +17,18 @@ def frame(items: list[tuple[str, dict]]) -> pd.DataFrame:
     rows = []
     for label, result in items:
         step_ms = result.get("step_ms") or {}
-        rows.append({"label": label, "peak_mib": mib(net_peak(result)), "peak_abs_mib": mib(result.get("peak_bytes")),
-                     "median": step_ms.get("median"), "p10": step_ms.get("p10"), "p90": step_ms.get("p90"),
-                     "samples_per_s": result.get("samples_per_s"), "oom": bool(result.get("oom"))})
+        rows.append(
+            {
+                "label": label,
+                "peak_mib": mib(net_peak(result)),
+                "peak_abs_mib": mib(result.get("peak_bytes")),
+                "median": step_ms.get("median"),
+                "p10": step_ms.get("p10"),
+                "p90": step_ms.get("p90"),
+                "samples_per_s": result.get("samples_per_s"),
+                "oom": bool(result.get("oom")),
+            }
+        )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -27,9 +36,16 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
     shown = df.assign(oom=df["oom"].map(lambda v: t("yes") if v else t("no"))).round(
         {"peak_mib": 1, "peak_abs_mib": 1, "median": 2, "p10": 2, "p90": 2, "samples_per_s": 0}
     )
-    names = {"label": "col.strategy", "peak_mib": "col.net_peak_mib", "peak_abs_mib": "col.abs_peak_mib",
-             "median": "col.step_ms", "p10": "col.p10", "p90": "col.p90", "samples_per_s": "col.samples_per_s",
-             "oom": "col.oom"}
+    names = {
+        "label": "col.strategy",
+        "peak_mib": "col.net_peak_mib",
+        "peak_abs_mib": "col.abs_peak_mib",
+        "median": "col.step_ms",
+        "p10": "col.p10",
+        "p90": "col.p90",
+        "samples_per_s": "col.samples_per_s",
+        "oom": "col.oom",
+    }
     return shown.rename(columns={c: t(k) for c, k in names.items()})
 
 

@@ -18,4 +18,6 @@ def table(rows: list[dict], device_type: str) -> tuple[pd.DataFrame, str]:
     # Device columns are all zeros without a GPU: hide them rather than show a column of meaningless zeros.
     keep = [c for c in df.columns if not df[c].isna().all() and (device_type == "cuda" or "device" not in c)]
     df = df[keep]
-    return df.rename(columns={c: t("prof." + c, default=c) for c in df.columns}), t("prof." + sort_key, default=sort_key)
+    return df.rename(columns={c: t("prof." + c, default=c) for c in df.columns}), t(
+        "prof." + sort_key, default=sort_key
+    )

@@ -21,20 +21,35 @@ def frame(result: dict) -> pd.DataFrame:
             for series in ("allocated", "peak", "reserved"):
                 value = p.get(f"{series}_bytes")
                 if value is not None:
-                    rows.append({"order": i, "label": phase_label(p, accum), "series": t("series." + series),
-                                 "rank": t("multigpu.rank", rank=rank["rank"]), "mib": (value - base) / MIB})
+                    rows.append(
+                        {
+                            "order": i,
+                            "label": phase_label(p, accum),
+                            "series": t("series." + series),
+                            "rank": t("multigpu.rank", rank=rank["rank"]),
+                            "mib": (value - base) / MIB,
+                        }
+                    )
     return pd.DataFrame(rows, columns=["order", "label", "series", "rank", "mib"])
 
 
 def chart(df: pd.DataFrame) -> alt.Chart:
     order = list(dict.fromkeys(df.sort_values("order")["label"]))
     axis = alt.Axis(labelAngle=-60, labelLimit=140, labelOverlap=False, labelFontSize=10)
-    return alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X("label:N", sort=order, title=t("axis.phase"), axis=axis),
-        y=alt.Y("mib:Q", title=t("axis.mib")),
-        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="top")),
-        strokeDash=alt.StrokeDash("rank:N", title=None, legend=alt.Legend(orient="top")),
-        tooltip=[alt.Tooltip("rank:N"), alt.Tooltip("label:N", title=t("axis.phase")),
-                 alt.Tooltip("series:N", title=t("axis.series")),
-                 alt.Tooltip("mib:Q", title=t("axis.mib"), format=MIB_FMT)],
-    ).properties(height=HEIGHT)
+    return (
+        alt.Chart(df)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("label:N", sort=order, title=t("axis.phase"), axis=axis),
+            y=alt.Y("mib:Q", title=t("axis.mib")),
+            color=alt.Color("series:N", title=None, legend=alt.Legend(orient="top")),
+            strokeDash=alt.StrokeDash("rank:N", title=None, legend=alt.Legend(orient="top")),
+            tooltip=[
+                alt.Tooltip("rank:N"),
+                alt.Tooltip("label:N", title=t("axis.phase")),
+                alt.Tooltip("series:N", title=t("axis.series")),
+                alt.Tooltip("mib:Q", title=t("axis.mib"), format=MIB_FMT),
+            ],
+        )
+        .properties(height=HEIGHT)
+    )

@@ -20,11 +20,19 @@ def frame(result: dict, titles: dict[str, str]) -> pd.DataFrame:
 
 def chart(df: pd.DataFrame) -> alt.Chart:
     y = alt.Y("label:N", title=None, sort=None, axis=alt.Axis(labelLimit=220))
-    points = alt.Chart(df).mark_circle(size=60, opacity=0.7).encode(
-        x=alt.X("ms:Q", title=t("axis.step_ms"), scale=alt.Scale(zero=False)), y=y,
-        color=alt.Color("round:O", title=t("axis.round"), legend=alt.Legend(orient="top")),
-        tooltip=[alt.Tooltip("label:N", title=t("col.strategy")), alt.Tooltip("round:O", title=t("axis.round")),
-                 alt.Tooltip("ms:Q", title=t("axis.step_ms"), format=",.3f")],
+    points = (
+        alt.Chart(df)
+        .mark_circle(size=60, opacity=0.7)
+        .encode(
+            x=alt.X("ms:Q", title=t("axis.step_ms"), scale=alt.Scale(zero=False)),
+            y=y,
+            color=alt.Color("round:O", title=t("axis.round"), legend=alt.Legend(orient="top")),
+            tooltip=[
+                alt.Tooltip("label:N", title=t("col.strategy")),
+                alt.Tooltip("round:O", title=t("axis.round")),
+                alt.Tooltip("ms:Q", title=t("axis.step_ms"), format=",.3f"),
+            ],
+        )
     )
     ticks = alt.Chart(df).mark_tick(thickness=3, size=22, color="black").encode(x="median:Q", y=y)
     # The legend on top shares the chart's height with the rows.

@@ -18,11 +18,18 @@ def frame(segments: list[dict]) -> pd.DataFrame:
         for b in seg.get("blocks") or []:
             free = b.get("state") != "allocated"
             cat = "free" if free else (b.get("category") or "allocated")
-            rows.append({"segment": label, "start": b["offset"] / MIB, "end": (b["offset"] + b["size"]) / MIB,
-                         "size": fmt_bytes(b["size"]),
-                         "category": t("timeline.free") if free else (
-                             t("timeline.allocated") if cat == "allocated" else category_name(cat)),
-                         "frame": b.get("frame") or "—"})
+            rows.append(
+                {
+                    "segment": label,
+                    "start": b["offset"] / MIB,
+                    "end": (b["offset"] + b["size"]) / MIB,
+                    "size": fmt_bytes(b["size"]),
+                    "category": t("timeline.free")
+                    if free
+                    else (t("timeline.allocated") if cat == "allocated" else category_name(cat)),
+                    "frame": b.get("frame") or "—",
+                }
+            )
     return pd.DataFrame(rows, columns=["segment", "start", "end", "size", "category", "frame"])
 
 
@@ -31,13 +38,25 @@ def chart(df: pd.DataFrame) -> alt.Chart:
     domain = [t("timeline.free"), t("timeline.allocated")] + [category_name(c) for c in CATEGORY_COLORS]
     colors = [FREE_COLOR, CATEGORY_COLORS["parameters"]] + list(CATEGORY_COLORS.values())
     used = list(dict.fromkeys(df["category"]))
-    return alt.Chart(df).mark_bar(stroke="white", strokeWidth=0.5).encode(
-        y=alt.Y("segment:N", sort=list(dict.fromkeys(df["segment"])), title=None, axis=alt.Axis(labelLimit=200)),
-        x=alt.X("start:Q", title=t("timeline.axis.offset")), x2="end:Q",
-        color=alt.Color("category:N", title=None, scale=alt.Scale(domain=domain, range=colors),
-                        legend=alt.Legend(orient="bottom", columns=1, labelLimit=320, values=used)),
-        tooltip=[alt.Tooltip("segment:N", title=t("timeline.tip.segment")),
-                 alt.Tooltip("category:N", title=t("axis.category")),
-                 alt.Tooltip("size:N", title=t("timeline.tip.size")),
-                 alt.Tooltip("frame:N", title=t("timeline.tip.frame"))],
-    ).properties(height=60 + 26 * df["segment"].nunique() + 22 * len(used))
+    return (
+        alt.Chart(df)
+        .mark_bar(stroke="white", strokeWidth=0.5)
+        .encode(
+            y=alt.Y("segment:N", sort=list(dict.fromkeys(df["segment"])), title=None, axis=alt.Axis(labelLimit=200)),
+            x=alt.X("start:Q", title=t("timeline.axis.offset")),
+            x2="end:Q",
+            color=alt.Color(
+                "category:N",
+                title=None,
+                scale=alt.Scale(domain=domain, range=colors),
+                legend=alt.Legend(orient="bottom", columns=1, labelLimit=320, values=used),
+            ),
+            tooltip=[
+                alt.Tooltip("segment:N", title=t("timeline.tip.segment")),
+                alt.Tooltip("category:N", title=t("axis.category")),
+                alt.Tooltip("size:N", title=t("timeline.tip.size")),
+                alt.Tooltip("frame:N", title=t("timeline.tip.frame")),
+            ],
+        )
+        .properties(height=60 + 26 * df["segment"].nunique() + 22 * len(used))
+    )

@@ -13,8 +13,9 @@ def frame(items: list[tuple[str, dict | None]]) -> pd.DataFrame:
     rows = []
     for label, step_ms in items:
         if step_ms and step_ms.get("median") is not None:
-            rows.append({"label": label, "median": step_ms["median"], "p10": step_ms.get("p10"),
-                         "p90": step_ms.get("p90")})
+            rows.append(
+                {"label": label, "median": step_ms["median"], "p10": step_ms.get("p10"), "p90": step_ms.get("p90")}
+            )
     return pd.DataFrame(rows, columns=["label", "median", "p10", "p90"])
 
 
@@ -29,6 +30,8 @@ def chart(df: pd.DataFrame) -> alt.Chart:
     base = alt.Chart(df).encode(y=y, tooltip=tooltip)
     bars = base.mark_bar(color="#4c78a8").encode(x=alt.X("median:Q", title=t("axis.step_ms")))
     whisker = base.mark_rule(color="#333", strokeWidth=1.5).encode(x="p10:Q", x2="p90:Q")
-    ends = [base.mark_tick(color="#333", size=14, thickness=1.5, orient="vertical").encode(x=f"{q}:Q")
-            for q in ("p10", "p90")]
+    ends = [
+        base.mark_tick(color="#333", size=14, thickness=1.5, orient="vertical").encode(x=f"{q}:Q")
+        for q in ("p10", "p90")
+    ]
     return alt.layer(bars, whisker, *ends).properties(height=alt.Step(34))

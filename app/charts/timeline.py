@@ -32,24 +32,38 @@ def frame(history: dict) -> pd.DataFrame:
             value = row.get(cat, 0)
             if not value and not (cat == "baseline" and history.get("start_bytes")):
                 continue
-            rows.append({"seq": row["seq"], "category": category_name(cat), "mib": value / MIB,
-                         "total_mib": row["total"] / MIB, "event": fmt_bytes(e.get("bytes")),
-                         "frame": e.get("frame") or "—", "phase": _phase_label(phases.get(row["phase"])),
-                         "n": e.get("n", 1)})
+            rows.append(
+                {
+                    "seq": row["seq"],
+                    "category": category_name(cat),
+                    "mib": value / MIB,
+                    "total_mib": row["total"] / MIB,
+                    "event": fmt_bytes(e.get("bytes")),
+                    "frame": e.get("frame") or "—",
+                    "phase": _phase_label(phases.get(row["phase"])),
+                    "n": e.get("n", 1),
+                }
+            )
     return pd.DataFrame(rows, columns=["seq", "category", "mib", "total_mib", "event", "frame", "phase", "n"])
 
 
 def phase_rules(history: dict) -> pd.DataFrame:
-    rows = [{"seq": p["seq"], "phase": _phase_label(p)} for p in history.get("phases") or [] if p.get("seq") is not None]
+    rows = [
+        {"seq": p["seq"], "phase": _phase_label(p)} for p in history.get("phases") or [] if p.get("seq") is not None
+    ]
     return pd.DataFrame(rows, columns=["seq", "phase"])
 
 
 def _color(used: list[str]) -> alt.Color:
     domain = [category_name(c) for c in ORDER]
     colors = [BASELINE_COLOR, *CATEGORY_COLORS.values()]
-    return alt.Color("category:N", title=t("axis.category"), scale=alt.Scale(domain=domain, range=colors),
-                     # One column below the chart: two are cut off in a half-width column.
-                     legend=alt.Legend(orient="bottom", columns=1, labelLimit=320, values=used))
+    return alt.Color(
+        "category:N",
+        title=t("axis.category"),
+        scale=alt.Scale(domain=domain, range=colors),
+        # One column below the chart: two are cut off in a half-width column.
+        legend=alt.Legend(orient="bottom", columns=1, labelLimit=320, values=used),
+    )
 
 
 def chart(df: pd.DataFrame, rules: pd.DataFrame) -> alt.LayerChart:
@@ -57,20 +71,32 @@ def chart(df: pd.DataFrame, rules: pd.DataFrame) -> alt.LayerChart:
     used = list(dict.fromkeys(df["category"]))
     order = {c: i for i, c in enumerate(category_name(c) for c in ORDER)}
     df = df.assign(order=df["category"].map(order))
-    tooltip = [alt.Tooltip("seq:Q", title=t("timeline.axis.event")),
-               alt.Tooltip("phase:N", title=t("axis.phase")),
-               alt.Tooltip("event:N", title=t("timeline.tip.event")),
-               alt.Tooltip("frame:N", title=t("timeline.tip.frame")),
-               alt.Tooltip("category:N", title=t("axis.category")),
-               alt.Tooltip("mib:Q", title=t("axis.mib"), format=",.2f"),
-               alt.Tooltip("total_mib:Q", title=t("timeline.tip.total"), format=",.2f")]
-    area = alt.Chart(df).mark_area(interpolate="step-after").encode(
-        x=alt.X("seq:Q", title=t("timeline.axis.event")),
-        y=alt.Y("mib:Q", title=t("axis.mib"), stack="zero"),
-        color=_color(used), order=alt.Order("order:Q"), tooltip=tooltip)
+    tooltip = [
+        alt.Tooltip("seq:Q", title=t("timeline.axis.event")),
+        alt.Tooltip("phase:N", title=t("axis.phase")),
+        alt.Tooltip("event:N", title=t("timeline.tip.event")),
+        alt.Tooltip("frame:N", title=t("timeline.tip.frame")),
+        alt.Tooltip("category:N", title=t("axis.category")),
+        alt.Tooltip("mib:Q", title=t("axis.mib"), format=",.2f"),
+        alt.Tooltip("total_mib:Q", title=t("timeline.tip.total"), format=",.2f"),
+    ]
+    area = (
+        alt.Chart(df)
+        .mark_area(interpolate="step-after")
+        .encode(
+            x=alt.X("seq:Q", title=t("timeline.axis.event")),
+            y=alt.Y("mib:Q", title=t("axis.mib"), stack="zero"),
+            color=_color(used),
+            order=alt.Order("order:Q"),
+            tooltip=tooltip,
+        )
+    )
     layers = [area]
     if not rules.empty:
-        layers.append(alt.Chart(rules).mark_rule(color="#888", strokeDash=[3, 3], strokeWidth=1).encode(
-            x="seq:Q", tooltip=[alt.Tooltip("phase:N", title=t("axis.phase"))]))
+        layers.append(
+            alt.Chart(rules)
+            .mark_rule(color="#888", strokeDash=[3, 3], strokeWidth=1)
+            .encode(x="seq:Q", tooltip=[alt.Tooltip("phase:N", title=t("axis.phase"))])
+        )
     # Streamlit fits the legend into the chart's height: one row per category.
     return alt.layer(*layers).properties(height=HEIGHT + 60 + 22 * len(used))

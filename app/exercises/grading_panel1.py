@@ -60,14 +60,26 @@ def _prediction_widgets(s: ex1.Settings) -> dict:
     for i, cat in enumerate(s.categories):
         k = _key(f"p_{cat}")
         urlstate.init(k, None, lambda raw: _parse_mib(raw, s))
-        preds[cat] = cols[i % 2].number_input(t("ex1.predict", category=t("cat." + cat)), min_value=0.0,
-                                              max_value=s.max_mib, step=1.0, format="%.1f",
-                                              placeholder=t("ex1.placeholder"), key=k)
+        preds[cat] = cols[i % 2].number_input(
+            t("ex1.predict", category=t("cat." + cat)),
+            min_value=0.0,
+            max_value=s.max_mib,
+            step=1.0,
+            format="%.1f",
+            placeholder=t("ex1.placeholder"),
+            key=k,
+        )
     k = _key("p_phase")
     urlstate.init(k, None, _parse_phase)
     labels = {p: t("phase." + p) for p in PHASES}
-    preds["phase"] = st.selectbox(t("ex1.predict_phase"), list(PHASES), format_func=labels.__getitem__,
-                                  index=None, placeholder=t("ex1.choose"), key=k)
+    preds["phase"] = st.selectbox(
+        t("ex1.predict_phase"),
+        list(PHASES),
+        format_func=labels.__getitem__,
+        index=None,
+        placeholder=t("ex1.choose"),
+        key=k,
+    )
     return preds
 
 
@@ -86,8 +98,14 @@ def render(meta: dict) -> None:
         config = _config_widgets(s, base)
         st.markdown(f"**{t('ex1.predictions')}**")
         preds = _prediction_widgets(s)
-        st.caption(t("ex1.tolerance", pct=f"{s.tolerance * 100:.0f}", floor=fmt_bytes(s.floor_bytes),
-                     tie=f"{s.tie_share * 100:.0f}"))
+        st.caption(
+            t(
+                "ex1.tolerance",
+                pct=f"{s.tolerance * 100:.0f}",
+                floor=fmt_bytes(s.floor_bytes),
+                tie=f"{s.tie_share * 100:.0f}",
+            )
+        )
         submitted = st.form_submit_button(t("ex1.run"), type="primary", disabled=jobs.pending(NS), width="stretch")
     for field, value in config.items():
         urlstate.sync(_key(field), value, base[field])
@@ -111,16 +129,21 @@ def _submit(s: ex1.Settings, base_cfg, config: dict, preds: dict) -> None:
     if err:
         st.error(t("config.invalid", message=sandbox.explain(err, config)))
         return
-    jobs.start(NS, [{"label": t("ex1.run_label"), "kind": "run", "params": cfg.to_dict()}],
-               tag={"predictions": dict(preds), "config": cfg.to_dict()})
+    jobs.start(
+        NS,
+        [{"label": t("ex1.run_label"), "kind": "run", "params": cfg.to_dict()}],
+        tag={"predictions": dict(preds), "config": cfg.to_dict()},
+    )
 
 
 def _line(item: dict) -> str:
     """One prediction's grade as a line that wraps in a narrow column (a wide table would be cut off)."""
     field = item["field"]
     if field == "phase":
+
         def name(p):
             return t("phase." + p, default=str(p)) if p else "—"
+
         predicted, measured, estimated = name(item["predicted"]), name(item["measured"]), name(item["estimated"])
         if item.get("tied"):
             measured += " (" + t("ex1.tie", phases=", ".join(name(p) for p in item["tied"])) + ")"
@@ -129,8 +152,9 @@ def _line(item: dict) -> str:
         predicted, measured, estimated = item["predicted"], item["measured"], item["estimated"]
         tolerance = f"± {item['tolerance']}"
     mark = ":green[✓]" if item["ok"] else ":red[✗]"
-    return f"- {mark} **{t('ex1.field.' + field)}** — " + t("ex1.line", yours=predicted, measured=measured,
-                                                           estimated=estimated, tolerance=tolerance)
+    return f"- {mark} **{t('ex1.field.' + field)}** — " + t(
+        "ex1.line", yours=predicted, measured=measured, estimated=estimated, tolerance=tolerance
+    )
 
 
 def _show(s: ex1.Settings, done: dict, meta: dict) -> None:
@@ -144,9 +168,16 @@ def _show(s: ex1.Settings, done: dict, meta: dict) -> None:
     st.divider()
     st.subheader(t("ex1.grade_title", correct=g["correct"], total=g["total"]))
     results.device_label(result)
-    st.caption(t("ex1.config_ran", layers=result["config"]["layers"], width=result["config"]["width"],
-                 batch=result["config"]["batch"], optimizer=t("opt.optimizer." + result["config"]["optimizer"]),
-                 impl=t("opt.optimizer_impl." + result["config"]["optimizer_impl"])))
+    st.caption(
+        t(
+            "ex1.config_ran",
+            layers=result["config"]["layers"],
+            width=result["config"]["width"],
+            batch=result["config"]["batch"],
+            optimizer=t("opt.optimizer." + result["config"]["optimizer"]),
+            impl=t("opt.optimizer_impl." + result["config"]["optimizer_impl"]),
+        )
+    )
     st.markdown("\n".join(_line(item) for item in g["items"]))
     if g["solved"]:
         st.success(t("ex1.all_right"))

@@ -44,8 +44,13 @@ def estimate(config: dict, device_type: str) -> dict:
 
 
 def search(s: ex2.Settings, ch: dict, device_type: str, rates: dict | None) -> Future:
-    key = (device_type, json.dumps(ch["base"], sort_keys=True), ch["budget"], json.dumps(rates, sort_keys=True),
-           json.dumps(s.options, sort_keys=True))
+    key = (
+        device_type,
+        json.dumps(ch["base"], sort_keys=True),
+        ch["budget"],
+        json.dumps(rates, sort_keys=True),
+        json.dumps(s.options, sort_keys=True),
+    )
     with _lock:
         if key not in _searches:
             step_ms = (lambda est, precision: backend.center_ms(est, rates, precision, device_type)) if rates else None
@@ -60,8 +65,9 @@ def _device() -> tuple[str, dict | None]:
 
 
 def choice_text(s: ex2.Settings, choice: dict) -> str:
-    return t("ex2.sep").join(t("ex2.kv", field=t("field." + f), value=t(f"opt.{f}.{choice[f]}", default=str(choice[f])))
-                             for f in s.fields)
+    return t("ex2.sep").join(
+        t("ex2.kv", field=t("field." + f), value=t(f"opt.{f}.{choice[f]}", default=str(choice[f]))) for f in s.fields
+    )
 
 
 def _parser(s: ex2.Settings, field: str, device_type: str):
@@ -72,18 +78,30 @@ def _parser(s: ex2.Settings, field: str, device_type: str):
         if value not in allowed:
             raise ValueError(raw)
         return value
+
     return parse
 
 
 def _task(s: ex2.Settings, ch: dict) -> None:
     base = ch["base"]
-    st.markdown(t("ex2.task", layers=base["layers"], width=base["width"], batch=base["batch"],
-                  budget=fmt_bytes(ch["budget"])))
+    st.markdown(
+        t("ex2.task", layers=base["layers"], width=base["width"], batch=base["batch"], budget=fmt_bytes(ch["budget"]))
+    )
     if ch["scaled"]:
-        st.info(t("ex2.scaled", share=f"{ch['share'] * 100:.1f}", gpu_peak=fmt_bytes(ch["gpu_peak"]),
-                  cpu_peak=fmt_bytes(ch["cpu_peak"]), budget=fmt_bytes(ch["budget"]), gpu_batch=s.gpu_base["batch"],
-                  gpu_layers=s.gpu_base["layers"], gpu_width=s.gpu_base["width"], gpu_budget=fmt_bytes(s.gpu_budget)),
-                icon=":material/straighten:")
+        st.info(
+            t(
+                "ex2.scaled",
+                share=f"{ch['share'] * 100:.1f}",
+                gpu_peak=fmt_bytes(ch["gpu_peak"]),
+                cpu_peak=fmt_bytes(ch["cpu_peak"]),
+                budget=fmt_bytes(ch["budget"]),
+                gpu_batch=s.gpu_base["batch"],
+                gpu_layers=s.gpu_base["layers"],
+                gpu_width=s.gpu_base["width"],
+                gpu_budget=fmt_bytes(s.gpu_budget),
+            ),
+            icon=":material/straighten:",
+        )
 
 
 def render(meta: dict) -> None:
@@ -129,13 +147,19 @@ def render(meta: dict) -> None:
 
 def _submit(ch: dict, choice: dict, best: dict) -> None:
     base, roles = ch["base"], ["baseline", "candidate"]
-    specs = [{"label": t("ex2.label.baseline"), "kind": "run", "params": _valid(base).to_dict()},
-             {"label": t("ex2.label.candidate"), "kind": "run",
-              "params": _valid(ex2.config_of(base, choice)).to_dict()}]
+    specs = [
+        {"label": t("ex2.label.baseline"), "kind": "run", "params": _valid(base).to_dict()},
+        {"label": t("ex2.label.candidate"), "kind": "run", "params": _valid(ex2.config_of(base, choice)).to_dict()},
+    ]
     if best["choice"] and best["choice"] != choice:
         roles.append("best")
-        specs.append({"label": t("ex2.label.best"), "kind": "run",
-                      "params": _valid(ex2.config_of(base, best["choice"])).to_dict()})
+        specs.append(
+            {
+                "label": t("ex2.label.best"),
+                "kind": "run",
+                "params": _valid(ex2.config_of(base, best["choice"])).to_dict(),
+            }
+        )
     roles.append("guard")
     specs.append({"label": t("ex2.label.guard"), "kind": "guard", "params": specs[1]["params"]})
     jobs.start(NS, specs, tag={"roles": roles, "choice": choice, "best": best, "budget": ch["budget"]})
@@ -159,35 +183,57 @@ def _show(s: ex2.Settings, meta: dict, done: dict) -> None:
     results.device_label(got["candidate"])
     guard = got.get("guard") or {}
     peak = fmt_bytes(a["peak"])
-    grading_view.check_line(a["checks"]["fit"], t("ex2.check.fit" if a["checks"]["fit"] else "ex2.check.no_fit",
-                                                  peak=peak, budget=fmt_bytes(tag["budget"])))
-    grading_view.check_line(a["checks"]["correct"], t(
-        "ex2.check.correct" if a["checks"]["correct"] else "ex2.check.wrong",
-        rel=f"{guard.get('max_rel_diff', float('nan')):.2e}", tol=f"{guard.get('tolerance', float('nan')):.0e}"))
-    grading_view.check_line(a["checks"]["fast"], t("ex2.check.fast" if a["checks"]["fast"] else "ex2.check.slow",
-                                                   pct=f"{s.speed_slack * 100:.0f}"))
+    grading_view.check_line(
+        a["checks"]["fit"],
+        t("ex2.check.fit" if a["checks"]["fit"] else "ex2.check.no_fit", peak=peak, budget=fmt_bytes(tag["budget"])),
+    )
+    grading_view.check_line(
+        a["checks"]["correct"],
+        t(
+            "ex2.check.correct" if a["checks"]["correct"] else "ex2.check.wrong",
+            rel=f"{guard.get('max_rel_diff', float('nan')):.2e}",
+            tol=f"{guard.get('tolerance', float('nan')):.0e}",
+        ),
+    )
+    grading_view.check_line(
+        a["checks"]["fast"],
+        t("ex2.check.fast" if a["checks"]["fast"] else "ex2.check.slow", pct=f"{s.speed_slack * 100:.0f}"),
+    )
     if a["why"]:
         st.markdown(grading_view.say_all(a["why"]))
     if a["ms"] and a["best_ms"] and a["ms"] < a["best_ms"] / (1 + s.speed_slack):
         st.info(t("ex2.beat", ms=f"{a['ms']:,.2f}", best_ms=f"{a['best_ms']:,.2f}"))
     best = tag["best"]
     if best["choice"]:
-        st.caption(t("ex2.best_known." + best["ranked_by"], choice=choice_text(s, best["choice"]),
-                     fitting=best["fitting"],
-                     considered=best["considered"], peak=fmt_bytes(best["peak_bytes"])))
+        st.caption(
+            t(
+                "ex2.best_known." + best["ranked_by"],
+                choice=choice_text(s, best["choice"]),
+                fitting=best["fitting"],
+                considered=best["considered"],
+                peak=fmt_bytes(best["peak_bytes"]),
+            )
+        )
     else:
         st.warning(t("ex2.none_fits", considered=best["considered"], lowest=fmt_bytes(best["lowest_peak"])))
     lines = []
-    for role, label in (("baseline", t("ex2.label.baseline")), ("candidate", t("ex2.label.candidate")),
-                        ("best", t("ex2.label.best"))):
+    for role, label in (
+        ("baseline", t("ex2.label.baseline")),
+        ("candidate", t("ex2.label.candidate")),
+        ("best", t("ex2.label.best")),
+    ):
         r = got.get(role) if role != "best" else best_result
         if r is None:
             continue
         net = backend.net_peak(r)
         step = (r.get("step_ms") or {}).get("median")
         fits = net is not None and net <= tag["budget"] and not r.get("oom")
-        line = t("ex2.run_line", peak=fmt_bytes(net), fits=":green[✓]" if fits else ":red[✗]",
-                 ms=f"{step:,.2f}" if step is not None else "—")
+        line = t(
+            "ex2.run_line",
+            peak=fmt_bytes(net),
+            fits=":green[✓]" if fits else ":red[✗]",
+            ms=f"{step:,.2f}" if step is not None else "—",
+        )
         lines.append("- " + t("ex2.run_item", label=label, choice=choice_text(s, _choice_of(s, r)), line=line))
     st.markdown("\n".join(lines))
 

@@ -52,16 +52,37 @@ def render(meta: dict) -> None:
         st.markdown(f"**{t('ex3.your_loop')}**")
         st.code(ex3.code(loop), language="python")
         output = s.batch * s.width * 4
-        st.caption(t("ex3.rule", share=f"{s.flat_share * 100:.0f}", output=fmt_bytes(output),
-                     limit=fmt_bytes(s.flat_share * output), tol=f"{tolerance:.0e}", batch=s.batch, width=s.width))
-        run = st.button(t("ex3.run"), key=f"{NS}.run", type="primary", disabled=bool(errors) or jobs.pending(NS),
-                        width="stretch")
+        st.caption(
+            t(
+                "ex3.rule",
+                share=f"{s.flat_share * 100:.0f}",
+                output=fmt_bytes(output),
+                limit=fmt_bytes(s.flat_share * output),
+                tol=f"{tolerance:.0e}",
+                batch=s.batch,
+                width=s.width,
+            )
+        )
+        run = st.button(
+            t("ex3.run"), key=f"{NS}.run", type="primary", disabled=bool(errors) or jobs.pending(NS), width="stretch"
+        )
     if run:
-        params = {"scenario": "exercise_loop", "steps": s.steps, "device": "auto", "batch": s.batch, "width": s.width,
-                  "layers": s.layers}
-        jobs.start(NS, [{"label": t("ex3.label.yours"), "kind": "leak", "params": dict(params, loop=loop)},
-                        {"label": t("ex3.label.course"), "kind": "leak", "params": dict(params, loop={})}],
-                   tag={"fixes": fixes, "loop": loop})
+        params = {
+            "scenario": "exercise_loop",
+            "steps": s.steps,
+            "device": "auto",
+            "batch": s.batch,
+            "width": s.width,
+            "layers": s.layers,
+        }
+        jobs.start(
+            NS,
+            [
+                {"label": t("ex3.label.yours"), "kind": "leak", "params": dict(params, loop=loop)},
+                {"label": t("ex3.label.course"), "kind": "leak", "params": dict(params, loop={})},
+            ],
+            tag={"fixes": fixes, "loop": loop},
+        )
     jobs.poll(NS)
     done = jobs.finished(NS)
     if done:
@@ -79,12 +100,23 @@ def _show(s: ex3.Settings, meta: dict, done: dict, tolerance: float) -> None:
     st.divider()
     st.subheader(t("ex3.solved") if v["solved"] else t("ex3.not_yet"))
     results.device_label(mine)
-    grading_view.check_line(v["flat"], t("ex3.check.flat" if v["flat"] else "ex3.check.grows",
-                                         growth=fmt_bytes(v["growth"]), limit=fmt_bytes(v["limit"])))
+    grading_view.check_line(
+        v["flat"],
+        t(
+            "ex3.check.flat" if v["flat"] else "ex3.check.grows",
+            growth=fmt_bytes(v["growth"]),
+            limit=fmt_bytes(v["limit"]),
+        ),
+    )
     error = v["gradient_error"]
-    grading_view.check_line(v["grads_ok"], t("ex3.check.grads" if v["grads_ok"] else "ex3.check.grads_wrong",
-                                             error=f"{error:.2e}" if error is not None else "—",
-                                             tol=f"{tolerance:.0e}"))
+    grading_view.check_line(
+        v["grads_ok"],
+        t(
+            "ex3.check.grads" if v["grads_ok"] else "ex3.check.grads_wrong",
+            error=f"{error:.2e}" if error is not None else "—",
+            tol=f"{tolerance:.0e}",
+        ),
+    )
     if v["why"]:
         st.markdown(grading_view.say_all(v["why"]))
     st.markdown(f"##### {t('chart.leak')}")

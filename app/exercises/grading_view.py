@@ -9,8 +9,15 @@ from app.ui import urlstate
 from course.grading.common import parse_progress, progress_key
 
 # Arguments that are ids: worded in the learner's language when the sentence is shown.
-_ID_ARGS = {"phase": "phase.", "category": "cat.", "field": "ex1.field.", "first": "ex3.fix.", "second": "ex3.fix.",
-            "fix": "ex3.fix.", "optimizer": "opt.optimizer."}
+_ID_ARGS = {
+    "phase": "phase.",
+    "category": "cat.",
+    "field": "ex1.field.",
+    "first": "ex3.fix.",
+    "second": "ex3.fix.",
+    "fix": "ex3.fix.",
+    "optimizer": "opt.optimizer.",
+}
 
 
 def say(msg: dict) -> str:

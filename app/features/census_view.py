@@ -14,23 +14,30 @@ def _signed(value: int) -> str:
 
 
 def holders_text(holders: list[dict]) -> str:
-    return "; ".join(t("census.kind." + h["kind"], default=h["kind"] + " {name}", name=h.get("name", ""))
-                     for h in holders) or "—"
+    return (
+        "; ".join(t("census.kind." + h["kind"], default=h["kind"] + " {name}", name=h.get("name", "")) for h in holders)
+        or "—"
+    )
 
 
 def census_table(census: dict) -> pd.DataFrame:
     rows = []
     for g in census.get("groups") or []:
-        rows.append({
-            t("census.col.shape"): "(" + ", ".join(str(d) for d in g["shape"]) + ("," if len(g["shape"]) == 1 else "") + ")",
-            t("census.col.dtype"): g["dtype"],
-            t("census.col.device"): g["device"],
-            t("census.col.count"): g["count_after"],
-            t("census.col.count_delta"): f"{g['count_delta']:+d}" if g["count_delta"] else "0",
-            t("census.col.bytes"): fmt_bytes(g["bytes_after"]),
-            t("census.col.bytes_delta"): _signed(g["bytes_delta"]),
-            t("census.col.holders"): holders_text(g.get("holders") or []),
-        })
+        rows.append(
+            {
+                t("census.col.shape"): "("
+                + ", ".join(str(d) for d in g["shape"])
+                + ("," if len(g["shape"]) == 1 else "")
+                + ")",
+                t("census.col.dtype"): g["dtype"],
+                t("census.col.device"): g["device"],
+                t("census.col.count"): g["count_after"],
+                t("census.col.count_delta"): f"{g['count_delta']:+d}" if g["count_delta"] else "0",
+                t("census.col.bytes"): fmt_bytes(g["bytes_after"]),
+                t("census.col.bytes_delta"): _signed(g["bytes_delta"]),
+                t("census.col.holders"): holders_text(g.get("holders") or []),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -53,5 +60,9 @@ def render(ok: list[tuple[str, dict]], key: str) -> None:
     def highlight(row):
         return ["background-color: rgba(228, 87, 86, 0.15)" if row.name < changed else "" for _ in row]
 
-    st.dataframe(df.style.apply(highlight, axis=1), hide_index=True, width="stretch",
-                 column_config={t("census.col.holders"): st.column_config.TextColumn(width="large")})
+    st.dataframe(
+        df.style.apply(highlight, axis=1),
+        hide_index=True,
+        width="stretch",
+        column_config={t("census.col.holders"): st.column_config.TextColumn(width="large")},
+    )

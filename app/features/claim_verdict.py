@@ -18,8 +18,9 @@ def regime(base: dict) -> None:
     if bound is None:
         return
     ms = (base.get("step_ms") or {}).get("median")
-    st.caption(t("opt.regime." + bound, ms=f"{ms:.2f}", tflops=f"{base['tflops']:.1f}",
-                 threshold=claims.COMPUTE_BOUND_TFLOPS))
+    st.caption(
+        t("opt.regime." + bound, ms=f"{ms:.2f}", tflops=f"{base['tflops']:.1f}", threshold=claims.COMPUTE_BOUND_TFLOPS)
+    )
 
 
 def _oom(tech: dict, base: dict) -> None:
@@ -61,8 +62,17 @@ def rounds_verdict(meta: dict, technique: dict, summary: dict, source: str, runs
     rng = technique.get("claimed_range")
     ok = claims.holds_over_rounds(summary, rng)
     st.metric(t("opt.measured.paired_ratio"), f"{summary['median']:.2f}×")
-    st.caption(t("opt.paired_spread", lo=f"{summary['lo']:.2f}", hi=f"{summary['hi']:.2f}", rounds=summary["rounds"],
-                 range=claims.fmt_range("step_time_ratio", rng)) + " " + t("opt.source", source=source))
+    st.caption(
+        t(
+            "opt.paired_spread",
+            lo=f"{summary['lo']:.2f}",
+            hi=f"{summary['hi']:.2f}",
+            rounds=summary["rounds"],
+            range=claims.fmt_range("step_time_ratio", rng),
+        )
+        + " "
+        + t("opt.source", source=source)
+    )
     if ok is True:
         st.success(t("opt.rounds.holds"))
     elif ok is False:

@@ -44,8 +44,12 @@ def show_comparison(items: list[tuple[str, str, dict]], meta: dict, key: str, re
         st.markdown(f"##### {t('chart.time')}")
         layout.chart(step_time.chart(sdf), meta, "time", runs, key=f"{key}.time")
     # A medium name column keeps the numbers on screen at projector widths.
-    st.dataframe(peak.table(df), hide_index=True, width="stretch",
-                 column_config={t("col.strategy"): st.column_config.TextColumn(width="medium")})
+    st.dataframe(
+        peak.table(df),
+        hide_index=True,
+        width="stretch",
+        column_config={t("col.strategy"): st.column_config.TextColumn(width="medium")},
+    )
 
 
 def plan(meta: dict, strategies: list) -> None:
@@ -62,16 +66,22 @@ def plan(meta: dict, strategies: list) -> None:
                 continue
             est, _ = backend.estimate(cfg, backend.capacity_bytes(cfg))
             changed = {k: v for k, v in cfg.to_dict().items() if v != backend.DEFAULTS[k]}
-            rows.append({t("col.strategy"): title,
-                         t("compare.estimated_peak"): fmt_bytes(est["peak_bytes"]) if est else "—",
-                         t("compare.settings"): ", ".join(f"{t('field.' + k)} = {v}" for k, v in changed.items())})
+            rows.append(
+                {
+                    t("col.strategy"): title,
+                    t("compare.estimated_peak"): fmt_bytes(est["peak_bytes"]) if est else "—",
+                    t("compare.settings"): ", ".join(f"{t('field.' + k)} = {v}" for k, v in changed.items()),
+                }
+            )
         if rows:
             st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
         valid = [(sid, title, cfg) for sid, title, cfg, err in strategies if cfg is not None]
-        if st.button(t("compare.run"), key="compare.run", type="primary", disabled=not valid or jobs.pending(NS),
-                     width="stretch"):
-            jobs.start(NS, [{"label": title, "kind": "run", "params": cfg.to_dict(), "sid": sid}
-                            for sid, title, cfg in valid])
+        if st.button(
+            t("compare.run"), key="compare.run", type="primary", disabled=not valid or jobs.pending(NS), width="stretch"
+        ):
+            jobs.start(
+                NS, [{"label": title, "kind": "run", "params": cfg.to_dict(), "sid": sid} for sid, title, cfg in valid]
+            )
 
 
 def recorded_and_live(meta: dict, valid: list) -> None:

@@ -33,13 +33,30 @@ def controls(meta: dict):
     with st.container(border=True):
         st.subheader(t("multigpu.sandbox"))
         cols = st.columns(2)
-        strategy = _choice("strategy", list(options["strategy"]), "ddp", t("multigpu.strategy"), cols[0].selectbox,
-                           format_func=lambda s: t("multigpu.opt." + s))
-        world = _choice("world_size", list(options["world_size"]), int(dist.get("world_size", 2)),
-                        t("multigpu.world_size"), cols[1].select_slider)
-        mode = _choice("batch_mode", list(options["batch_mode"]), dist.get("batch_mode", "per_rank"),
-                       t("multigpu.batch_mode"), st.radio, format_func=lambda m: t("multigpu.mode." + m),
-                       horizontal=True)
+        strategy = _choice(
+            "strategy",
+            list(options["strategy"]),
+            "ddp",
+            t("multigpu.strategy"),
+            cols[0].selectbox,
+            format_func=lambda s: t("multigpu.opt." + s),
+        )
+        world = _choice(
+            "world_size",
+            list(options["world_size"]),
+            int(dist.get("world_size", 2)),
+            t("multigpu.world_size"),
+            cols[1].select_slider,
+        )
+        mode = _choice(
+            "batch_mode",
+            list(options["batch_mode"]),
+            dist.get("batch_mode", "per_rank"),
+            t("multigpu.batch_mode"),
+            st.radio,
+            format_func=lambda m: t("multigpu.mode." + m),
+            horizontal=True,
+        )
         values, _slots = sandbox.config_widgets(NS, base)
         cfg, err = sandbox.validate(base, values)
         if err:
@@ -66,8 +83,9 @@ def show_estimate(dcfg) -> None:
         st.metric(t("multigpu.estimate_single"), fmt_bytes(est["single_device_peak_bytes"]))
         paper = est["zero_paper"]
         psi = est["parameter_bytes"] // (2 if dcfg.config.precision == "bf16" else 4)
-        st.caption(t("multigpu.paper", psi=f"{psi:,}", n=dcfg.world_size,
-                     **{k: fmt_bytes(paper[v]) for k, v in STAGES}))
+        st.caption(
+            t("multigpu.paper", psi=f"{psi:,}", n=dcfg.world_size, **{k: fmt_bytes(paper[v]) for k, v in STAGES})
+        )
         if est.get("zero_this_run"):
             st.caption(t("multigpu.paper_run", **{k: fmt_bytes(est["zero_this_run"][v]) for k, v in STAGES}))
         if high > low:
@@ -76,8 +94,9 @@ def show_estimate(dcfg) -> None:
         if est.get("unmeasured"):
             st.caption(t("estimate.not_predicted", n=len(est["unmeasured"])))
         what = dcfg.strategy if dcfg.strategy.startswith("ddp") else "fsdp"
-        st.caption(t("multigpu.comm", size=fmt_bytes(est["communication"]["per_step_bytes"]),
-                     what=t("multigpu.comm." + what)))
+        st.caption(
+            t("multigpu.comm", size=fmt_bytes(est["communication"]["per_step_bytes"]), what=t("multigpu.comm." + what))
+        )
         # Under CPU offload the rank's shards live in host memory: a bar of their own, beside the device's.
         df = categories.frame([(t("source.estimated"), est["categories"], est.get("host_categories"))])
         if not df.empty:
@@ -91,8 +110,14 @@ def show_what_fits(dcfg) -> None:
     gpu = backend.device_type(dcfg.config) == "cuda"
     default = int((info or {}).get("total_bytes", 80 * 2**30) // MIB) if gpu else 80 * 1024
     with st.expander(t("multigpu.fits_title"), icon=":material/straighten:"):
-        mib = st.number_input(t("multigpu.capacity"), min_value=1, max_value=int(backend.BUDGET_MB[1]), value=default,
-                              step=1024, key=f"{NS}_capacity")
+        mib = st.number_input(
+            t("multigpu.capacity"),
+            min_value=1,
+            max_value=int(backend.BUDGET_MB[1]),
+            value=default,
+            step=1024,
+            key=f"{NS}_capacity",
+        )
         capacity = int(mib) * MIB
         asked = (dcfg.config.to_dict(), capacity, dcfg.batch_mode)
         if st.button(t("multigpu.fits_run"), key=f"{NS}.fits"):
@@ -110,7 +135,13 @@ def show_what_fits(dcfg) -> None:
             elif fit["strategy"] == "single":
                 st.success(t("multigpu.fits_single", capacity=cap, peak=fmt_bytes(fit["peak_bytes"])))
             else:
-                st.success(t("multigpu.fits", capacity=cap, n=fit["world_size"],
-                             strategy=t("multigpu.opt." + fit["strategy"]),
-                             peak=fmt_bytes(fit.get("peak_high_bytes") or fit["peak_bytes"])))
+                st.success(
+                    t(
+                        "multigpu.fits",
+                        capacity=cap,
+                        n=fit["world_size"],
+                        strategy=t("multigpu.opt." + fit["strategy"]),
+                        peak=fmt_bytes(fit.get("peak_high_bytes") or fit["peak_bytes"]),
+                    )
+                )
         st.caption(t("multigpu.fits_how"))

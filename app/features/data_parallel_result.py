@@ -9,7 +9,7 @@ from app import backend
 from app.charts import categories, ranks, step_time
 from app.i18n import lang, t
 from app.ui import layout
-from course import content
+from course import content, recordings
 from course.units import fmt_bytes
 
 
@@ -20,8 +20,15 @@ def _net(rank: dict) -> int | None:
 def show_result(result: dict, meta: dict, key: str) -> None:
     device = result.get("device") or {}
     name = device.get("name") if device.get("type") == "cuda" else "CPU"
-    st.caption(t("multigpu.device", device=name, n=result.get("world_size"), backend=result.get("backend"),
-                 torch=device.get("torch_version", "?")))
+    st.caption(
+        t(
+            "multigpu.device",
+            device=name,
+            n=result.get("world_size"),
+            backend=result.get("backend"),
+            torch=device.get("torch_version", "?"),
+        )
+    )
     if device.get("type") != "cuda":
         st.info(t("multigpu.cpu_note"))
     if result.get("errors"):
@@ -40,8 +47,11 @@ def show_result(result: dict, meta: dict, key: str) -> None:
         st.caption(t("multigpu.measured_vs_estimated", measured=fmt_bytes(top), estimated=fmt_bytes(est)))
     update = result.get("update_check")
     if update:
-        text = t("multigpu.update_ok" if update["ok"] else "multigpu.update_bad", diff=update["max_abs_diff"],
-                 update=update["max_update"])
+        text = t(
+            "multigpu.update_ok" if update["ok"] else "multigpu.update_bad",
+            diff=update["max_abs_diff"],
+            update=update["max_update"],
+        )
         (st.success if update["ok"] else st.warning)(text)
     df = ranks.frame(result)
     if not df.empty:
@@ -58,7 +68,7 @@ def show_result(result: dict, meta: dict, key: str) -> None:
 
 def _recorded_runs(lesson_id: str, device: str) -> tuple[dict[str, dict], dict[str, str]]:
     """(strategy id -> recorded result, strategy id -> recorded id) of the lesson's runs recorded on `device`."""
-    ids = content.prompt_recorded_ids(lesson_id, "memory", device)
+    ids = recordings.prompt_recorded_ids(lesson_id, "memory", device)
     runs = {sid: backend.load_recorded(rid) for sid, rid in ids.items()}
     return {sid: r for sid, r in runs.items() if r is not None}, ids
 
@@ -75,18 +85,26 @@ def comparison(meta: dict, key: str, expanded: bool) -> None:
     first = next(iter(runs.values()))
     date = str(first.get("started_at") or "")[:10]
     name = (first.get("device") or {}).get("name", "GPU")
-    title = t("multigpu.recorded", name=name, n=first.get("world_size"), date=date) if device == "cuda" \
+    title = (
+        t("multigpu.recorded", name=name, n=first.get("world_size"), date=date)
+        if device == "cuda"
         else t("multigpu.recorded_cpu", date=date)
+    )
     with st.expander(title, icon=":material/history:", expanded=expanded):
         if device == "cpu":
             st.caption(t("multigpu.no_gpu_recording"))
         # Short names on the charts: a half-width column at 1024 px has no room for the full titles.
-        titles = {s["id"]: content.localized(s.get("short") or s.get("title"), lang(), s["id"])
-                  for s in meta.get("strategies") or []}
+        titles = {
+            s["id"]: content.localized(s.get("short") or s.get("title"), lang(), s["id"])
+            for s in meta.get("strategies") or []
+        }
         full = {s["id"]: content.localized(s.get("title"), lang(), s["id"]) for s in meta.get("strategies") or []}
-        items = [(t("multigpu.estimated_bar", label=titles.get(sid, sid)), *_estimated_split(r))
-                 if categories.awaits_split(r) else (titles.get(sid, sid), *categories.rank_breakdowns(r, r))
-                 for sid, r in runs.items()]  # a breakdown that summed host and device: the estimate's split
+        items = [
+            (t("multigpu.estimated_bar", label=titles.get(sid, sid)), *_estimated_split(r))
+            if categories.awaits_split(r)
+            else (titles.get(sid, sid), *categories.rank_breakdowns(r, r))
+            for sid, r in runs.items()
+        ]  # a breakdown that summed host and device: the estimate's split
         st.markdown(f"##### {t('multigpu.chart.compare')}")
         if any(categories.awaits_split(r) for r in runs.values()):
             st.caption(t("multigpu.host_estimated"))
@@ -97,8 +115,9 @@ def comparison(meta: dict, key: str, expanded: bool) -> None:
         if not sdf.empty:
             st.markdown(f"##### {t('multigpu.chart.time')}")
             layout.chart(step_time.chart(sdf), meta, "time", checked, key=f"{key}.time")
-        pick = st.selectbox(t("recorded.pick"), list(runs), format_func=lambda sid: full.get(sid, sid),
-                            key=f"{key}.pick")
+        pick = st.selectbox(
+            t("recorded.pick"), list(runs), format_func=lambda sid: full.get(sid, sid), key=f"{key}.pick"
+        )
         show_result(runs[pick], meta, key=f"{key}.{pick}")
         st.caption(ids[pick])
 

@@ -29,8 +29,9 @@ def render(strategies) -> None:
         st.subheader(t("fit.title"))
         st.caption(t("fit.explain"))
         lo, hi = options.budget_bounds()
-        budget_mib = st.number_input(t("fit.budget"), min_value=int(lo), max_value=int(hi), value=256, step=64,
-                                     key=f"{NS}.budget")
+        budget_mib = st.number_input(
+            t("fit.budget"), min_value=int(lo), max_value=int(hi), value=256, step=64, key=f"{NS}.budget"
+        )
         budget = int(budget_mib * MIB)
         if st.button(t("fit.search"), key=f"{NS}.search", width="stretch"):
             with st.spinner(t("fit.searching")):
@@ -39,9 +40,18 @@ def render(strategies) -> None:
         if not found:
             return
         rows = found["rows"]
-        st.dataframe([{t("col.strategy"): r["title"], t("fit.batch"): r["batch"] or t("fit.none"),
-                       t("compare.estimated_peak"): fmt_bytes(r["peak"])} for r in rows],
-                     hide_index=True, width="stretch")
+        st.dataframe(
+            [
+                {
+                    t("col.strategy"): r["title"],
+                    t("fit.batch"): r["batch"] or t("fit.none"),
+                    t("compare.estimated_peak"): fmt_bytes(r["peak"]),
+                }
+                for r in rows
+            ],
+            hide_index=True,
+            width="stretch",
+        )
         fitting = [r for r in rows if r["batch"]]
         if not fitting:
             return
@@ -52,13 +62,21 @@ def render(strategies) -> None:
         if st.button(t("fit.confirm"), key=f"{NS}.confirm", disabled=jobs.pending(NS), width="stretch"):
             row = titles[chosen]
             cfg = next(c for sid, _, c in strategies if sid == row["sid"]).replace(batch=row["batch"])
-            jobs.start(NS, [{"label": chosen, "kind": "run", "params": cfg.to_dict()}],
-                       tag={"budget": found["budget"], "batch": row["batch"]})
+            jobs.start(
+                NS,
+                [{"label": chosen, "kind": "run", "params": cfg.to_dict()}],
+                tag={"budget": found["budget"], "batch": row["batch"]},
+            )
         jobs.poll(NS)
         done = jobs.finished(NS)
         if done:
             for label, result in results.successful(done):
                 measured, limit = net_peak(result), done["tag"]["budget"]
-                text = t("fit.measured", title=label, batch=done["tag"]["batch"], peak=fmt_bytes(measured),
-                         budget=fmt_bytes(limit))
+                text = t(
+                    "fit.measured",
+                    title=label,
+                    batch=done["tag"]["batch"],
+                    peak=fmt_bytes(measured),
+                    budget=fmt_bytes(limit),
+                )
                 (st.success if measured is not None and measured <= limit else st.warning)(text)

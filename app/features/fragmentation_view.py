@@ -34,7 +34,9 @@ def show(result: dict, meta: dict, key: str) -> None:
     for col, (allocator, run) in zip(cols, runs.items(), strict=False):
         end = run.get("end") or {}
         # The allocator as the label (short enough for a half-width column), what the number is below it.
-        col.metric(t("frag.allocator." + allocator), fmt_bytes(end.get("reserved_bytes", 0) - end.get("allocated_bytes", 0)))
+        col.metric(
+            t("frag.allocator." + allocator), fmt_bytes(end.get("reserved_bytes", 0) - end.get("allocated_bytes", 0))
+        )
         col.caption(f"{t('frag.unallocated')} · {t('frag.reserved_end')}: {fmt_bytes(end.get('reserved_bytes'))}")
     st.markdown(f"##### {t('frag.chart')}")
     st.altair_chart(fragmentation.chart(fragmentation.frame(result)), width="stretch")
@@ -71,12 +73,14 @@ def render(lesson_id: str, meta: dict) -> None:
     with st.container(border=True):
         st.subheader(t("frag.title"))
         st.caption(t("frag.explain"))
-        chosen = st.selectbox(t("frag.pattern"), list(known), format_func=labels.__getitem__, key=f"{ns}_pattern",
-                              persist_state="session")
+        chosen = st.selectbox(
+            t("frag.pattern"), list(known), format_func=labels.__getitem__, key=f"{ns}_pattern", persist_state="session"
+        )
         if not gpu:
             st.info(t("frag.needs_gpu"))
-        if st.button(t("frag.run"), key=f"{ns}.run", type="primary", disabled=not gpu or jobs.pending(ns),
-                     width="stretch"):
+        if st.button(
+            t("frag.run"), key=f"{ns}.run", type="primary", disabled=not gpu or jobs.pending(ns), width="stretch"
+        ):
             params = dict(known[chosen]["params"], device="cuda")
             jobs.start(ns, [{"label": labels[chosen], "kind": "fragmentation", "params": params}], tag=chosen)
         jobs.poll(ns)

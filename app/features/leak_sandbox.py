@@ -67,12 +67,14 @@ def render(lesson_id: str, meta: dict) -> None:
         for name, default in defaults.items():
             urlstate.init(f"{ns}_{name}", default, parsers[name])
         common = {"persist_state": "session"}
-        chosen = st.multiselect(t("leak.scenarios"), list(known), format_func=titles.__getitem__,
-                                key=f"{ns}_scenarios", **common)
+        chosen = st.multiselect(
+            t("leak.scenarios"), list(known), format_func=titles.__getitem__, key=f"{ns}_scenarios", **common
+        )
         cols = st.columns(2)
         steps = cols[0].slider(t("leak.steps"), *STEPS, key=f"{ns}_steps", **common)
-        device = cols[1].selectbox(t("field.device"), list(devices), format_func=devices.__getitem__,
-                                   key=f"{ns}_device", **common)
+        device = cols[1].selectbox(
+            t("field.device"), list(devices), format_func=devices.__getitem__, key=f"{ns}_device", **common
+        )
         cols = st.columns(2)
         batch = cols[0].select_slider(t("field.batch"), BATCHES, key=f"{ns}_batch", **common)
         width = cols[1].select_slider(t("field.width"), WIDTHS, key=f"{ns}_width", **common)
@@ -87,12 +89,17 @@ def render(lesson_id: str, meta: dict) -> None:
                 expect = expect_view.text(meta, entry.get("expect"))
                 if expect:
                     st.markdown(f"**{t('leak.expect')}** {expect}")
-        run = st.button(t("leak.run"), key=f"{ns}.run", type="primary", disabled=not chosen or jobs.pending(ns),
-                        width="stretch")
+        run = st.button(
+            t("leak.run"), key=f"{ns}.run", type="primary", disabled=not chosen or jobs.pending(ns), width="stretch"
+        )
     if run:
         specs = [
-            {"label": _title(known[s]), "kind": "leak", "scenario": s,
-             "params": {"scenario": s, "steps": steps, "device": device, "batch": batch, "width": width}}
+            {
+                "label": _title(known[s]),
+                "kind": "leak",
+                "scenario": s,
+                "params": {"scenario": s, "steps": steps, "device": device, "batch": batch, "width": width},
+            }
             for s in chosen
         ]
         jobs.start(ns, specs, tag={"scenarios": chosen, "steps": steps})
@@ -114,8 +121,12 @@ def recorded(lesson_id: str, meta: dict, known: dict) -> None:
         return
     name = (loaded[0][1]["result"].get("device") or {}).get("name", "GPU")
     with st.expander(t("leak.recorded", name=name), icon=":material/history:"):
-        show_results({"specs": [s for s, _ in loaded], "statuses": [r for _, r in loaded]}, meta, known,
-                     ns=f"{lesson_id}_leak.recorded")
+        show_results(
+            {"specs": [s for s, _ in loaded], "statuses": [r for _, r in loaded]},
+            meta,
+            known,
+            ns=f"{lesson_id}_leak.recorded",
+        )
 
 
 def show_results(done: dict, meta: dict, known: dict | None = None, ns: str = "leak") -> None:
@@ -136,6 +147,10 @@ def show_results(done: dict, meta: dict, known: dict | None = None, ns: str = "l
         entry = (known or {}).get(scenario_of.get(label)) or {}
         verdicts[label] = expectations.verdict(expect_view.leak_checks(entry, result))
     # The scenario's title is long: a medium column keeps the growth and the verdict on a projector's screen.
-    st.dataframe(leak.table(ok, verdicts), hide_index=True, width="stretch",
-                 column_config={t("col.scenario"): st.column_config.TextColumn(width="medium")})
+    st.dataframe(
+        leak.table(ok, verdicts),
+        hide_index=True,
+        width="stretch",
+        column_config={t("col.scenario"): st.column_config.TextColumn(width="medium")},
+    )
     census_view.render(ok, key=ns)  # which tensors the last step added, and who holds them

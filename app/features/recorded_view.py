@@ -51,14 +51,19 @@ def browser(lesson: str | None, expanded: bool = False) -> None:
         if kind == "leak":
             status = {"state": "done", "result": result}
             spec = {"label": _label(entry), "scenario": result.get("scenario")}
-            leak_sandbox.show_results({"specs": [spec], "statuses": [status]}, meta,
-                                      leak_sandbox.scenarios(entry.get("lesson") or catalog.LEAK_LESSON), ns=ns)
+            leak_sandbox.show_results(
+                {"specs": [spec], "statuses": [status]},
+                meta,
+                leak_sandbox.scenarios(entry.get("lesson") or catalog.LEAK_LESSON),
+                ns=ns,
+            )
         elif kind == "fragmentation":
             fragmentation_view.show(result, meta, key=ns)
         elif kind == "timing_rounds":
             lesson_id = entry.get("lesson") or catalog.HOME
-            rset = next((r for r in content.rounds_sets(meta)
-                         if catalog.rounds_set_id(lesson_id, r["id"]) == chosen), None)
+            rset = next(
+                (r for r in content.rounds_sets(meta) if catalog.rounds_set_id(lesson_id, r["id"]) == chosen), None
+            )
             rounds_view.show(result, meta, key=ns, rset=rset)
         elif kind == "profile":
             results.device_label(result, entry.get("recorded_at"))

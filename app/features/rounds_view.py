@@ -21,8 +21,13 @@ def titles(meta: dict, rset: dict | None = None) -> dict[str, str]:
 
 
 def verdict_text(summary: dict) -> str:
-    return t("rounds.verdict." + summary["verdict"], slower=summary["slower"], faster=summary["faster"],
-             rounds=summary["rounds"], min=VERDICT_MIN_ROUNDS)
+    return t(
+        "rounds.verdict." + summary["verdict"],
+        slower=summary["slower"],
+        faster=summary["faster"],
+        rounds=summary["rounds"],
+        min=VERDICT_MIN_ROUNDS,
+    )
 
 
 def paired_lines(result: dict, names: dict[str, str]) -> list[tuple[str, dict]]:
@@ -36,9 +41,16 @@ def paired_lines(result: dict, names: dict[str, str]) -> list[tuple[str, dict]]:
         summary = paired(result, r["id"], first)
         if summary is None:
             continue
-        line = t("rounds.paired", name=names.get(r["id"], r["id"]), versus=names.get(first, first),
-                 median=f"{summary['median']:.2f}", lo=f"{summary['lo']:.2f}", hi=f"{summary['hi']:.2f}",
-                 rounds=summary["rounds"], verdict=verdict_text(summary))
+        line = t(
+            "rounds.paired",
+            name=names.get(r["id"], r["id"]),
+            versus=names.get(first, first),
+            median=f"{summary['median']:.2f}",
+            lo=f"{summary['lo']:.2f}",
+            hi=f"{summary['hi']:.2f}",
+            rounds=summary["rounds"],
+            verdict=verdict_text(summary),
+        )
         out.append((line, summary))
     return out
 
@@ -57,8 +69,19 @@ def show(result: dict, meta: dict, key: str, rset: dict | None = None, names: di
     st.markdown(f"##### {t('rounds.chart_times')}")
     st.altair_chart(rounds.chart(df), width="stretch")
     # Lines, not a table: they wrap in a half-width column on a projector, where a table hides its numbers.
-    st.markdown("\n".join("- " + t("rounds.line", name=names.get(r["id"], r["id"]), median=f"{r['median_ms']:.3f}",
-                                    lo=f"{r['min_ms']:.3f}", hi=f"{r['max_ms']:.3f}") for r in rows))
+    st.markdown(
+        "\n".join(
+            "- "
+            + t(
+                "rounds.line",
+                name=names.get(r["id"], r["id"]),
+                median=f"{r['median_ms']:.3f}",
+                lo=f"{r['min_ms']:.3f}",
+                hi=f"{r['max_ms']:.3f}",
+            )
+            for r in rows
+        )
+    )
     versus = names.get(rows[0]["id"], rows[0]["id"])
     pdf = ratios.frame(result, names, rows[0]["id"])
     if not pdf.empty:
@@ -79,8 +102,15 @@ def runs_here(rset: dict) -> bool:
     return bool(info) and info.get("type") in devices
 
 
-def live(ns: str, label: str, params: dict, meta: dict, rset: dict | None = None, names: dict | None = None,
-         button: str | None = None) -> dict | None:
+def live(
+    ns: str,
+    label: str,
+    params: dict,
+    meta: dict,
+    rset: dict | None = None,
+    names: dict | None = None,
+    button: str | None = None,
+) -> dict | None:
     """A Run button for a timing_rounds job and its result once done; returns the result."""
     if st.button(button or t("rounds.run"), key=f"{ns}.run", disabled=jobs.pending(ns), width="stretch"):
         jobs.start(ns, [{"label": label, "kind": "timing_rounds", "params": params}])

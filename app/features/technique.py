@@ -34,8 +34,15 @@ def _recorded_pair(tech_cfg: ExperimentConfig, base_cfg: ExperimentConfig) -> tu
     return (tech, base) if tech and base else None
 
 
-def live_rounds(meta: dict, technique: dict, tech_cfg: ExperimentConfig, base_cfg: ExperimentConfig, ns: str,
-                full_width: int, pair: tuple[dict, dict] | None) -> None:
+def live_rounds(
+    meta: dict,
+    technique: dict,
+    tech_cfg: ExperimentConfig,
+    base_cfg: ExperimentConfig,
+    ns: str,
+    full_width: int,
+    pair: tuple[dict, dict] | None,
+) -> None:
     """The pair timed in interleaved rounds on this machine (at this page's size), judged round by round; `pair`:
     the learner's runs of these two configs, if made, which the explanation's memory and TFLOP/s checks read."""
     _, rset = content.technique_rounds(meta, technique)
@@ -43,11 +50,18 @@ def live_rounds(meta: dict, technique: dict, tech_cfg: ExperimentConfig, base_cf
         st.caption(t("rounds.gpu_only"))
         return
     spec = rset or {"rounds": VERDICT_MIN_ROUNDS}
-    params = content.rounds_params(meta, [("baseline", base_cfg.to_dict()), ("technique", tech_cfg.to_dict())],
-                                   spec=spec)
+    params = content.rounds_params(
+        meta, [("baseline", base_cfg.to_dict()), ("technique", tech_cfg.to_dict())], spec=spec
+    )
     names = {"baseline": t("opt.baseline"), "technique": t("opt.technique")}
-    result = rounds_view.live(f"{ns}.rounds", t("rounds.title"), params, meta, names=names,
-                              button=t("opt.rounds.run", rounds=params["rounds"]))
+    result = rounds_view.live(
+        f"{ns}.rounds",
+        t("rounds.title"),
+        params,
+        meta,
+        names=names,
+        button=t("opt.rounds.run", rounds=params["rounds"]),
+    )
     summary = paired(result, "technique", "baseline") if result else None
     if summary:
         timed = {"device": result.get("device"), "config": result["strategies"][0]["config"]}
@@ -73,8 +87,10 @@ def _pair_of(statuses: list[dict], tech_cfg: ExperimentConfig, base_cfg: Experim
     results = [s.get("result") for s in statuses]
     if len(results) != 2 or not all(results):
         return None
-    same = all(expect_view.same_experiment(r.get("config") or {}, c.to_dict())
-               for r, c in zip(results, (tech_cfg, base_cfg), strict=True))
+    same = all(
+        expect_view.same_experiment(r.get("config") or {}, c.to_dict())
+        for r, c in zip(results, (tech_cfg, base_cfg), strict=True)
+    )
     return (results[0], results[1]) if same else None
 
 
@@ -108,8 +124,13 @@ def _recorded_verdict(meta: dict, technique: dict, full_pair: tuple, ns: str, ex
     with st.expander(t("opt.recorded"), icon=":material/history:", expanded=expanded):
         if summary:
             name = (rec.get("device") or {}).get("name", "GPU")
-            rounds_verdict(meta, technique, summary, t("opt.recorded_source", name=name),
-                           claims.runs(*(pair or (None, None)), rounds=timed))
+            rounds_verdict(
+                meta,
+                technique,
+                summary,
+                t("opt.recorded_source", name=name),
+                claims.runs(*(pair or (None, None)), rounds=timed),
+            )
             if pair:
                 regime(pair[1])
             rounds_view.show(rec, meta, key=f"{ns}.recorded_rounds", rset=rset)
@@ -125,8 +146,13 @@ def render(meta: dict, technique: dict) -> None:
     ns = f"optimization.{tid}"
     metric = technique.get("metric", "peak_saving_pct")
     st.markdown(f"**{t('opt.claim')}** {expect_view.text(meta, technique.get('claim'))}")
-    st.caption(t("opt.claimed_range", metric=t("opt.measured." + metric, default=metric),
-                 range=claims.fmt_range(metric, technique.get("claimed_range") or [])))
+    st.caption(
+        t(
+            "opt.claimed_range",
+            metric=t("opt.measured." + metric, default=metric),
+            range=claims.fmt_range(metric, technique.get("claimed_range") or []),
+        )
+    )
     try:
         tech_cfg, base_cfg = configs(meta, technique, sizing.scale(meta))
         full_pair = configs(meta, technique)  # what the GPU recordings are of
@@ -136,8 +162,13 @@ def render(meta: dict, technique: dict) -> None:
     with st.expander(t("opt.configs")):
         base_dict, tech_dict = base_cfg.to_dict(), tech_cfg.to_dict()
         diff = {k: (base_dict[k], v) for k, v in tech_dict.items() if base_dict[k] != v}
-        st.table({t("opt.field"): list(diff), t("opt.baseline"): [str(b) for b, _ in diff.values()],
-                  t("opt.technique"): [str(v) for _, v in diff.values()]})
+        st.table(
+            {
+                t("opt.field"): list(diff),
+                t("opt.baseline"): [str(b) for b, _ in diff.values()],
+                t("opt.technique"): [str(v) for _, v in diff.values()],
+            }
+        )
         st.json({"technique": tech_dict, "baseline": base_dict}, expanded=False)
     if metric == "peak_saving_pct":
         (tech_est, _), (base_est, _) = backend.estimate(tech_cfg), backend.estimate(base_cfg)
@@ -145,8 +176,14 @@ def render(meta: dict, technique: dict) -> None:
             saving = (base_est["peak_bytes"] - tech_est["peak_bytes"]) / base_est["peak_bytes"] * 100
             st.caption(t("opt.estimated", value=claims.fmt(metric, saving)))
     if st.button(t("opt.run"), key=f"{ns}.run", type="primary", disabled=jobs.pending(ns), width="stretch"):
-        jobs.start(ns, [{"label": t("opt.technique"), "kind": "run", "params": tech_cfg.to_dict()},
-                        {"label": t("opt.baseline"), "kind": "run", "params": base_cfg.to_dict()}], tag=tid)
+        jobs.start(
+            ns,
+            [
+                {"label": t("opt.technique"), "kind": "run", "params": tech_cfg.to_dict()},
+                {"label": t("opt.baseline"), "kind": "run", "params": base_cfg.to_dict()},
+            ],
+            tag=tid,
+        )
     done = _measured_pair(meta, technique, ns, full_pair[0].width)
     if metric == "step_time_ratio":
         live_pair = _pair_of(done["statuses"], tech_cfg, base_cfg) if done else None

@@ -54,20 +54,39 @@ def describe(outcome: dict) -> str:
     spec, actual, kind = outcome["spec"], outcome["actual"], outcome["check"]
     if kind == "peak_phase":
         largest = outcome.get("largest")
-        where = t("expect.largest", category=t("cat." + largest[0], default=largest[0]),
-                  size=fmt_bytes(largest[1])) if largest else ""
-        return t("expect.peak_phase", actual=_phase(actual), step=outcome.get("step") or "?",
-                 expected=" / ".join(_phase(p) for p in spec["is"])) + where
+        where = (
+            t("expect.largest", category=t("cat." + largest[0], default=largest[0]), size=fmt_bytes(largest[1]))
+            if largest
+            else ""
+        )
+        return (
+            t(
+                "expect.peak_phase",
+                actual=_phase(actual),
+                step=outcome.get("step") or "?",
+                expected=" / ".join(_phase(p) for p in spec["is"]),
+            )
+            + where
+        )
     if kind == "share":
-        return t("expect.share", category=_category(spec["category"]), actual=f"{actual * 100:.1f} %",
-                 expected=_range(spec, 100, " %"))
+        return t(
+            "expect.share",
+            category=_category(spec["category"]),
+            actual=f"{actual * 100:.1f} %",
+            expected=_range(spec, 100, " %"),
+        )
     if kind == "largest_category":
         return t("expect.largest_category", actual=_category(actual), expected=" / ".join(map(_category, spec["is"])))
     if kind == "breakdown_sums_to_peak":
         return t("expect.breakdown_sum", actual=f"{actual:.3g}")
     if kind == "phase_growth":
-        return t("expect.phase_growth", step=spec["step"], phase=_phase(spec["phase"]), actual=f"{actual:.2f}×",
-                 expected=_range(spec, 1, "×"))
+        return t(
+            "expect.phase_growth",
+            step=spec["step"],
+            phase=_phase(spec["phase"]),
+            actual=f"{actual:.2f}×",
+            expected=_range(spec, 1, "×"),
+        )
     if kind == "step1_le_steady":
         return t("expect.step1", first=fmt_bytes(actual), steady=fmt_bytes(outcome.get("steady")))
     if kind == "steady_repeats":
@@ -75,16 +94,25 @@ def describe(outcome: dict) -> str:
     if kind == "reserved_ge_allocated":
         return t("expect.reserved")
     if kind == "leak_growth":
-        return t("expect.leak_growth", bytes=fmt_bytes(outcome.get("growth_bytes")), actual=f"{actual:.3g}×",
-                 expected=_range(spec, 1, "×"))
+        return t(
+            "expect.leak_growth",
+            bytes=fmt_bytes(outcome.get("growth_bytes")),
+            actual=f"{actual:.3g}×",
+            expected=_range(spec, 1, "×"),
+        )
     if kind == "paired_verdict":
+
         def name(v):
             return t("verdict_name." + str(v), default=str(v))
 
         return t("expect.paired_verdict", actual=name(actual), expected=" / ".join(name(v) for v in spec["is"]))
     metric = spec["metric"]
-    return t("expect.value", metric=t("metric_name." + metric, default=metric),
-             actual=f"{actual:.3g}" if isinstance(actual, (int, float)) else str(actual), expected=_range(spec))
+    return t(
+        "expect.value",
+        metric=t("metric_name." + metric, default=metric),
+        actual=f"{actual:.3g}" if isinstance(actual, (int, float)) else str(actual),
+        expected=_range(spec),
+    )
 
 
 def config_changes(meta: dict, config: dict | None) -> list[str]:
@@ -95,8 +123,11 @@ def config_changes(meta: dict, config: dict | None) -> list[str]:
     if err:
         return []
     preset = cfg.to_dict()
-    return [f"{t('field.' + k, default=k)}: {preset[k]} → {v}" for k, v in config.items()
-            if k in preset and k not in NOT_THE_EXPERIMENT and preset[k] != v]
+    return [
+        f"{t('field.' + k, default=k)}: {preset[k]} → {v}"
+        for k, v in config.items()
+        if k in preset and k not in NOT_THE_EXPERIMENT and preset[k] != v
+    ]
 
 
 def notice(meta: dict, kind: str, runs: dict | None, entry: dict | None = None) -> None:
@@ -127,38 +158,52 @@ def checked(checks: list[dict] | None, runs: dict) -> bool | None:
     outcomes = expectations.evaluate(checks or [], runs)
     ok = expectations.verdict(outcomes)
     if ok is False:
-        st.warning(t("expect.text_differs") + "\n" +
-                   "\n".join(f"- {describe(o)}" for o in outcomes if o["holds"] is False))
+        st.warning(
+            t("expect.text_differs") + "\n" + "\n".join(f"- {describe(o)}" for o in outcomes if o["holds"] is False)
+        )
     elif ok:
         st.caption(t("expect.checked"))
     return ok
 
 
-def try_this(meta: dict, kind: str, runs: dict | None, ns: str | None, previous: dict | None,
-             key: str | None = None) -> None:
+def try_this(
+    meta: dict, kind: str, runs: dict | None, ns: str | None, previous: dict | None, key: str | None = None
+) -> None:
     entry = (meta.get("prompts") or {}).get(kind) or {}
     st.markdown(f"**{t('prompt.try')}** {text(meta, entry.get('try'), kind=kind) or t(f'prompt.{kind}.try')}")
     change = sizing.change(meta, entry.get("try_change"))
     current = (runs or {}).get("run")
     if change and previous and current and previous.get("config") and current.get("config"):
         predicted = {**previous["config"], **change}
-        if same_experiment(predicted, current["config"]) and not same_experiment(previous["config"],
-                                                                                   current["config"]):
+        if same_experiment(predicted, current["config"]) and not same_experiment(previous["config"], current["config"]):
             outcomes = expectations.evaluate(entry.get("try_expect") or [], {"run": previous, "changed": current})
             ok = expectations.verdict(outcomes)
             if ok:
                 st.success(t("expect.try_held"))
             elif ok is False:
-                st.warning(t("expect.try_differs") + "\n" +
-                           "\n".join(f"- {describe(o)}" for o in outcomes if o["holds"] is False))
+                st.warning(
+                    t("expect.try_differs")
+                    + "\n"
+                    + "\n".join(f"- {describe(o)}" for o in outcomes if o["holds"] is False)
+                )
     if change and ns:
-        st.button(t("expect.apply", changes=", ".join(f"{t('field.' + k, default=k)} = {v}" for k, v in change.items())),
-                  key=f"{key or ns}.apply.{kind}", on_click=widget_state.set_values, args=(ns, change),
-                  icon=":material/science:")
+        st.button(
+            t("expect.apply", changes=", ".join(f"{t('field.' + k, default=k)} = {v}" for k, v in change.items())),
+            key=f"{key or ns}.apply.{kind}",
+            on_click=widget_state.set_values,
+            args=(ns, change),
+            icon=":material/science:",
+        )
 
 
-def render(meta: dict, kind: str, runs: dict | None = None, ns: str | None = None, previous: dict | None = None,
-           key: str | None = None) -> None:
+def render(
+    meta: dict,
+    kind: str,
+    runs: dict | None = None,
+    ns: str | None = None,
+    previous: dict | None = None,
+    key: str | None = None,
+) -> None:
     """`runs` are the results the chart shows; `ns` is the sandbox an Apply button sets; `previous` the run before."""
     notice(meta, kind, runs)
     try_this(meta, kind, runs, ns, previous, key)
@@ -166,4 +211,3 @@ def render(meta: dict, kind: str, runs: dict | None = None, ns: str | None = Non
 
 def leak_checks(scenario: dict, result: dict) -> list[dict]:
     return expectations.evaluate(scenario.get("expect_check") or [], {"run": result})
-

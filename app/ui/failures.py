@@ -51,5 +51,10 @@ def fitting_batch(cfg, capacity: int, ns: str | None, key: str) -> None:
     st.info(t("oom.would_fit", batch=batch, capacity=fmt_bytes(capacity)))
     if ns:
         # One press of Run then confirms it with a real run.
-        st.button(t("oom.use_batch", batch=batch), key=f"{key}.use_batch", on_click=widget_state.set_values,
-                  args=(ns, {"batch": batch}), icon=":material/tune:")
+        st.button(
+            t("oom.use_batch", batch=batch),
+            key=f"{key}.use_batch",
+            on_click=widget_state.set_values,
+            args=(ns, {"batch": batch}),
+            icon=":material/tune:",
+        )

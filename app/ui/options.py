@@ -28,8 +28,14 @@ def image_sizes() -> list[int]:
 
 
 # The fields drawn as select sliders over a list, and those drawn as plain sliders over the whole range.
-LISTS = {"width": powers_of_two("width"), "batch": powers_of_two("batch"), "accum": powers_of_two("accum"),
-         "seq_len": powers_of_two("seq_len"), "heads": powers_of_two("heads"), "image_size": image_sizes()}
+LISTS = {
+    "width": powers_of_two("width"),
+    "batch": powers_of_two("batch"),
+    "accum": powers_of_two("accum"),
+    "seq_len": powers_of_two("seq_len"),
+    "heads": powers_of_two("heads"),
+    "image_size": image_sizes(),
+}
 SLIDERS = ("layers", "segments", "steps", "timing_steps")
 
 

@@ -28,8 +28,16 @@ def device_label(result: dict, recorded_at: str | None = None) -> None:
         st.info(t("result.cpu", name=device.get("name", "CPU"), torch=torch_version))
 
 
-def render_status(status: dict, meta: dict, *, current, ran: dict | None, driver: bool = False,
-                  key: str = "run", previous: dict | None = None) -> None:
+def render_status(
+    status: dict,
+    meta: dict,
+    *,
+    current,
+    ran: dict | None,
+    driver: bool = False,
+    key: str = "run",
+    previous: dict | None = None,
+) -> None:
     """A finished job's status: result, cancellation or error."""
     state = status.get("state")
     if state == "error":
@@ -92,8 +100,16 @@ def render_oom(result: dict, ns: str | None = None, key: str = "run") -> None:
         fitting_batch(cfg, capacity, ns, key)
 
 
-def render_run(result: dict, meta: dict, *, driver: bool = False, recorded_at: str | None = None,
-               key: str = "run", ns: str | None = None, previous: dict | None = None) -> None:
+def render_run(
+    result: dict,
+    meta: dict,
+    *,
+    driver: bool = False,
+    recorded_at: str | None = None,
+    key: str = "run",
+    ns: str | None = None,
+    previous: dict | None = None,
+) -> None:
     """`ns`: the sandbox the prompts' Apply buttons set; `previous`: the run before, for their predictions."""
     device_label(result, recorded_at)
     where = {"runs": {"run": result}, "ns": ns, "previous": previous, "key": key}
@@ -130,11 +146,22 @@ def render_run(result: dict, meta: dict, *, driver: bool = False, recorded_at: s
         with st.expander(t("result.phases_table")):
             st.dataframe(memory.table(df), hide_index=True, width="stretch")
     cols = st.columns(2)
-    cols[0].download_button(t("download.csv"), df.to_csv(index=False), file_name="phases.csv",
-                            mime="text/csv", key=f"{key}.csv", width="stretch")
-    cols[1].download_button(t("download.json"), json.dumps(result, indent=1, default=str),
-                            file_name="result.json", mime="application/json", key=f"{key}.json",
-                            width="stretch")
+    cols[0].download_button(
+        t("download.csv"),
+        df.to_csv(index=False),
+        file_name="phases.csv",
+        mime="text/csv",
+        key=f"{key}.csv",
+        width="stretch",
+    )
+    cols[1].download_button(
+        t("download.json"),
+        json.dumps(result, indent=1, default=str),
+        file_name="result.json",
+        mime="application/json",
+        key=f"{key}.json",
+        width="stretch",
+    )
     if result.get("memory_summary"):
         with st.expander(t("result.memory_summary")):
             st.code(result["memory_summary"], language=None)

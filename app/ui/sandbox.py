@@ -46,8 +46,9 @@ def _widget(ns: str, field: str, default, container) -> object:
         return container.number_input(label, *RANGES["seed"], step=1, **common)
     if field == "budget_mb":
         lo, hi = options.budget_bounds()
-        return container.number_input(label, min_value=lo, max_value=hi, step=64.0, placeholder=t("budget.none"),
-                                      **common)
+        return container.number_input(
+            label, min_value=lo, max_value=hi, step=64.0, placeholder=t("budget.none"), **common
+        )
     raise KeyError(field)
 
 
@@ -123,11 +124,19 @@ def _show_error(ns: str, err: ConfigError, values: dict, slots: dict) -> None:
         accums = [a for a in options.LISTS["accum"] if batch % a == 0 and a < accum][-1:]
         cols = target.columns(len(nearest) + len(accums))
         for col, b in zip(cols, nearest, strict=False):
-            col.button(t("config.use_batch", batch=b), key=f"{ns}.fix_b{b}", on_click=widget_state.set_values,
-                       args=(ns, {"batch": b}))
-        for col, a in zip(cols[len(nearest):], accums, strict=False):
-            col.button(t("config.use_accum", accum=a), key=f"{ns}.fix_a{a}", on_click=widget_state.set_values,
-                       args=(ns, {"accum": a}))
+            col.button(
+                t("config.use_batch", batch=b),
+                key=f"{ns}.fix_b{b}",
+                on_click=widget_state.set_values,
+                args=(ns, {"batch": b}),
+            )
+        for col, a in zip(cols[len(nearest) :], accums, strict=False):
+            col.button(
+                t("config.use_accum", accum=a),
+                key=f"{ns}.fix_a{a}",
+                on_click=widget_state.set_values,
+                args=(ns, {"accum": a}),
+            )
 
 
 def term_text(term: dict) -> str:
@@ -188,8 +197,10 @@ def show_estimate(cfg: ExperimentConfig) -> dict | None:
     if terms:
         with st.expander(t("estimate.terms")):
             for term in terms:
-                st.markdown(f"- **{t('cat.' + term['category'], default=term['category'])}** "
-                            f"({results.fmt_bytes(term['bytes'])}): {term_text(term)}")
+                st.markdown(
+                    f"- **{t('cat.' + term['category'], default=term['category'])}** "
+                    f"({results.fmt_bytes(term['bytes'])}): {term_text(term)}"
+                )
     return est
 
 
@@ -231,11 +242,11 @@ def render(ns: str, meta: dict, *, driver: bool = False) -> ExperimentConfig | N
         if recorded:
             name = (recorded.get("device") or {}).get("name", "GPU")
             with st.expander(t(label, name=name, k=sizing.scale(meta)), icon=":material/history:"):
-                results.render_run(recorded, meta, driver=driver, recorded_at=recorded.get("started_at"),
-                                   key=f"{ns}.recorded", ns=ns)
+                results.render_run(
+                    recorded, meta, driver=driver, recorded_at=recorded.get("started_at"), key=f"{ns}.recorded", ns=ns
+                )
     running = jobs.pending(ns)
-    if st.button(t("sandbox.run"), key=f"{ns}.run", type="primary", disabled=cfg is None or running,
-                 width="stretch"):
+    if st.button(t("sandbox.run"), key=f"{ns}.run", type="primary", disabled=cfg is None or running, width="stretch"):
         jobs.start(ns, [{"label": t("sandbox.run_label"), "kind": "run", "params": cfg.to_dict()}], tag=cfg.to_dict())
     jobs.poll(ns)
     done = jobs.finished(ns)
@@ -243,6 +254,7 @@ def render(ns: str, meta: dict, *, driver: bool = False) -> ExperimentConfig | N
         with st.container(key=f"{ns}-results"):
             before = jobs.previous(ns)
             previous = before["statuses"][0].get("result") if before else None
-            results.render_status(done["statuses"][0], meta, current=cfg, ran=done["tag"], driver=driver, key=ns,
-                                  previous=previous)
+            results.render_status(
+                done["statuses"][0], meta, current=cfg, ran=done["tag"], driver=driver, key=ns, previous=previous
+            )
     return cfg

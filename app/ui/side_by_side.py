@@ -37,8 +37,7 @@ def controls(result: dict, key: str, recorded: bool = False) -> None:
     pinned = st.session_state.get(PIN)
     same = pinned is not None and _identity(pinned["result"]) == _identity(result)
     cols = st.columns(2)
-    if cols[0].button(t("side.pin"), key=f"{key}.pin", disabled=same, width="stretch",
-                      help=t("side.pin_help")):
+    if cols[0].button(t("side.pin"), key=f"{key}.pin", disabled=same, width="stretch", help=t("side.pin_help")):
         st.session_state[PIN] = {"result": result, "title": _title(result, recorded)}
         st.rerun()
     if pinned is not None and cols[1].button(t("side.unpin"), key=f"{key}.unpin", width="stretch"):
@@ -67,7 +66,8 @@ def show(left: dict, left_title: str, right: dict, right_title: str, key: str) -
         st.caption(t("side.ratio", ratio=f"{b / a:.2f}"))
     diff = differences(left, right)
     if diff:
-        st.markdown(t("side.differs") + " " + "; ".join(f"{t('field.' + k, default=k)}: {va} → {vb}"
-                                                      for k, va, vb in diff))
+        st.markdown(
+            t("side.differs") + " " + "; ".join(f"{t('field.' + k, default=k)}: {va} → {vb}" for k, va, vb in diff)
+        )
     else:
         st.caption(t("side.same_config"))

@@ -60,14 +60,26 @@ def banner(meta: dict, ns: str) -> None:
     full = content.over_preset(meta, None)
     small = content.over_preset(meta, None, k)
     if active(meta):
-        st.info(t("sizing.cpu", k=k, k2=k * k, width=small.get("width"), batch=small.get("batch"),
-                  full_width=full.get("width"), full_batch=full.get("batch")), icon=":material/memory:")
-        st.button(t("sizing.use_full"), key=f"{ns}.sizing.full", on_click=_set_full,
-                  args=(meta, True, ns, _typed(full)))
+        st.info(
+            t(
+                "sizing.cpu",
+                k=k,
+                k2=k * k,
+                width=small.get("width"),
+                batch=small.get("batch"),
+                full_width=full.get("width"),
+                full_batch=full.get("batch"),
+            ),
+            icon=":material/memory:",
+        )
+        st.button(
+            t("sizing.use_full"), key=f"{ns}.sizing.full", on_click=_set_full, args=(meta, True, ns, _typed(full))
+        )
     else:
         st.caption(t("sizing.full_now", k=k))
-        st.button(t("sizing.use_cpu"), key=f"{ns}.sizing.cpu", on_click=_set_full,
-                  args=(meta, False, ns, _typed(small)))
+        st.button(
+            t("sizing.use_cpu"), key=f"{ns}.sizing.cpu", on_click=_set_full, args=(meta, False, ns, _typed(small))
+        )
 
 
 def _typed(config: dict) -> dict:

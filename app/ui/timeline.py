@@ -35,8 +35,14 @@ def _download(history: dict, cuda: bool, key: str) -> None:
     if data is None:
         st.caption(t("timeline.snapshot_gone"))
         return
-    st.download_button(t("timeline.download"), data, file_name="snapshot.pickle", mime="application/octet-stream",
-                       key=f"{key}.snapshot", icon=":material/download:")
+    st.download_button(
+        t("timeline.download"),
+        data,
+        file_name="snapshot.pickle",
+        mime="application/octet-stream",
+        key=f"{key}.snapshot",
+        icon=":material/download:",
+    )
     st.caption(t("timeline.download_hint"))
 
 
@@ -88,8 +94,14 @@ def render(result: dict, key: str) -> None:
         st.caption(t("timeline.empty"))
     else:
         st.altair_chart(timeline.chart(df, timeline.phase_rules(history)), width="stretch")
-        st.caption(t("timeline.peak", peak=fmt_bytes(history.get("peak_bytes")),
-                     final=fmt_bytes(history.get("final_bytes")), start=fmt_bytes(history.get("start_bytes"))))
+        st.caption(
+            t(
+                "timeline.peak",
+                peak=fmt_bytes(history.get("peak_bytes")),
+                final=fmt_bytes(history.get("final_bytes")),
+                start=fmt_bytes(history.get("start_bytes")),
+            )
+        )
     render_segments(history, cuda, key)
     _download(history, cuda, key)
 

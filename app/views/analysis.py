@@ -14,10 +14,12 @@ with right:
     with st.container(border=True):
         st.subheader(t("profile.title"))
         st.caption(t("profile.explain"))
-        if st.button(t("profile.run"), key="analysis.profile_run", disabled=cfg is None or jobs.pending(NS),
-                     width="stretch"):
-            jobs.start(NS, [{"label": t("profile.title"), "kind": "profile", "params": cfg.to_dict()}],
-                       tag=cfg.to_dict())
+        if st.button(
+            t("profile.run"), key="analysis.profile_run", disabled=cfg is None or jobs.pending(NS), width="stretch"
+        ):
+            jobs.start(
+                NS, [{"label": t("profile.title"), "kind": "profile", "params": cfg.to_dict()}], tag=cfg.to_dict()
+            )
         jobs.poll(NS)
         done = jobs.finished(NS)
         if done:

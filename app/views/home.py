@@ -36,7 +36,9 @@ with right:
             devices = info.get("devices") or [info]
             for device in devices:
                 if len(devices) > 1:
-                    st.markdown(f"**{t('home.gpu_index', index=device.get('index', '?'))}** · {device.get('name', '?')}")
+                    st.markdown(
+                        f"**{t('home.gpu_index', index=device.get('index', '?'))}** · {device.get('name', '?')}"
+                    )
                 cols = st.columns(2)
                 cols[0].metric(t("home.total"), results.fmt_bytes(device.get("total_bytes")))
                 cols[1].metric(t("home.free"), results.fmt_bytes(device.get("free_bytes")))

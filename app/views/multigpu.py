@@ -15,8 +15,13 @@ with right:
         if unavailable:
             st.warning(t("multigpu.unavailable", message=unavailable))
         label = t("multigpu.job", strategy=t("multigpu.opt." + dcfg.strategy), n=dcfg.world_size)
-        if st.button(t("multigpu.run"), key=f"{NS}.run", type="primary", width="stretch",
-                     disabled=bool(unavailable) or jobs.pending(NS)):
+        if st.button(
+            t("multigpu.run"),
+            key=f"{NS}.run",
+            type="primary",
+            width="stretch",
+            disabled=bool(unavailable) or jobs.pending(NS),
+        ):
             jobs.start(NS, [{"label": label, "kind": "distributed", "params": dcfg.to_dict()}])
         data_parallel.show_what_fits(dcfg)
     jobs.poll(NS)

@@ -15,8 +15,13 @@ with right:
             titles = {tid: content.localized(x.get("title"), lang(), tid) for tid, x in techniques.items()}
             first = next(iter(techniques))
             urlstate.init("optimization_technique", first, lambda raw: raw if raw in techniques else first)
-            chosen = st.selectbox(t("opt.pick"), list(techniques), format_func=titles.__getitem__,
-                                  key="optimization_technique", persist_state="session")
+            chosen = st.selectbox(
+                t("opt.pick"),
+                list(techniques),
+                format_func=titles.__getitem__,
+                key="optimization_technique",
+                persist_state="session",
+            )
             urlstate.sync("optimization_technique", chosen, first)
             technique.render(meta, techniques[chosen])
     sandbox.render("optimization", meta)

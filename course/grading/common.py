@@ -15,7 +15,7 @@ class SettingsError(ValueError):
 def section(meta: dict) -> dict:
     grading = meta.get("grading")
     if not isinstance(grading, dict):
-        raise SettingsError(f"{meta.get('id', '?')}/meta.json: no \"grading\" settings")
+        raise SettingsError(f'{meta.get("id", "?")}/meta.json: no "grading" settings')
     return grading
 
 
@@ -24,18 +24,26 @@ def number(grading: dict, name: str, lo: float, hi: float, meta: dict, integer: 
     value = grading.get(name)
     kinds = (int,) if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds) or not lo <= value <= hi:
-        raise SettingsError(f"{meta.get('id', '?')}/meta.json grading.{name}: got {value!r}; allowed range is "
-                            f"[{lo}, {hi}]" + (" (an integer)" if integer else ""))
+        raise SettingsError(
+            f"{meta.get('id', '?')}/meta.json grading.{name}: got {value!r}; allowed range is "
+            f"[{lo}, {hi}]" + (" (an integer)" if integer else "")
+        )
     return value
 
 
 def names(grading: dict, name: str, allowed, meta: dict) -> tuple:
     """A setting that must be a non-empty list of distinct names of `allowed`."""
     value = grading.get(name)
-    if not isinstance(value, list) or not value or len(set(map(str, value))) != len(value) \
-            or any(v not in allowed for v in value):
-        raise SettingsError(f"{meta.get('id', '?')}/meta.json grading.{name}: got {value!r}; allowed: a list of "
-                            f"distinct names of {', '.join(map(str, allowed))}")
+    if (
+        not isinstance(value, list)
+        or not value
+        or len(set(map(str, value))) != len(value)
+        or any(v not in allowed for v in value)
+    ):
+        raise SettingsError(
+            f"{meta.get('id', '?')}/meta.json grading.{name}: got {value!r}; allowed: a list of "
+            f"distinct names of {', '.join(map(str, allowed))}"
+        )
     return tuple(value)
 
 

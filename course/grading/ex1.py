@@ -15,7 +15,7 @@ from experiments.core.config import ExperimentConfig
 from experiments.core.vocabulary import CATEGORIES, PHASES
 
 # The phases of a step that compute (forward, backward, the optimizer's update): each has a sentence of its own.
-STEP_PHASES = PHASES[PHASES.index("forward"):]
+STEP_PHASES = PHASES[PHASES.index("forward") :]
 
 
 @dataclass(frozen=True)
@@ -37,12 +37,14 @@ class Settings:
 
 def settings(meta: dict) -> Settings:
     g = section(meta)
-    return Settings(fields=names(g, "fields", tuple(ExperimentConfig().to_dict()), meta),
-                    categories=names(g, "categories", CATEGORIES, meta),
-                    max_mib=float(number(g, "max_mib", 1, 10**9, meta)),
-                    tolerance=number(g, "tolerance", 0.0, 1.0, meta),
-                    floor_bytes=int(number(g, "floor_mib", 0.0, 1024.0, meta) * MIB),
-                    tie_share=number(g, "tie_share", 0.0, 1.0, meta))
+    return Settings(
+        fields=names(g, "fields", tuple(ExperimentConfig().to_dict()), meta),
+        categories=names(g, "categories", CATEGORIES, meta),
+        max_mib=float(number(g, "max_mib", 1, 10**9, meta)),
+        tolerance=number(g, "tolerance", 0.0, 1.0, meta),
+        floor_bytes=int(number(g, "floor_mib", 0.0, 1024.0, meta) * MIB),
+        tie_share=number(g, "tie_share", 0.0, 1.0, meta),
+    )
 
 
 def validate(s: Settings, predictions: dict) -> list[dict]:
@@ -50,8 +52,12 @@ def validate(s: Settings, predictions: dict) -> list[dict]:
     errors = []
     for cat in s.categories:
         value = predictions.get(cat)
-        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                not 0 <= value <= s.max_mib:
+        if (
+            value is None
+            or isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not 0 <= value <= s.max_mib
+        ):
             errors.append(message("ex1.err.mib", field=cat, lo=0, hi=f"{s.max_mib:,.0f}"))
     if predictions.get("phase") not in PHASES:
         errors.append(message("ex1.err.phase"))
@@ -89,19 +95,31 @@ def grade(s: Settings, predictions: dict, result: dict, est: dict | None = None)
         measured = int(breakdown.get(cat, 0))
         predicted = float(predictions[cat]) * MIB
         ok = within(predicted, measured, s.tolerance, s.floor_bytes)
-        items.append({
-            "field": cat, "ok": ok, "predicted": fmt_bytes(predicted), "measured": fmt_bytes(measured),
-            "estimated": fmt_bytes(estimated[cat]) if cat in estimated else "—",
-            "tolerance": fmt_bytes(tolerance_bytes(measured, s.tolerance, s.floor_bytes)),
-            "why": _why(cat, measured, estimated.get(cat), ctx),
-        })
+        items.append(
+            {
+                "field": cat,
+                "ok": ok,
+                "predicted": fmt_bytes(predicted),
+                "measured": fmt_bytes(measured),
+                "estimated": fmt_bytes(estimated[cat]) if cat in estimated else "—",
+                "tolerance": fmt_bytes(tolerance_bytes(measured, s.tolerance, s.floor_bytes)),
+                "why": _why(cat, measured, estimated.get(cat), ctx),
+            }
+        )
     phase = metrics.peak_phase(result)
     tied = tied_phases(s, result)
-    items.append({
-        "field": "phase", "ok": predictions["phase"] in tied, "predicted": predictions["phase"], "measured": phase,
-        "estimated": (est or {}).get("peak_phase") or "—", "tolerance": None, "tied": sorted(tied - {phase}),
-        "why": _why_phase(result, phase),
-    })
+    items.append(
+        {
+            "field": "phase",
+            "ok": predictions["phase"] in tied,
+            "predicted": predictions["phase"],
+            "measured": phase,
+            "estimated": (est or {}).get("peak_phase") or "—",
+            "tolerance": None,
+            "tied": sorted(tied - {phase}),
+            "why": _why_phase(result, phase),
+        }
+    )
     correct = sum(item["ok"] for item in items)
     return {"items": items, "correct": correct, "total": len(items), "solved": correct == len(items)}
 
@@ -114,7 +132,8 @@ def _context(result: dict, config: dict) -> dict:
         "params": int(breakdown.get("parameters", 0)),
         "micro_batch": int(config.get("batch") or 0) // accum,
         "optimizer": config.get("optimizer", "?"),
-        "layers": config.get("layers"), "width": config.get("width"),
+        "layers": config.get("layers"),
+        "width": config.get("width"),
         # What one forward pass keeps for backward: the growth of the steady step's forward phase.
         "forward": metrics.phase_growth(result, 2, "forward"),
     }
@@ -127,8 +146,15 @@ def _why(cat: str, measured: int, estimated: int | None, ctx: dict) -> list[dict
         out = [message("ex1.why.parameters", measured=fmt_bytes(measured), estimated=est)]
         if ctx["layers"] and ctx["width"]:
             count = ctx["layers"] * (ctx["width"] ** 2 + ctx["width"])
-            out.append(message("ex1.why.parameters_count", layers=ctx["layers"], width=ctx["width"],
-                               count=f"{count:,}", bytes=fmt_bytes(4 * count)))
+            out.append(
+                message(
+                    "ex1.why.parameters_count",
+                    layers=ctx["layers"],
+                    width=ctx["width"],
+                    count=f"{count:,}",
+                    bytes=fmt_bytes(4 * count),
+                )
+            )
         return out
     if cat == "gradients":
         if measured == 0:
@@ -137,24 +163,46 @@ def _why(cat: str, measured: int, estimated: int | None, ctx: dict) -> list[dict
         return [message(key, phase=phase, measured=fmt_bytes(measured), ratio=_ratio(measured, params), estimated=est)]
     if cat == "optimizer_state":
         # What this optimizer keeps per parameter, said of the optimizer by name (the measured ratio is beside it).
-        return [message("ex1.why.state", optimizer=ctx["optimizer"], measured=fmt_bytes(measured),
-                        ratio=_ratio(measured, params), estimated=est),
-                message(f"ex1.why.state.{ctx['optimizer']}", fallback="ex1.why.state.other")]
+        return [
+            message(
+                "ex1.why.state",
+                optimizer=ctx["optimizer"],
+                measured=fmt_bytes(measured),
+                ratio=_ratio(measured, params),
+                estimated=est,
+            ),
+            message(f"ex1.why.state.{ctx['optimizer']}", fallback="ex1.why.state.other"),
+        ]
     if cat != "activations":
         return []  # a category without a sentence of its own: the measured and estimated figures say it
     forward = fmt_bytes(ctx["forward"]) if ctx["forward"] is not None else "—"
     if measured == 0:
         return [message("ex1.why.activations_gone", phase=phase, forward=forward, micro_batch=ctx["micro_batch"])]
     per_sample = fmt_bytes(measured / ctx["micro_batch"]) if ctx["micro_batch"] else "—"
-    return [message("ex1.why.activations_alive", phase=phase, measured=fmt_bytes(measured),
-                    micro_batch=ctx["micro_batch"], per_sample=per_sample, estimated=est)]
+    return [
+        message(
+            "ex1.why.activations_alive",
+            phase=phase,
+            measured=fmt_bytes(measured),
+            micro_batch=ctx["micro_batch"],
+            per_sample=per_sample,
+            estimated=est,
+        )
+    ]
 
 
 def _why_phase(result: dict, phase: str | None) -> list[dict]:
     largest = metrics.largest_category(result)
     step = (result.get("peak_phase") or {}).get("step") or "?"
-    out = [message("ex1.why.phase", phase=phase or "?", step=step, category=largest[0] if largest else "?",
-                   size=fmt_bytes(largest[1]) if largest else "—")]
+    out = [
+        message(
+            "ex1.why.phase",
+            phase=phase or "?",
+            step=step,
+            category=largest[0] if largest else "?",
+            size=fmt_bytes(largest[1]) if largest else "—",
+        )
+    ]
     if phase in STEP_PHASES:
         out.append(message(f"ex1.why.phase_{phase}"))
     return out

@@ -69,15 +69,22 @@ def settings(meta: dict) -> Settings:
     for field, values in (g.get("options") or {}).items():
         if isinstance(values, dict):
             if set(values) != set(DEVICE_TYPES):
-                raise SettingsError(f"{meta.get('id', '?')}/meta.json grading.options.{field}: per device, give "
-                                    f"exactly {', '.join(DEVICE_TYPES)}")
+                raise SettingsError(
+                    f"{meta.get('id', '?')}/meta.json grading.options.{field}: per device, give "
+                    f"exactly {', '.join(DEVICE_TYPES)}"
+                )
             options[field] = {d: _values(meta, field, values[d]) for d in DEVICE_TYPES}
         else:
             options[field] = _values(meta, field, values)
     if not options:
         raise SettingsError(f"{meta.get('id', '?')}/meta.json grading.options: no option for the learner to pick")
-    return Settings(gpu_base=gpu_base, gpu_budget=int(number(gpu, "budget_mib", 1, 10**7, meta) * MIB),
-                    cpu_base=cpu_base, options=options, speed_slack=number(g, "speed_slack", 0.0, 1.0, meta))
+    return Settings(
+        gpu_base=gpu_base,
+        gpu_budget=int(number(gpu, "budget_mib", 1, 10**7, meta) * MIB),
+        cpu_base=cpu_base,
+        options=options,
+        speed_slack=number(g, "speed_slack", 0.0, 1.0, meta),
+    )
 
 
 def options(s: Settings, field: str, device_type: str) -> tuple:
@@ -87,8 +94,10 @@ def options(s: Settings, field: str, device_type: str) -> tuple:
 
 def grid(s: Settings, device_type: str) -> list[dict]:
     """Every combination of the options: what the learner picks from and the best known choice is searched over."""
-    return [dict(zip(s.fields, combo, strict=True))
-            for combo in itertools.product(*(options(s, f, device_type) for f in s.fields))]
+    return [
+        dict(zip(s.fields, combo, strict=True))
+        for combo in itertools.product(*(options(s, f, device_type) for f in s.fields))
+    ]
 
 
 def challenge(s: Settings, device_type: str, estimate) -> dict:
@@ -102,8 +111,14 @@ def challenge(s: Settings, device_type: str, estimate) -> dict:
     cpu_peak = estimate(s.cpu_base, "cpu")["peak_bytes"]
     share = s.gpu_budget / gpu_peak
     budget = math.ceil(share * cpu_peak / (MIB / 16)) * (MIB / 16)  # in 1/16 MiB, so the page shows it exactly
-    return {"base": dict(s.cpu_base), "budget": int(budget), "scaled": True, "share": share,
-            "gpu_peak": gpu_peak, "cpu_peak": cpu_peak}
+    return {
+        "base": dict(s.cpu_base),
+        "budget": int(budget),
+        "scaled": True,
+        "share": share,
+        "gpu_peak": gpu_peak,
+        "cpu_peak": cpu_peak,
+    }
 
 
 def config_of(base: dict, choice: dict) -> dict:
@@ -121,27 +136,39 @@ def best_known(s: Settings, base: dict, budget: int, device_type: str, estimate,
     for i, choice in enumerate(choices):
         est = estimate(config_of(base, choice), device_type)
         step = est.get("step") or {}
-        rows.append({"choice": choice, "peak_bytes": int(est["peak_bytes"]), "fits": est["peak_bytes"] <= budget,
-                     "ms": step_ms(est, choice["precision"]) if step_ms and step else None,
-                     "work": (step.get("flops", 0), step.get("kernels", 0))})
+        rows.append(
+            {
+                "choice": choice,
+                "peak_bytes": int(est["peak_bytes"]),
+                "fits": est["peak_bytes"] <= budget,
+                "ms": step_ms(est, choice["precision"]) if step_ms and step else None,
+                "work": (step.get("flops", 0), step.get("kernels", 0)),
+            }
+        )
         if progress:
             progress(i + 1, len(choices))
     fitting = [r for r in rows if r["fits"]]
     by_time = step_ms is not None and all(r["ms"] is not None for r in fitting)
     fitting.sort(key=(lambda r: (r["ms"], r["peak_bytes"])) if by_time else (lambda r: (r["work"], r["peak_bytes"])))
     best = fitting[0] if fitting else None
-    return {"choice": best["choice"] if best else None, "peak_bytes": best["peak_bytes"] if best else None,
-            "ms": best["ms"] if best else None, "ranked_by": "time" if by_time else "work",
-            "fitting": len(fitting), "considered": len(rows),
-            "lowest_peak": min(r["peak_bytes"] for r in rows) if rows else None}
+    return {
+        "choice": best["choice"] if best else None,
+        "peak_bytes": best["peak_bytes"] if best else None,
+        "ms": best["ms"] if best else None,
+        "ranked_by": "time" if by_time else "work",
+        "fitting": len(fitting),
+        "considered": len(rows),
+        "lowest_peak": min(r["peak_bytes"] for r in rows) if rows else None,
+    }
 
 
 def _median(result: dict | None) -> float | None:
     return ((result or {}).get("step_ms") or {}).get("median")
 
 
-def assess(s: Settings, candidate: dict, baseline: dict | None, best: dict | None, guard: dict | None,
-           budget: int) -> dict:
+def assess(
+    s: Settings, candidate: dict, baseline: dict | None, best: dict | None, guard: dict | None, budget: int
+) -> dict:
     """Fit, correctness and speed of the learner's run; a score out of 100 against the best known choice's run."""
     peak = metrics.net_peak(candidate)
     oom = bool(candidate.get("oom"))
@@ -158,19 +185,43 @@ def assess(s: Settings, candidate: dict, baseline: dict | None, best: dict | Non
     if oom:
         why.append(message("ex2.why.oom"))
     elif not fit and peak is not None:
-        why.append(message("ex2.why.over", peak=fmt_bytes(peak), budget=fmt_bytes(budget),
-                           over=fmt_bytes(peak - budget), category=largest[0] if largest else "?",
-                           size=fmt_bytes(largest[1]) if largest else "—"))
+        why.append(
+            message(
+                "ex2.why.over",
+                peak=fmt_bytes(peak),
+                budget=fmt_bytes(budget),
+                over=fmt_bytes(peak - budget),
+                category=largest[0] if largest else "?",
+                size=fmt_bytes(largest[1]) if largest else "—",
+            )
+        )
     if guard is None:
         why.append(message("ex2.why.no_guard"))
     elif not correct:
-        why.append(message("ex2.why.wrong", rel=f"{guard.get('max_rel_diff', float('nan')):.2e}",
-                           tol=f"{guard.get('tolerance', float('nan')):.0e}", precision=guard.get("precision", "?")))
+        why.append(
+            message(
+                "ex2.why.wrong",
+                rel=f"{guard.get('max_rel_diff', float('nan')):.2e}",
+                tol=f"{guard.get('tolerance', float('nan')):.0e}",
+                precision=guard.get("precision", "?"),
+            )
+        )
     if cand_ms and base_ms:
-        why.append(message("ex2.why.speed", ms=f"{cand_ms:,.2f}", ratio=f"{cand_ms / base_ms:.2f}",
-                           base_ms=f"{base_ms:,.2f}"))
+        why.append(
+            message("ex2.why.speed", ms=f"{cand_ms:,.2f}", ratio=f"{cand_ms / base_ms:.2f}", base_ms=f"{base_ms:,.2f}")
+        )
     if cand_ms and best_ms and fit and correct and not fast:
-        why.append(message("ex2.why.slower", ms=f"{cand_ms:,.2f}", best_ms=f"{best_ms:,.2f}",
-                           ratio=f"{cand_ms / best_ms:.2f}"))
-    return {"checks": checks, "passed": sum(checks.values()), "score": score, "peak": peak, "why": why,
-            "ms": cand_ms, "base_ms": base_ms, "best_ms": best_ms, "solved": all(checks.values())}
+        why.append(
+            message("ex2.why.slower", ms=f"{cand_ms:,.2f}", best_ms=f"{best_ms:,.2f}", ratio=f"{cand_ms / best_ms:.2f}")
+        )
+    return {
+        "checks": checks,
+        "passed": sum(checks.values()),
+        "score": score,
+        "peak": peak,
+        "why": why,
+        "ms": cand_ms,
+        "base_ms": base_ms,
+        "best_ms": best_ms,
+        "solved": all(checks.values()),
+    }

@@ -43,12 +43,19 @@ def settings(meta: dict) -> Settings:
     sizes = {name: int(number(g, name, 1, 65536, meta, integer=True)) for name in ("steps", "batch", "width", "layers")}
     loop, fixes = g.get("loop"), g.get("fixes")
     if not isinstance(loop, dict) or not loop:
-        raise SettingsError(f"{meta.get('id', '?')}/meta.json grading.loop: got {loop!r}; allowed: the course "
-                            "loop's habits and their values")
-    if not isinstance(fixes, dict) or not fixes or any(not isinstance(c, dict) or not c or set(c) - set(loop)
-                                                        for c in fixes.values()):
-        raise SettingsError(f"{meta.get('id', '?')}/meta.json grading.fixes: got {fixes!r}; allowed: fix -> a "
-                            f"change of the loop's habits ({', '.join(loop)})")
+        raise SettingsError(
+            f"{meta.get('id', '?')}/meta.json grading.loop: got {loop!r}; allowed: the course "
+            "loop's habits and their values"
+        )
+    if (
+        not isinstance(fixes, dict)
+        or not fixes
+        or any(not isinstance(c, dict) or not c or set(c) - set(loop) for c in fixes.values())
+    ):
+        raise SettingsError(
+            f"{meta.get('id', '?')}/meta.json grading.fixes: got {fixes!r}; allowed: fix -> a "
+            f"change of the loop's habits ({', '.join(loop)})"
+        )
     return Settings(**sizes, flat_share=number(g, "flat_share", 0.0, 1.0, meta), loop=dict(loop), fixes=dict(fixes))
 
 
@@ -71,10 +78,16 @@ def loop_of(s: Settings, fixes: list[str]) -> dict:
 
 def code(loop: dict) -> str:
     """The loop the run executes, as the learner would write it."""
-    cache = {"keep": "self.cache.append(out)", "detach": "self.cache.append(out.detach())",
-             "none": "# self.cache.append(out)"}[loop["cache"]]
-    keep = {"loss": "losses.append(loss)", "detach": "losses.append(loss.detach())",
-            "item": "losses.append(loss.item())"}[loop["keep"]]
+    cache = {
+        "keep": "self.cache.append(out)",
+        "detach": "self.cache.append(out.detach())",
+        "none": "# self.cache.append(out)",
+    }[loop["cache"]]
+    keep = {
+        "loss": "losses.append(loss)",
+        "detach": "losses.append(loss.detach())",
+        "item": "losses.append(loss.item())",
+    }[loop["keep"]]
     zero = "    optimizer.zero_grad(set_to_none=True)\n" if loop["zero_grad"] else ""
     return (
         "class Model(nn.Module):\n"
@@ -112,8 +125,15 @@ def verdict(s: Settings, result: dict, tolerance: float) -> dict:
     out = output_bytes(s, result)
     why = []
     if not flat:
-        why.append(message("ex3.why.grows", growth=fmt_bytes(growth), outputs=f"{growth / out:.2f}",
-                           output=fmt_bytes(out), limit=fmt_bytes(limit)))
+        why.append(
+            message(
+                "ex3.why.grows",
+                growth=fmt_bytes(growth),
+                outputs=f"{growth / out:.2f}",
+                output=fmt_bytes(out),
+                limit=fmt_bytes(limit),
+            )
+        )
         loop = result.get("loop") or {}
         for habit, value in (("keep", loop.get("keep")), ("cache", loop.get("cache"))):
             if value in ("loss", "keep", "detach"):
@@ -121,7 +141,21 @@ def verdict(s: Settings, result: dict, tolerance: float) -> dict:
     if error is None:
         why.append(message("ex3.why.no_gradient"))
     elif not grads_ok:
-        why.append(message("ex3.why.gradients", error=f"{error:.3g}", tol=f"{tolerance:.0e}",
-                           steps=len(result.get("per_step") or []) - 1))
-    return {"flat": flat, "growth": growth, "limit": limit, "grads_ok": grads_ok, "gradient_error": error,
-            "passed": int(flat) + int(grads_ok), "solved": flat and grads_ok, "why": why}
+        why.append(
+            message(
+                "ex3.why.gradients",
+                error=f"{error:.3g}",
+                tol=f"{tolerance:.0e}",
+                steps=len(result.get("per_step") or []) - 1,
+            )
+        )
+    return {
+        "flat": flat,
+        "growth": growth,
+        "limit": limit,
+        "grads_ok": grads_ok,
+        "gradient_error": error,
+        "passed": int(flat) + int(grads_ok),
+        "solved": flat and grads_ok,
+        "why": why,
+    }

@@ -1,12 +1,14 @@
 """The experiment configuration: one validated dataclass shared by the CLI, the app and the tests; the data-parallel
-configuration built on it (DistributedConfig); the rules' error codes; the gradient tolerance of each precision.
-Torch-free."""
+configuration built on it (DistributedConfig); the gradient tolerance of each precision. The rules' error codes are
+experiments/core/errors.py's. Torch-free."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
 from types import SimpleNamespace
+
+from .errors import ConfigError
 
 MODELS = ("mlp", "cnn", "transformer")
 # fp32 is PyTorch's defaults (matmuls in full fp32, cuDNN convolutions in TF32); fp32_strict has no TF32 at all;
@@ -48,8 +50,7 @@ BUDGET_MB = (1, 10_000_000)  # a memory budget's range in MB (or none)
 # activation to 8 (bf16) or 11 (fp16) mantissa bits, and the errors compound through the layers; pure bf16 also
 # rounds the weights and the gradients. fp32 strategies (checkpointing, accumulation) only reorder float
 # additions: 1e-4 is generous. TF32 rounds the inputs of every product to 10 mantissa bits.
-GRADIENT_TOLERANCE = {"fp32": 1e-4, "fp32_strict": 1e-4, "tf32": 1e-2, "amp_fp16": 5e-2, "amp_bf16": 1e-1,
-                      "bf16": 2e-1}
+GRADIENT_TOLERANCE = {"fp32": 1e-4, "fp32_strict": 1e-4, "tf32": 1e-2, "amp_fp16": 5e-2, "amp_bf16": 1e-1, "bf16": 2e-1}
 # The reference: IEEE fp32 everywhere, so a TF32 convolution's error is measured, not built into the baseline.
 GRADIENT_BASELINE = "fp32_strict"
 
@@ -60,43 +61,6 @@ def gradient_tolerance(cfg, device_type: str) -> float:
     if cfg.precision == "fp32" and cfg.model == "cnn" and device_type == "cuda":
         return GRADIENT_TOLERANCE["tf32"]
     return GRADIENT_TOLERANCE[cfg.precision]
-
-
-# Every rule the engine refuses a value by, once: code -> the parameters its error carries. A page words each code
-# in its own language (the app's `config.err.<code>`) with these parameters; the message is the engine's English.
-ERROR_CODES = {
-    "choice": ("value", "allowed"),  # not one of the allowed values ("allowed": comma-separated)
-    "range": ("value", "lo", "hi"),  # not an integer (a number) in [lo, hi]
-    "unknown": ("value", "known"),  # a field or name the engine does not know ("known": comma-separated)
-    "batch_accum": ("batch", "accum"),  # the (per-rank) batch does not split into accum micro-batches
-    "heads_divide": ("width", "heads"),
-    "head_dim": ("dim",),  # the transformer's head dimension is not a multiple of 8
-    "cnn_width": ("width",),  # the CNN's channels above 512
-    "cnn_layers": ("layers",),  # the CNN's conv layers above 16
-    "global_batch": ("batch", "world_size"),  # a global batch that the ranks cannot split evenly
-    "fsdp_fused_sgd": (),  # FSDP2's sharded parameters have no fused SGD step
-    "cuda_unavailable": (),  # "cuda" asked for on a machine without one
-    "cuda_only": ("strategy", "allowed"),  # a strategy that needs a GPU, on a CPU run ("allowed": the others)
-    "needs_cuda": (),  # an experiment of the CUDA caching allocator, without a GPU
-    "same_world_size": (),  # configurations launched together differ in world size
-    "same_device": (),  # configurations run together differ in device
-}
-
-
-class ConfigError(ValueError):
-    """A configuration value is out of range; `field` names the offending field.
-
-    `code` and `params` say which rule failed with what values (ERROR_CODES), so a page can word it in its own
-    language (the app's `config.err.<code>`); the message is the engine's English wording of the same."""
-
-    def __init__(self, field: str, message: str, code: str | None = None, **params):
-        if code is not None and (code not in ERROR_CODES or set(params) != set(ERROR_CODES[code])):
-            raise TypeError(f"ConfigError code {code!r} with parameters {sorted(params)}: see ERROR_CODES")
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-        self.code = code
-        self.params = params
 
 
 @dataclass(frozen=True)
@@ -150,8 +114,13 @@ class ExperimentConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ConfigError(unknown[0], f"unknown field; known fields are {', '.join(sorted(known))}", "unknown",
-                              value=unknown[0], known=", ".join(sorted(known)))
+            raise ConfigError(
+                unknown[0],
+                f"unknown field; known fields are {', '.join(sorted(known))}",
+                "unknown",
+                value=unknown[0],
+                known=", ".join(sorted(known)),
+            )
         return cls(**{k: _coerce(k, v) for k, v in data.items()})
 
     @classmethod
@@ -178,8 +147,9 @@ def _coerce(name: str, value):
             try:
                 return int(value.strip())
             except ValueError:
-                raise ConfigError(name, f"must be an integer, got {value!r}", "range", value=value, lo=lo,
-                                  hi=hi) from None
+                raise ConfigError(
+                    name, f"must be an integer, got {value!r}", "range", value=value, lo=lo, hi=hi
+                ) from None
         return value
     if name in BOOLS and isinstance(value, str):
         lowered = value.strip().lower()
@@ -194,8 +164,14 @@ def _coerce(name: str, value):
         try:
             return float(value)
         except ValueError:
-            raise ConfigError(name, f"must be a number of megabytes, got {value!r}", "range", value=value,
-                              lo=BUDGET_MB[0], hi=BUDGET_MB[1]) from None
+            raise ConfigError(
+                name,
+                f"must be a number of megabytes, got {value!r}",
+                "range",
+                value=value,
+                lo=BUDGET_MB[0],
+                hi=BUDGET_MB[1],
+            ) from None
     return value
 
 
@@ -206,47 +182,84 @@ def validate(cfg: ExperimentConfig, single: str | None = None) -> None:
             continue
         value = getattr(cfg, name)
         if value not in allowed:
-            raise ConfigError(name, f"got {value!r}; allowed: {', '.join(allowed)}", "choice", value=value,
-                              allowed=", ".join(allowed))
+            raise ConfigError(
+                name, f"got {value!r}; allowed: {', '.join(allowed)}", "choice", value=value, allowed=", ".join(allowed)
+            )
     for name, (lo, hi) in RANGES.items():
         if single and name != single:
             continue
         value = getattr(cfg, name)
         if not isinstance(value, int) or isinstance(value, bool):
-            raise ConfigError(name, f"must be an integer in [{lo}, {hi}], got {value!r}", "range", value=value,
-                              lo=lo, hi=hi)
+            raise ConfigError(
+                name, f"must be an integer in [{lo}, {hi}], got {value!r}", "range", value=value, lo=lo, hi=hi
+            )
         if not lo <= value <= hi:
             raise ConfigError(name, f"got {value}; allowed range is [{lo}, {hi}]", "range", value=value, lo=lo, hi=hi)
     for name in BOOLS:
         if (not single or name == single) and not isinstance(getattr(cfg, name), bool):
-            raise ConfigError(name, f"must be true or false, got {getattr(cfg, name)!r}", "choice",
-                              value=getattr(cfg, name), allowed="true, false")
+            raise ConfigError(
+                name,
+                f"must be true or false, got {getattr(cfg, name)!r}",
+                "choice",
+                value=getattr(cfg, name),
+                allowed="true, false",
+            )
     if single and single != "budget_mb":
         return
     if cfg.batch % cfg.accum:
         raise ConfigError(
-            "batch", f"batch {cfg.batch} must be divisible by accum {cfg.accum} (micro-batch = batch / accum)",
-            "batch_accum", batch=cfg.batch, accum=cfg.accum)
+            "batch",
+            f"batch {cfg.batch} must be divisible by accum {cfg.accum} (micro-batch = batch / accum)",
+            "batch_accum",
+            batch=cfg.batch,
+            accum=cfg.accum,
+        )
     if cfg.model == "transformer" and cfg.width % cfg.heads:
-        raise ConfigError("heads", f"width {cfg.width} must be divisible by heads {cfg.heads}",
-                          "heads_divide", width=cfg.width, heads=cfg.heads)
+        raise ConfigError(
+            "heads",
+            f"width {cfg.width} must be divisible by heads {cfg.heads}",
+            "heads_divide",
+            width=cfg.width,
+            heads=cfg.heads,
+        )
     if cfg.model == "transformer" and (cfg.width // cfg.heads) % 8:
-        raise ConfigError("heads", f"head dimension width/heads = {cfg.width // cfg.heads} must be a multiple of 8",
-                          "head_dim", dim=cfg.width // cfg.heads)
+        raise ConfigError(
+            "heads",
+            f"head dimension width/heads = {cfg.width // cfg.heads} must be a multiple of 8",
+            "head_dim",
+            dim=cfg.width // cfg.heads,
+        )
     if cfg.model == "cnn" and cfg.width > 512:
-        raise ConfigError("width", f"got {cfg.width}; for the cnn, width is the channel count, allowed range is [8, 512]",
-                          "cnn_width", width=cfg.width)
+        raise ConfigError(
+            "width",
+            f"got {cfg.width}; for the cnn, width is the channel count, allowed range is [8, 512]",
+            "cnn_width",
+            width=cfg.width,
+        )
     if cfg.model == "cnn" and cfg.layers > 16:
-        raise ConfigError("layers", f"got {cfg.layers}; the cnn allows [1, 16] conv layers", "cnn_layers",
-                          layers=cfg.layers)
+        raise ConfigError(
+            "layers", f"got {cfg.layers}; the cnn allows [1, 16] conv layers", "cnn_layers", layers=cfg.layers
+        )
     if cfg.budget_mb is not None:
         lo, hi = BUDGET_MB
         if isinstance(cfg.budget_mb, bool) or not isinstance(cfg.budget_mb, (int, float)):
-            raise ConfigError("budget_mb", f"must be a number of megabytes, got {cfg.budget_mb!r}", "range",
-                              value=cfg.budget_mb, lo=lo, hi=hi)
+            raise ConfigError(
+                "budget_mb",
+                f"must be a number of megabytes, got {cfg.budget_mb!r}",
+                "range",
+                value=cfg.budget_mb,
+                lo=lo,
+                hi=hi,
+            )
         if not lo <= cfg.budget_mb <= hi:
-            raise ConfigError("budget_mb", f"got {cfg.budget_mb}; allowed range is [{lo}, {hi}] MB, or none", "range",
-                              value=cfg.budget_mb, lo=lo, hi=hi)
+            raise ConfigError(
+                "budget_mb",
+                f"got {cfg.budget_mb}; allowed range is [{lo}, {hi}] MB, or none",
+                "range",
+                value=cfg.budget_mb,
+                lo=lo,
+                hi=hi,
+            )
 
 
 # How a data-parallel run spreads the sandbox's configuration (experiments/distributed/).
@@ -269,29 +282,59 @@ class DistributedConfig:
 
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
-            raise ConfigError("strategy", f"got {self.strategy!r}; allowed: {', '.join(STRATEGIES)}", "choice",
-                              value=self.strategy, allowed=", ".join(STRATEGIES))
+            raise ConfigError(
+                "strategy",
+                f"got {self.strategy!r}; allowed: {', '.join(STRATEGIES)}",
+                "choice",
+                value=self.strategy,
+                allowed=", ".join(STRATEGIES),
+            )
         lo, hi = WORLD_SIZE
         if not isinstance(self.world_size, int) or isinstance(self.world_size, bool) or not lo <= self.world_size <= hi:
-            raise ConfigError("world_size", f"got {self.world_size!r}; allowed range is [{lo}, {hi}]", "range",
-                              value=self.world_size, lo=lo, hi=hi)
+            raise ConfigError(
+                "world_size",
+                f"got {self.world_size!r}; allowed range is [{lo}, {hi}]",
+                "range",
+                value=self.world_size,
+                lo=lo,
+                hi=hi,
+            )
         if self.batch_mode not in BATCH_MODES:
-            raise ConfigError("batch_mode", f"got {self.batch_mode!r}; allowed: {', '.join(BATCH_MODES)}", "choice",
-                              value=self.batch_mode, allowed=", ".join(BATCH_MODES))
+            raise ConfigError(
+                "batch_mode",
+                f"got {self.batch_mode!r}; allowed: {', '.join(BATCH_MODES)}",
+                "choice",
+                value=self.batch_mode,
+                allowed=", ".join(BATCH_MODES),
+            )
         if self.batch_mode == "global" and self.config.batch % self.world_size:
-            raise ConfigError("batch", f"global batch {self.config.batch} must be divisible by world_size "
-                                       f"{self.world_size}", "global_batch", batch=self.config.batch,
-                              world_size=self.world_size)
+            raise ConfigError(
+                "batch",
+                f"global batch {self.config.batch} must be divisible by world_size {self.world_size}",
+                "global_batch",
+                batch=self.config.batch,
+                world_size=self.world_size,
+            )
         if self.per_rank_batch % self.config.accum:
-            raise ConfigError("batch", f"per-rank batch {self.per_rank_batch} must be divisible by accum "
-                                       f"{self.config.accum}", "batch_accum", batch=self.per_rank_batch,
-                              accum=self.config.accum)
-        if (self.strategy.startswith("fsdp2") and self.config.optimizer_impl == "fused"
-                and self.config.optimizer.startswith("sgd")):
+            raise ConfigError(
+                "batch",
+                f"per-rank batch {self.per_rank_batch} must be divisible by accum {self.config.accum}",
+                "batch_accum",
+                batch=self.per_rank_batch,
+                accum=self.config.accum,
+            )
+        if (
+            self.strategy.startswith("fsdp2")
+            and self.config.optimizer_impl == "fused"
+            and self.config.optimizer.startswith("sgd")
+        ):
             # torch has no DTensor rule for aten._fused_sgd_: the sharded step would stop with NotImplementedError.
-            raise ConfigError("optimizer_impl", "got 'fused'; FSDP2's sharded parameters have no fused SGD "
-                                                "step: allowed with SGD are default, foreach and for-loop",
-                              "fsdp_fused_sgd")
+            raise ConfigError(
+                "optimizer_impl",
+                "got 'fused'; FSDP2's sharded parameters have no fused SGD "
+                "step: allowed with SGD are default, foreach and for-loop",
+                "fsdp_fused_sgd",
+            )
 
     @property
     def per_rank_batch(self) -> int:
@@ -312,8 +355,13 @@ class DistributedConfig:
         return self.config.replace(batch=self.global_batch)
 
     def to_dict(self) -> dict:
-        return {**self.config.to_dict(), "strategy": self.strategy, "world_size": self.world_size,
-                "batch_mode": self.batch_mode, "check_update": self.check_update}
+        return {
+            **self.config.to_dict(),
+            "strategy": self.strategy,
+            "world_size": self.world_size,
+            "batch_mode": self.batch_mode,
+            "check_update": self.check_update,
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> DistributedConfig:
@@ -323,8 +371,14 @@ class DistributedConfig:
             try:
                 extra["world_size"] = int(extra["world_size"])
             except ValueError:
-                raise ConfigError("world_size", f"must be an integer, got {extra['world_size']!r}", "range",
-                                  value=extra["world_size"], lo=WORLD_SIZE[0], hi=WORLD_SIZE[1]) from None
+                raise ConfigError(
+                    "world_size",
+                    f"must be an integer, got {extra['world_size']!r}",
+                    "range",
+                    value=extra["world_size"],
+                    lo=WORLD_SIZE[0],
+                    hi=WORLD_SIZE[1],
+                ) from None
         if isinstance(extra.get("check_update"), str):
             extra["check_update"] = extra["check_update"].strip().lower() in ("1", "true", "yes", "on")
         return cls(ExperimentConfig.from_dict(data), **extra)

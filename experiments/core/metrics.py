@@ -80,8 +80,11 @@ def largest_category(result: dict) -> tuple[str, int] | None:
 
 
 def phases(result: dict, step: int | None = None, phase: str | None = None) -> list[dict]:
-    return [p for p in result.get("phases") or []
-            if (step is None or p.get("step") == step) and (phase is None or p.get("phase") == phase)]
+    return [
+        p
+        for p in result.get("phases") or []
+        if (step is None or p.get("step") == step) and (phase is None or p.get("phase") == phase)
+    ]
 
 
 def parameter_bytes(result: dict) -> int | None:
@@ -157,8 +160,11 @@ def output_unit_bytes(result: dict) -> int | None:
     return tokens * int(config["width"]) * 4
 
 
-PROFILE_COLUMNS = {"self": "self_device_memory_bytes", "total": "device_memory_bytes",
-                   "self_cpu": "self_cpu_memory_bytes"}
+PROFILE_COLUMNS = {
+    "self": "self_device_memory_bytes",
+    "total": "device_memory_bytes",
+    "self_cpu": "self_cpu_memory_bytes",
+}
 
 
 def profile_bytes(result: dict, row: str, column: str) -> int | None:
@@ -166,7 +172,6 @@ def profile_bytes(result: dict, row: str, column: str) -> int | None:
     key = PROFILE_COLUMNS[column]
     rows = [r for r in result.get("rows") or [] if str(r.get("name", "")).split("#")[0] == row]
     return sum(int(r.get(key) or 0) for r in rows) if rows else None
-
 
 
 def output_bytes(result: dict) -> int | None:
@@ -194,7 +199,7 @@ def frag_larger_fits(run: dict) -> int | None:
     frees = [i for i, p in enumerate(points) if p.get("op") == "free"]
     if not points or not frees:
         return None
-    return sum(1 for p in points[frees[-1] + 1:] if p.get("op") == "alloc")
+    return sum(1 for p in points[frees[-1] + 1 :] if p.get("op") == "alloc")
 
 
 def state_bytes_per_parameter(result: dict) -> float | None:
@@ -213,8 +218,13 @@ def profile_row(result: dict, row: str) -> dict | None:
     return next((r for r in result.get("rows") or [] if str(r.get("name", "")).startswith(row)), None)
 
 
-PAIRED_FIELDS = {"paired_ratio": "median", "paired_ratio_lo": "lo", "paired_ratio_hi": "hi",
-                 "paired_rounds_slower": "slower", "paired_rounds_faster": "faster"}
+PAIRED_FIELDS = {
+    "paired_ratio": "median",
+    "paired_ratio_lo": "lo",
+    "paired_ratio_hi": "hi",
+    "paired_rounds_slower": "slower",
+    "paired_rounds_faster": "faster",
+}
 
 
 def _saved(baseline: dict, result: dict) -> int | None:

@@ -31,9 +31,17 @@ def list_recorded(lesson: str | None = None) -> list[dict]:
         if lesson and entry.get("lesson") != lesson:
             continue
         result = entry["result"]
-        out.append({"id": entry["id"], "lesson": entry.get("lesson"), "label": entry.get("label"),
-                    "kind": entry.get("kind", "run"), "config": result.get("config"), "device": result.get("device"),
-                    "recorded_at": result.get("started_at")})
+        out.append(
+            {
+                "id": entry["id"],
+                "lesson": entry.get("lesson"),
+                "label": entry.get("label"),
+                "kind": entry.get("kind", "run"),
+                "config": result.get("config"),
+                "device": result.get("device"),
+                "recorded_at": result.get("started_at"),
+            }
+        )
     return out
 
 

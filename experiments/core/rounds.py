@@ -44,6 +44,15 @@ def paired(result: dict, strategy: str, versus: str) -> dict | None:
         verdict = "faster"
     else:
         verdict = "unclear"
-    return {"strategy": strategy, "versus": versus, "ratios": ratios, "median": statistics.median(ratios),
-            "lo": min(ratios), "hi": max(ratios), "rounds": n, "slower": slower, "faster": faster,
-            "verdict": verdict}
+    return {
+        "strategy": strategy,
+        "versus": versus,
+        "ratios": ratios,
+        "median": statistics.median(ratios),
+        "lo": min(ratios),
+        "hi": max(ratios),
+        "rounds": n,
+        "slower": slower,
+        "faster": faster,
+        "verdict": verdict,
+    }

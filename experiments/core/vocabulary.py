@@ -7,8 +7,15 @@ The engine measures and estimates in these terms; the app translates each name (
 from __future__ import annotations
 
 # What a tensor is for, as the storage tracker tags it.
-TENSOR_CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "autocast_copies",
-                     "data")
+TENSOR_CATEGORIES = (
+    "parameters",
+    "gradients",
+    "optimizer_state",
+    "activations",
+    "temporaries",
+    "autocast_copies",
+    "data",
+)
 # What ZeRO shards: the model states, as the ZeRO paper counts them per parameter.
 MODEL_STATES = ("parameters", "gradients", "optimizer_state")
 # On CUDA the allocator's peak also holds what is not a tensor (whole blocks, kernels' scratch memory).

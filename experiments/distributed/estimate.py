@@ -60,8 +60,12 @@ def traffic_bytes(strategy: str, parameter_bytes: int, n: int, accum: int = 1) -
 def strategy_order(accum: int = 1) -> tuple[str, ...]:
     """The strategies by their traffic, least first (ties: the simpler one first); CPU offload comes last whatever
     its traffic, because it also copies every shard across PCIe and runs the optimizer step on the CPU."""
-    return tuple(sorted(("ddp", "ddp_zero1", "fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload"),
-                        key=lambda s: (s == "fsdp2_offload", traffic_units(s, accum))))
+    return tuple(
+        sorted(
+            ("ddp", "ddp_zero1", "fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload"),
+            key=lambda s: (s == "fsdp2_offload", traffic_units(s, accum)),
+        )
+    )
 
 
 STRATEGY_ORDER = strategy_order()
@@ -93,14 +97,17 @@ def zero1_partition(shapes: list[tuple[int, ...]], n: int) -> list[list[int]]:
     return ranks
 
 
-def optimizer_step_bytes(cfg: ExperimentConfig, shapes: list[tuple[int, ...]], pe: int, block: int = 1) -> tuple[int, int]:
+def optimizer_step_bytes(
+    cfg: ExperimentConfig, shapes: list[tuple[int, ...]], pe: int, block: int = 1
+) -> tuple[int, int]:
     """(state, temporaries) of the optimizer's second step over parameters of `shapes`, in that order, on fake
     tensors: the for-loop implementations keep one tensor's temporaries while making the next one's."""
     if not shapes:  # a ZeRO-1 rank beyond the number of tensors steps nothing
         return 0, 0
     with FakeTensorMode():
-        params = [torch.nn.Parameter(torch.empty(s, dtype=torch.bfloat16 if pe == 2 else torch.float32))
-                  for s in shapes]
+        params = [
+            torch.nn.Parameter(torch.empty(s, dtype=torch.bfloat16 if pe == 2 else torch.float32)) for s in shapes
+        ]
         for p in params:
             p.grad = torch.empty_like(p)
         optimizer = make_optimizer(cfg, params)
@@ -129,14 +136,18 @@ def _single(cfg: ExperimentConfig, block: int, transients: dict[str, int] | None
     blocks = max(0, allocator_peak(r)[0] - int(r["peak_bytes"]))
     return {
         "params": next(p["allocated_bytes"] for p in rows if p["phase"] == "model"),
-        "grads": steady.get("gradients", 0), "state": steady.get("optimizer_state", 0), "data": steady.get("data", 0),
-        "step_temporaries": step_temporaries(r), "step_peak": step_peak,
+        "grads": steady.get("gradients", 0),
+        "state": steady.get("optimizer_state", 0),
+        "data": steady.get("data", 0),
+        "step_temporaries": step_temporaries(r),
+        "step_peak": step_peak,
         "train_peak": max(p["peak_bytes"] for p in step2 if p["phase"] in TRAINING_PHASES),
         # What is alive at the forward/backward peak: the replay's peak when that is where it is.
         "train_categories": {} if in_step else r["categories"],
         # The caching allocator's whole blocks beyond the storages (the peaks above already hold the kernels'
         # scratch memory): on CUDA every rank runs the same ops on the same shapes.
-        "blocks": blocks, "peak_bytes": int(r["peak_bytes"]) + blocks,
+        "blocks": blocks,
+        "peak_bytes": int(r["peak_bytes"]) + blocks,
     }
 
 
@@ -189,14 +200,22 @@ def estimate_sharded(dcfg, device_type: str = "cpu", transients: dict[str, int] 
         # so whether it is still allocated at the peak depends on timing (docs/gpu-results.md).
         high = peak + buckets
     return {
-        "strategy": strategy, "world_size": n, "peak_bytes": int(peak), "peak_high_bytes": int(high),
+        "strategy": strategy,
+        "world_size": n,
+        "peak_bytes": int(peak),
+        "peak_high_bytes": int(high),
         "categories": {k: int(v) for k, v in cats.items()},
-        "single_device_peak_bytes": single["peak_bytes"], "parameter_bytes": P,
-        "communication": {"per_step_bytes": traffic_bytes(strategy, full, n),
-                          "collective": "all-reduce of the gradients" + (
-                              ", then a broadcast of each rank's updated parameters" if strategy == "ddp_zero1" else "")},
-        "zero_paper": zero_paper_bytes(full // pe, n), "zero_this_run": zero_run_bytes(cfg, full // pe, n),
-        "method": "single-device replay + DDP's buckets", "device_type": device_type,
+        "single_device_peak_bytes": single["peak_bytes"],
+        "parameter_bytes": P,
+        "communication": {
+            "per_step_bytes": traffic_bytes(strategy, full, n),
+            "collective": "all-reduce of the gradients"
+            + (", then a broadcast of each rank's updated parameters" if strategy == "ddp_zero1" else ""),
+        },
+        "zero_paper": zero_paper_bytes(full // pe, n),
+        "zero_this_run": zero_run_bytes(cfg, full // pe, n),
+        "method": "single-device replay + DDP's buckets",
+        "device_type": device_type,
     }
 
 
@@ -209,17 +228,28 @@ def _replayed(dcfg, device_type: str, transients, single: dict, full: int, pe: i
     if cuda:
         cats["other"] = max(0, peak - sum(cats.values()))  # whole blocks and scratch memory, as on one device
     n = dcfg.world_size
-    comm = {"per_step_bytes": traffic_bytes(dcfg.strategy, full, n, dcfg.config.accum),
-            "collective": "all-gather of the parameters (twice under ZeRO-3) and reduce-scatter of the gradients"}
+    comm = {
+        "per_step_bytes": traffic_bytes(dcfg.strategy, full, n, dcfg.config.accum),
+        "collective": "all-gather of the parameters (twice under ZeRO-3) and reduce-scatter of the gradients",
+    }
     unmeasured = [sig for sig in r["signatures"] if cuda and sig not in (transients or {})]
     host = {"host_categories": offload_host_categories(dcfg)} if dcfg.strategy == "fsdp2_offload" else {}
     return {
-        "strategy": dcfg.strategy, "world_size": n, "peak_bytes": int(peak), "peak_phase": r["peak_phase"],
-        "categories": {k: int(v) for k, v in cats.items()}, **host,
-        "single_device_peak_bytes": single["peak_bytes"], "parameter_bytes": single["params"], "communication": comm,
-        "zero_paper": zero_paper_bytes(full // pe, n), "zero_this_run": zero_run_bytes(dcfg.config, full // pe, n),
-        "signatures": r["signatures"], "unmeasured": unmeasured,
-        "method": "FSDP2 replayed on fake tensors", "device_type": device_type,
+        "strategy": dcfg.strategy,
+        "world_size": n,
+        "peak_bytes": int(peak),
+        "peak_phase": r["peak_phase"],
+        "categories": {k: int(v) for k, v in cats.items()},
+        **host,
+        "single_device_peak_bytes": single["peak_bytes"],
+        "parameter_bytes": single["params"],
+        "communication": comm,
+        "zero_paper": zero_paper_bytes(full // pe, n),
+        "zero_this_run": zero_run_bytes(dcfg.config, full // pe, n),
+        "signatures": r["signatures"],
+        "unmeasured": unmeasured,
+        "method": "FSDP2 replayed on fake tensors",
+        "device_type": device_type,
     }
 
 
@@ -241,8 +271,12 @@ REPLAYED = ("fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload")
 
 def zero_stage_bytes(psi: int, n: int, param: int, grad: int, state: int) -> dict:
     """Model states per rank at each ZeRO stage, from the bytes per parameter of each (Ψ parameters, N ranks)."""
-    return {"ddp": (param + grad + state) * psi, "zero1": (param + grad) * psi + state * psi / n,
-            "zero2": param * psi + (grad + state) * psi / n, "zero3": (param + grad + state) * psi / n}
+    return {
+        "ddp": (param + grad + state) * psi,
+        "zero1": (param + grad) * psi + state * psi / n,
+        "zero2": param * psi + (grad + state) * psi / n,
+        "zero3": (param + grad + state) * psi / n,
+    }
 
 
 def zero_paper_bytes(psi: int, n: int) -> dict:
@@ -260,8 +294,14 @@ def zero_run_bytes(cfg: ExperimentConfig, psi: int, n: int) -> dict:
     return zero_stage_bytes(psi, n, pe, pe, STATE_TENSORS[cfg.optimizer] * pe)
 
 
-def what_fits(config: dict, capacity_bytes: int, max_world_size: int = 8, device_type: str = "cuda",
-              batch_mode: str = "per_rank", transients: dict[str, int] | None = None) -> dict | None:
+def what_fits(
+    config: dict,
+    capacity_bytes: int,
+    max_world_size: int = 8,
+    device_type: str = "cuda",
+    batch_mode: str = "per_rank",
+    transients: dict[str, int] | None = None,
+) -> dict | None:
     """The smallest world size, then the strategy with the least traffic (strategy_order), whose per-rank estimate fits
     (the top of its range, where it has one). A strategy's per-rank memory does not grow with the world size (its
     shards shrink, and so does the per-rank batch when the global batch is fixed), so each strategy's smallest
@@ -289,8 +329,12 @@ def what_fits(config: dict, capacity_bytes: int, max_world_size: int = 8, device
             est = estimate_sharded(sizes[mid][1], device_type, transients)
             top = est.get("peak_high_bytes") or est["peak_bytes"]
             if top <= capacity_bytes:
-                best = {"world_size": sizes[mid][0], "strategy": strategy, "peak_bytes": est["peak_bytes"],
-                        "peak_high_bytes": top}
+                best = {
+                    "world_size": sizes[mid][0],
+                    "strategy": strategy,
+                    "peak_bytes": est["peak_bytes"],
+                    "peak_high_bytes": top,
+                }
                 hi = mid - 1
             else:
                 lo = mid + 1

@@ -41,18 +41,32 @@ def device_type_for(dcfg: DistributedConfig) -> str:
     if cuda:
         count = torch.cuda.device_count()
         if count == 0:
-            raise ConfigError("device", "got 'cuda' but torch.cuda.is_available() is False; allowed here: auto, cpu",
-                              "cuda_unavailable")
+            raise ConfigError(
+                "device",
+                "got 'cuda' but torch.cuda.is_available() is False; allowed here: auto, cpu",
+                "cuda_unavailable",
+            )
         if dcfg.world_size > count:
-            raise ConfigError("world_size", f"got {dcfg.world_size}; this machine has {count} GPU(s): allowed "
-                                            f"range is [1, {count}] (one process per GPU)", "range",
-                              value=dcfg.world_size, lo=1, hi=count)
+            raise ConfigError(
+                "world_size",
+                f"got {dcfg.world_size}; this machine has {count} GPU(s): allowed "
+                f"range is [1, {count}] (one process per GPU)",
+                "range",
+                value=dcfg.world_size,
+                lo=1,
+                hi=count,
+            )
         return "cuda"
     if dcfg.strategy in CUDA_ONLY:
         allowed = ", ".join(s for s in STRATEGIES if s not in CUDA_ONLY)
-        raise ConfigError("strategy", f"{dcfg.strategy} is not available on a CPU run (FSDP2's CPUOffloadPolicy "
-                                      f"needs an accelerator to offload from); allowed on CPU: {allowed}",
-                          "cuda_only", strategy=dcfg.strategy, allowed=allowed)
+        raise ConfigError(
+            "strategy",
+            f"{dcfg.strategy} is not available on a CPU run (FSDP2's CPUOffloadPolicy "
+            f"needs an accelerator to offload from); allowed on CPU: {allowed}",
+            "cuda_only",
+            strategy=dcfg.strategy,
+            allowed=allowed,
+        )
     return "cpu"
 
 
@@ -80,9 +94,14 @@ def _rank_main(rank: int, plans: list[dict], device_type: str, port: int, out) -
         backend = "gloo"
         # The ranks share the machine's cores; without this each would start one thread per core.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=_dt.timedelta(seconds=RANK_TIMEOUT_S),
-                            **({"device_id": device} if backend == "nccl" else {}))
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=_dt.timedelta(seconds=RANK_TIMEOUT_S),
+        **({"device_id": device} if backend == "nccl" else {}),
+    )
     try:
         for i, params in enumerate(plans):
             dcfg = DistributedConfig.from_dict(params)
@@ -110,8 +129,9 @@ def _spawn(plans: list[dict], device_type: str, progress=None, should_cancel=Non
 
     world = plans[0]["world_size"]
     out = multiprocessing.get_context("spawn").Queue()
-    ctx = mp.start_processes(_rank_main, args=(plans, device_type, _free_port(), out), nprocs=world,
-                             join=False, start_method="spawn")
+    ctx = mp.start_processes(
+        _rank_main, args=(plans, device_type, _free_port(), out), nprocs=world, join=False, start_method="spawn"
+    )
     got = [{"results": {}, "update": None, "errors": {}, "cancelled": False} for _ in plans]
     failed_at = None
     while True:
@@ -154,8 +174,14 @@ def _spawn(plans: list[dict], device_type: str, progress=None, should_cancel=Non
 def _spawn_via_child(plans: list[dict], device_type: str, progress=None, should_cancel=None) -> list[dict]:
     """The same spawn from a fresh interpreter, for callers that may not have children (daemonic processes)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([_root(), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-m", "experiments.distributed.launch", device_type], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "experiments.distributed.launch", device_type],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     proc.stdin.write(json.dumps(plans))
     proc.stdin.close()
     lines: _queue.Queue = _queue.Queue()
@@ -179,8 +205,15 @@ def _spawn_via_child(plans: list[dict], device_type: str, progress=None, should_
             return [{"results": {}, "update": None, "errors": {}, "cancelled": True} for _ in plans]
     proc.wait()
     if got is None:
-        return [{"results": {}, "update": None, "errors": {-1: f"the launcher exited with status {proc.returncode}"},
-                 "cancelled": False} for _ in plans]
+        return [
+            {
+                "results": {},
+                "update": None,
+                "errors": {-1: f"the launcher exited with status {proc.returncode}"},
+                "cancelled": False,
+            }
+            for _ in plans
+        ]
     for g in got:
         g["results"] = {int(k): v for k, v in g["results"].items()}
         g["errors"] = {int(k): v for k, v in g["errors"].items()}
@@ -199,12 +232,12 @@ def run_distributed_many(plans: list[dict], progress=None, should_cancel=None) -
     """Several configurations of one world size, one after another on the same ranks (one process start)."""
     dcfgs = [DistributedConfig.from_dict(p) for p in plans]
     if len({d.world_size for d in dcfgs}) > 1:
-        raise ConfigError("world_size", "every configuration of one launch must have the same world_size",
-                          "same_world_size")
+        raise ConfigError(
+            "world_size", "every configuration of one launch must have the same world_size", "same_world_size"
+        )
     device_types = {device_type_for(d) for d in dcfgs}
     if len(device_types) > 1:
-        raise ConfigError("device", "every configuration of one launch must run on the same device type",
-                          "same_device")
+        raise ConfigError("device", "every configuration of one launch must run on the same device type", "same_device")
     device_type = device_types.pop()
     started = _dt.datetime.now(_dt.timezone.utc)
     t0 = time.perf_counter()
@@ -212,29 +245,52 @@ def run_distributed_many(plans: list[dict], progress=None, should_cancel=None) -
     spawn = _spawn_via_child if multiprocessing.current_process().daemon else _spawn
     gots = spawn([d.to_dict() for d in dcfgs], device_type, progress, should_cancel)
     duration = round(time.perf_counter() - t0, 3)
-    return [_assemble(d, device_type, got, est, started, duration) for d, got, est in zip(dcfgs, gots, estimates,
-                                                                                          strict=True)]
+    return [
+        _assemble(d, device_type, got, est, started, duration)
+        for d, got, est in zip(dcfgs, gots, estimates, strict=True)
+    ]
 
 
 def _assemble(dcfg: DistributedConfig, device_type: str, got: dict, est: dict, started, duration: float) -> dict:
     ranks = [got["results"][r] for r in sorted(got["results"])]
     first = ranks[0] if ranks else {}
     result = {
-        "kind": "distributed", "config": dcfg.rank_config.to_dict(), "distributed": dcfg.to_dict(),
-        "strategy": dcfg.strategy, "world_size": dcfg.world_size, "batch_mode": dcfg.batch_mode,
-        "per_rank_batch": dcfg.per_rank_batch, "global_batch": dcfg.global_batch,
-        "backend": "nccl" if device_type == "cuda" else "gloo", "device": device_info(device_type),
-        "ranks": ranks, "update_check": got["update"],
+        "kind": "distributed",
+        "config": dcfg.rank_config.to_dict(),
+        "distributed": dcfg.to_dict(),
+        "strategy": dcfg.strategy,
+        "world_size": dcfg.world_size,
+        "batch_mode": dcfg.batch_mode,
+        "per_rank_batch": dcfg.per_rank_batch,
+        "global_batch": dcfg.global_batch,
+        "backend": "nccl" if device_type == "cuda" else "gloo",
+        "device": device_info(device_type),
+        "ranks": ranks,
+        "update_check": got["update"],
         "errors": [f"rank {r}: {m}" if r >= 0 else m for r, m in sorted(got["errors"].items())],
-        "cancelled": got["cancelled"], "estimate": est, "started_at": started.isoformat(timespec="seconds"),
+        "cancelled": got["cancelled"],
+        "estimate": est,
+        "started_at": started.isoformat(timespec="seconds"),
     }
     # Rank 0 under the single-device names: the other lessons' metrics and checks read it unchanged.
-    for k in ("phases", "baseline_bytes", "peak_bytes", "peak_phase", "setup_peak_bytes", "breakdown",
-              "breakdown_steady", "step_ms", "oom", "losses", "driver"):
+    for k in (
+        "phases",
+        "baseline_bytes",
+        "peak_bytes",
+        "peak_phase",
+        "setup_peak_bytes",
+        "breakdown",
+        "breakdown_steady",
+        "step_ms",
+        "oom",
+        "losses",
+        "driver",
+    ):
         result[k] = first.get(k)
     peaks = [r["peak_bytes"] - (r.get("baseline_bytes") or 0) for r in ranks if r.get("peak_bytes") is not None]
     result["summary"] = {
-        "max_net_peak_bytes": max(peaks) if peaks else None, "min_net_peak_bytes": min(peaks) if peaks else None,
+        "max_net_peak_bytes": max(peaks) if peaks else None,
+        "min_net_peak_bytes": min(peaks) if peaks else None,
         "oom_ranks": [r["rank"] for r in ranks if r.get("oom")],
         "step_ms_median": max((r["step_ms"]["median"] for r in ranks if r.get("step_ms")), default=None),
         "estimate_peak_bytes": est["peak_bytes"],

@@ -88,8 +88,12 @@ def rank_options(device=None, listeners=()) -> dict:
     storages in host memory (CPU offload's shards, their gradients, the optimizer state and its step) are counted
     apart (`host_*`): they are not in the device's peak, and summing them into it would show offload saving
     nothing."""
-    return {"listeners": [Shards(), *listeners], "categories": RANK_TENSOR_CATEGORIES, "local": local,
-            "host_apart": device is not None and torch.device(device).type != "cpu"}
+    return {
+        "listeners": [Shards(), *listeners],
+        "categories": RANK_TENSOR_CATEGORIES,
+        "local": local,
+        "host_apart": device is not None and torch.device(device).type != "cpu",
+    }
 
 
 class RankRecorder(PhaseRecorder):
@@ -146,8 +150,11 @@ def wrap(model, strategy: str, cfg, device: torch.device, mesh=None, spec=None):
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
     # AMP under FSDP2 is its mixed-precision policy: the gathered parameters are bf16/fp16, reduction in fp32.
-    mp = MixedPrecisionPolicy(param_dtype=AMP_DTYPES[cfg.precision], reduce_dtype=torch.float32) \
-        if cfg.precision in AMP_DTYPES else MixedPrecisionPolicy()
+    mp = (
+        MixedPrecisionPolicy(param_dtype=AMP_DTYPES[cfg.precision], reduce_dtype=torch.float32)
+        if cfg.precision in AMP_DTYPES
+        else MixedPrecisionPolicy()
+    )
     kwargs = {"reshard_after_forward": strategy != "fsdp2_zero2", "mp_policy": mp}
     if mesh is not None:  # the replay on fake tensors builds its mesh outside the fake mode
         kwargs["mesh"] = mesh
@@ -167,8 +174,11 @@ def make_rank_optimizer(cfg, model, strategy: str):
         probe = make_optimizer(cfg, [torch.zeros(1, requires_grad=True)])
         # AdamW's defaults name one setting its constructor does not take (decoupled_weight_decay).
         accepted = inspect.signature(type(probe)).parameters
-        return ZeroRedundancyOptimizer(model.parameters(), optimizer_class=type(probe),
-                                       **{k: v for k, v in probe.defaults.items() if k in accepted})
+        return ZeroRedundancyOptimizer(
+            model.parameters(),
+            optimizer_class=type(probe),
+            **{k: v for k, v in probe.defaults.items() if k in accepted},
+        )
     return make_optimizer(cfg, model.parameters())
 
 
@@ -195,12 +205,15 @@ def rank_batch(dcfg, rank: int) -> tuple[dict, dict]:
     cfg = dcfg.global_config
     inputs, targets = spec_for(cfg).batch(cfg, torch.device("cpu"), dcfg.config.seed + 1)
     b = dcfg.per_rank_batch
-    return ({k: v[rank * b:(rank + 1) * b] for k, v in inputs.items()},
-            {k: v[rank * b:(rank + 1) * b] for k, v in targets.items()})
+    return (
+        {k: v[rank * b : (rank + 1) * b] for k, v in inputs.items()},
+        {k: v[rank * b : (rank + 1) * b] for k, v in targets.items()},
+    )
 
 
-def rank_setup(dcfg, device: torch.device, inputs: dict, targets: dict, mesh=None, scaler=None, tamper=None,
-               copy: bool = True) -> Setup:
+def rank_setup(
+    dcfg, device: torch.device, inputs: dict, targets: dict, mesh=None, scaler=None, tamper=None, copy: bool = True
+) -> Setup:
     """How a rank's setup differs from a single device's: the wrap, the rank's optimizer, its slice of the batch
     (copied onto the device; `copy`: as a fresh storage, what a measured rank holds). `scaler`: the replay's scaler.
     `tamper(model, strategy)`, after the wrap, lets a test break the data-parallel step."""
@@ -218,8 +231,12 @@ def rank_setup(dcfg, device: torch.device, inputs: dict, targets: dict, mesh=Non
 
         return {k: to(v) for k, v in inputs.items()}, {k: to(v) for k, v in targets.items()}
 
-    return Setup(wrap=wrapped, optimizer=lambda cfg, model: StateView(make_rank_optimizer(cfg, model, strategy)),
-                 batch=batch, scaler=scaler)
+    return Setup(
+        wrap=wrapped,
+        optimizer=lambda cfg, model: StateView(make_rank_optimizer(cfg, model, strategy)),
+        batch=batch,
+        scaler=scaler,
+    )
 
 
 @dataclass(frozen=True)
@@ -246,10 +263,22 @@ def measure_rank(dcfg, rank: int, device: torch.device, progress=None, replay: R
     tracker = replay.tracker if replay else MemoryTracker(**rank_options(device))
     total = 4 + cfg.steps * (2 + 2 * cfg.accum) + (1 if cfg.timing_steps else 0)
     rec = RankRecorder(device, tracker, progress, None, total, strategy=dcfg.strategy, accum=cfg.accum)
-    result = {"rank": rank, "phases": rec.phases, "baseline_bytes": torch.cuda.memory_allocated(device) if cuda else 0,
-              "peak_bytes": None, "peak_phase": None, "setup_peak_bytes": None, "step_ms": None, "breakdown": None,
-              "breakdown_steady": None, "host_breakdown": None, "host_peak_bytes": None, "oom": None, "losses": [],
-              "driver": None}
+    result = {
+        "rank": rank,
+        "phases": rec.phases,
+        "baseline_bytes": torch.cuda.memory_allocated(device) if cuda else 0,
+        "peak_bytes": None,
+        "peak_phase": None,
+        "setup_peak_bytes": None,
+        "step_ms": None,
+        "breakdown": None,
+        "breakdown_steady": None,
+        "host_breakdown": None,
+        "host_peak_bytes": None,
+        "oom": None,
+        "losses": [],
+        "driver": None,
+    }
     inputs, targets = rank_batch(dcfg, rank)
     how = rank_setup(dcfg, device, inputs, targets, replay and replay.mesh, replay and replay.scaler)
     state = TrainState(cfg, device)
@@ -259,8 +288,12 @@ def measure_rank(dcfg, rank: int, device: torch.device, progress=None, replay: R
             train(state, rec, tracker, how, on_loss)
             _after_steps(state, rec, tracker, result)
     except torch.OutOfMemoryError as e:
-        result["oom"] = {"phase": rec.current[0], "step": rec.current[1], "message": str(e).split("\n")[0][:600],
-                         "in_use_bytes": rec.phases[-1]["peak_bytes"] if rec.phases else None}
+        result["oom"] = {
+            "phase": rec.current[0],
+            "step": rec.current[1],
+            "message": str(e).split("\n")[0][:600],
+            "in_use_bytes": rec.phases[-1]["peak_bytes"] if rec.phases else None,
+        }
         del e
     finally:
         release(rec, state, device)

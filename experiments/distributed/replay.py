@@ -64,12 +64,17 @@ def replay_rank(dcfg, block: int = 1, transients: dict[str, int] | None = None, 
     {"peak_bytes", "peak_phase", "categories", "phases", "allocator_peak_bytes", ...}. peak_bytes counts storages
     (rounded to `block`); allocator_peak_bytes the caching allocator's whole blocks. `listeners`: more listeners of
     the replay's tracker (what else to watch)."""
-    dcfg = dataclasses.replace(dcfg, config=dcfg.config.replace(device="cpu", timing_steps=0, budget_mb=None,
-                                                                  force=True), check_update=False)
+    dcfg = dataclasses.replace(
+        dcfg, config=dcfg.config.replace(device="cpu", timing_steps=0, budget_mb=None, force=True), check_update=False
+    )
     offload = dcfg.strategy == "fsdp2_offload"
     extra = [*listeners, *([Offload()] if offload else [])]
-    tracker, log, scratch = replay_tracker(block, transients, **rank_options(listeners=extra),
-                                           off_device_tags=(phase_tag("optimizer_step"),) if offload else ())
+    tracker, log, scratch = replay_tracker(
+        block,
+        transients,
+        **rank_options(listeners=extra),
+        off_device_tags=(phase_tag("optimizer_step"),) if offload else (),
+    )
     with fp32_math.LOCK, _LOCK:  # the fp32 modes' lock first (experiments/estimate/replay.py says why)
         if dist.is_initialized():
             raise RuntimeError("a process group is initialised here already: replay in a process of its own")
@@ -77,9 +82,12 @@ def replay_rank(dcfg, block: int = 1, transients: dict[str, int] | None = None, 
         try:
             mesh = init_device_mesh("cpu", (dcfg.world_size,))
             with FakeTensorMode(allow_non_fake_inputs=True):
-                result = measure_rank(dcfg, rank, torch.device("cpu"),
-                                      replay=RankReplay(tracker=tracker, mesh=mesh,
-                                                        scaler=NeverSkippingScaler))
+                result = measure_rank(
+                    dcfg,
+                    rank,
+                    torch.device("cpu"),
+                    replay=RankReplay(tracker=tracker, mesh=mesh, scaler=NeverSkippingScaler),
+                )
         finally:
             dist.destroy_process_group()
     if result.get("oom") or result.get("peak_bytes") is None:
@@ -88,7 +96,12 @@ def replay_rank(dcfg, block: int = 1, transients: dict[str, int] | None = None, 
     steps = [i for i, p in enumerate(result["phases"]) if p["step"] >= 1 and i < len(marks)]
     at = max(steps, key=lambda i: marks[i]["peak_allocated_bytes"])
     categories = {k: int(v) for k, v in (result.get("breakdown") or {}).items()}
-    return {"peak_bytes": int(result["peak_bytes"]), "peak_phase": result["peak_phase"], "categories": categories,
-            "phases": result["phases"], "signatures": sorted(set(scratch.signatures)),
-            "allocator_peak_bytes": int(marks[at]["peak_allocated_bytes"]),
-            "allocator_peak_phase": {"step": result["phases"][at]["step"], "phase": result["phases"][at]["phase"]}}
+    return {
+        "peak_bytes": int(result["peak_bytes"]),
+        "peak_phase": result["peak_phase"],
+        "categories": categories,
+        "phases": result["phases"],
+        "signatures": sorted(set(scratch.signatures)),
+        "allocator_peak_bytes": int(marks[at]["peak_allocated_bytes"]),
+        "allocator_peak_phase": {"step": result["phases"][at]["step"], "phase": result["phases"][at]["phase"]},
+    }

@@ -55,8 +55,9 @@ def compute_eps(precision: str, device_type: str, model: str) -> float:
         return torch.finfo(torch.bfloat16).eps
     if precision in ("amp_fp16", "tf32"):
         return torch.finfo(torch.float16).eps  # TF32 keeps fp16's 10 mantissa bits
-    tf32 = device_type == "cuda" and (torch.get_float32_matmul_precision() != "highest"
-                                      or (model == "cnn" and torch.backends.cudnn.allow_tf32))
+    tf32 = device_type == "cuda" and (
+        torch.get_float32_matmul_precision() != "highest" or (model == "cnn" and torch.backends.cudnn.allow_tf32)
+    )
     return torch.finfo(torch.float16).eps if tf32 else torch.finfo(torch.float32).eps
 
 
@@ -79,24 +80,35 @@ def gradient_delta(grad: torch.Tensor, grad_eps: float, terms: int) -> float:
     return float(grad.abs().max()) * (OUTPUT_ROUNDINGS * grad_eps + SUM_ROUNDINGS * math.sqrt(terms) * FP32_EPS)
 
 
-def tolerance(before: torch.Tensor, grad: torch.Tensor | None, optimizer, grad_eps: float, param_eps: float,
-              terms: int) -> torch.Tensor:
+def tolerance(
+    before: torch.Tensor, grad: torch.Tensor | None, optimizer, grad_eps: float, param_eps: float, terms: int
+) -> torch.Tensor:
     """The per-element tolerance of one parameter tensor's new value, in fp32."""
     if grad is None or not torch.isfinite(grad).all():
         # No gradient: the optimizer leaves the tensor alone (a skipped fp16 step, too).
         return 2 * param_eps * before.abs()
     delta = gradient_delta(grad, grad_eps, terms)
     update = first_step_update(grad, before, optimizer)
-    sensitivity = torch.maximum((first_step_update(grad + delta, before, optimizer) - update).abs(),
-                                (first_step_update(grad - delta, before, optimizer) - update).abs())
+    sensitivity = torch.maximum(
+        (first_step_update(grad + delta, before, optimizer) - update).abs(),
+        (first_step_update(grad - delta, before, optimizer) - update).abs(),
+    )
     # The new weight is rounded on both sides (half an ulp each, an ulp is at most eps * |w|): twice that.
     rounding = param_eps * (2 * (before + update).abs() + STEP_ROUNDINGS * update.abs())
     return sensitivity + rounding
 
 
-def compare(after: list[torch.Tensor], expected: list[torch.Tensor], before: list[torch.Tensor],
-            grads: list[torch.Tensor | None], optimizer, grad_eps: float, param_eps: float, terms: int,
-            rank_grads: list[torch.Tensor | None] | None = None) -> dict:
+def compare(
+    after: list[torch.Tensor],
+    expected: list[torch.Tensor],
+    before: list[torch.Tensor],
+    grads: list[torch.Tensor | None],
+    optimizer,
+    grad_eps: float,
+    param_eps: float,
+    terms: int,
+    rank_grads: list[torch.Tensor | None] | None = None,
+) -> dict:
     """The verdict on a data-parallel step: every element of `after` within its tolerance of `expected`.
     `rank_grads` (the rank's gradients) only inform: how close they came to the gradient delta assumed."""
     worst, mismatched, count, diff, moved, grad_off = 0.0, 0, 0, 0.0, 0.0, None
@@ -112,11 +124,20 @@ def compare(after: list[torch.Tensor], expected: list[torch.Tensor], before: lis
             delta = gradient_delta(g, grad_eps, terms)
             if delta > 0:
                 grad_off = max(grad_off or 0.0, float((rank_grads[i] - g).abs().max()) / delta)
-    return {"max_abs_diff": diff, "max_update": moved, "relative": diff / moved if moved else None,
-            "mismatched": mismatched, "elements": count, "worst_vs_tolerance": worst, "ok": mismatched == 0,
-            "gradient_vs_delta": grad_off, "grad_eps": grad_eps, "terms": terms,
-            "tolerance": "per element: the first-step update's change for a gradient off by the rounding of "
-                         "reordered sums, plus the rounding of the new weight"}
+    return {
+        "max_abs_diff": diff,
+        "max_update": moved,
+        "relative": diff / moved if moved else None,
+        "mismatched": mismatched,
+        "elements": count,
+        "worst_vs_tolerance": worst,
+        "ok": mismatched == 0,
+        "gradient_vs_delta": grad_off,
+        "grad_eps": grad_eps,
+        "terms": terms,
+        "tolerance": "per element: the first-step update's change for a gradient off by the rounding of "
+        "reordered sums, plus the rounding of the new weight",
+    }
 
 
 def check_update(dcfg, rank: int, device: torch.device, tamper=None) -> dict | None:
@@ -145,5 +166,6 @@ def check_update(dcfg, rank: int, device: torch.device, tamper=None) -> dict | N
         param_eps = torch.finfo(next(base.model.parameters()).dtype).eps
         optimizer = base.optimizer
     del base
-    return compare(after, expected, before, grads, optimizer, grad_eps, param_eps, summed_terms(dcfg.global_config),
-                   rank_grads)
+    return compare(
+        after, expected, before, grads, optimizer, grad_eps, param_eps, summed_terms(dcfg.global_config), rank_grads
+    )

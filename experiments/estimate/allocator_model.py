@@ -162,8 +162,17 @@ def replay_trace(events: list[tuple[str, int, int]]) -> dict:
         elif kind == "free":
             model.free(key)
         else:  # a phase boundary: ("mark", index, 0)
-            marks.append({"reserved_bytes": model.reserved, "allocated_bytes": model.allocated,
-                          "peak_allocated_bytes": since_mark})
+            marks.append(
+                {
+                    "reserved_bytes": model.reserved,
+                    "allocated_bytes": model.allocated,
+                    "peak_allocated_bytes": since_mark,
+                }
+            )
             since_mark = model.allocated
-    return {"reserved_bytes": model.reserved, "peak_reserved_bytes": model.peak_reserved,
-            "peak_allocated_bytes": model.peak_allocated, "marks": marks}
+    return {
+        "reserved_bytes": model.reserved,
+        "peak_reserved_bytes": model.peak_reserved,
+        "peak_allocated_bytes": model.peak_allocated,
+        "marks": marks,
+    }

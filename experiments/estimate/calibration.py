@@ -49,6 +49,7 @@ HALF_PROBE = {"model": "mlp", "layers": 2, "width": 128, "batch": 32}
 def _efficiency(device: torch.device, rates: dict) -> dict:
     """Measured step time over the roofline prediction (steptime.predict_step_ms's centre) of a real step: per model
     family in fp32, and per half precision relative to fp32 (on the MLP). Measured on a CPU only."""
+
     def ratio(params: dict, precision: str) -> float:
         cfg = ExperimentConfig(device=device.type, precision=precision, optimizer="adam", **params)
         state = build_state(cfg, device)
@@ -56,8 +57,10 @@ def _efficiency(device: torch.device, rates: dict) -> dict:
         with float32_precision(cfg):
             seconds = timed(lambda: train_step(state), device, 1)
         # The roofline at the load of this moment, so that the ratio is the kernels' own.
-        center = predict_step_ms(replay(cfg)["step"], rates, precision, device.type,
-                                 mean_load(load, load_now()))["low_ms"] / RANGE[0]
+        center = (
+            predict_step_ms(replay(cfg)["step"], rates, precision, device.type, mean_load(load, load_now()))["low_ms"]
+            / RANGE[0]
+        )
         return seconds * 1e3 / center
 
     out = {family: sig(ratio(params, "fp32")) for family, params in EFFICIENCY_PROBES.items()}

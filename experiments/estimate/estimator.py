@@ -16,8 +16,13 @@ from .replay import replay
 METHODS = ("auto", "replay", "replay_device")
 
 
-def estimate(cfg: ExperimentConfig, capacity_bytes: int | None = None, device_type: str = "cuda",
-             method: str = "auto", transients: dict[str, int] | None = None) -> dict:
+def estimate(
+    cfg: ExperimentConfig,
+    capacity_bytes: int | None = None,
+    device_type: str = "cuda",
+    method: str = "auto",
+    transients: dict[str, int] | None = None,
+) -> dict:
     """The peak a run of cfg reaches on `device_type`, with the categories at that moment and their explanation.
 
     method "replay" (or "auto") traces the real training step on fake CPU tensors; "replay_device" dispatches as
@@ -33,8 +38,12 @@ def estimate(cfg: ExperimentConfig, capacity_bytes: int | None = None, device_ty
     cuda = device_type == "cuda"
     if cuda and cfg.optimizer_impl == "default" and cfg.optimizer != "sgd":
         cfg = cfg.replace(optimizer_impl="foreach")  # torch's default for parameters that are all on CUDA
-    r = replay(cfg, block=512 if cuda else 1, fake_device="cuda" if cuda and method == "replay_device" else "cpu",
-               transients=transients if cuda else None)
+    r = replay(
+        cfg,
+        block=512 if cuda else 1,
+        fake_device="cuda" if cuda and method == "replay_device" else "cpu",
+        transients=transients if cuda else None,
+    )
     categories = {c: int(r["categories"].get(c, 0)) for c in CATS}
     peak, phase, reserved, unmeasured = int(r["peak_bytes"]), r["peak_phase"], None, []
     if cuda:
@@ -45,10 +54,16 @@ def estimate(cfg: ExperimentConfig, capacity_bytes: int | None = None, device_ty
         reserved = r["allocator"]["peak_reserved_bytes"]
         unmeasured = [s for s in r["signatures"] if s not in (transients or {})]
     return {
-        "categories": categories, "steady": {c: int(r["steady"].get(c, 0)) for c in CATS},
-        "peak_bytes": peak, "peak_phase": phase, "terms": terms(asked, r, categories),
-        "capacity_bytes": capacity_bytes, "fits": None if capacity_bytes is None else peak <= capacity_bytes,
-        "method": method, "device_type": device_type, "step": r["step"],
+        "categories": categories,
+        "steady": {c: int(r["steady"].get(c, 0)) for c in CATS},
+        "peak_bytes": peak,
+        "peak_phase": phase,
+        "terms": terms(asked, r, categories),
+        "capacity_bytes": capacity_bytes,
+        "fits": None if capacity_bytes is None else peak <= capacity_bytes,
+        "method": method,
+        "device_type": device_type,
+        "step": r["step"],
         # What the caching allocator would reserve for these tensors (experiments/estimate/allocator_model.py).
         "reserved_bytes": reserved,
         "signatures": r["signatures"] if cuda else [],

@@ -34,9 +34,30 @@ _LOCK = threading.Lock()
 
 
 # Ops that launch no kernel: views, metadata and the profiler's markers.
-_NO_KERNEL = ("view", "_unsafe_view", "t", "detach", "slice", "select", "expand", "permute", "transpose",
-              "unsqueeze", "squeeze", "as_strided", "alias", "reshape", "split", "unbind", "chunk", "device",
-              "_record_function_enter_new", "_record_function_exit", "lift_fresh", "split_with_sizes")
+_NO_KERNEL = (
+    "view",
+    "_unsafe_view",
+    "t",
+    "detach",
+    "slice",
+    "select",
+    "expand",
+    "permute",
+    "transpose",
+    "unsqueeze",
+    "squeeze",
+    "as_strided",
+    "alias",
+    "reshape",
+    "split",
+    "unbind",
+    "chunk",
+    "device",
+    "_record_function_enter_new",
+    "_record_function_exit",
+    "lift_fresh",
+    "split_with_sizes",
+)
 
 
 def _tensor_bytes(tree) -> int:
@@ -96,8 +117,12 @@ class StepCounter:
                     self.conv_flops += n
 
     def figures(self) -> dict:
-        return {"flops": int(self.flops), "conv_flops": int(self.conv_flops), "kernels": self.kernels,
-                "bytes": int(self.bytes_moved)}
+        return {
+            "flops": int(self.flops),
+            "conv_flops": int(self.conv_flops),
+            "kernels": self.kernels,
+            "bytes": int(self.bytes_moved),
+        }
 
 
 def replay_tracker(block: int = 1, transients: dict[str, int] | None = None, **kwargs):
@@ -126,8 +151,9 @@ class NeverSkippingScaler:
         pass
 
 
-def replay(cfg: ExperimentConfig, block: int = 1, fake_device: str = "cpu",
-           transients: dict[str, int] | None = None) -> dict:
+def replay(
+    cfg: ExperimentConfig, block: int = 1, fake_device: str = "cpu", transients: dict[str, int] | None = None
+) -> dict:
     """Two steps of cfg on fake tensors. `block`: round every storage up to a multiple of it (512 for CUDA).
 
     `fake_device="cuda"` dispatches as CUDA does (autocast's CUDA op lists, CUDA attention kernels); it needs
@@ -156,8 +182,15 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients) -> 
     top = max(rec.phases, key=lambda p: p["peak_bytes"])
     # The tracker rounded sizes to blocks already; the model rounds the requests itself.
     allocator = replay_trace(log.events)
-    return {"peak_bytes": top["peak_bytes"], "peak_phase": top["phase"], "categories": categories,
-            "steady": steady, "phases": rec.phases, "step": counter.figures(), "allocator": allocator,
-            "signatures": list(dict.fromkeys(scratch.signatures)),
-            # What the model phase allocated: the parameters as the setup builds them, and their dtypes.
-            "parameters": {"bytes": rec.phases[0]["allocated_bytes"], "dtypes": dtypes}}
+    return {
+        "peak_bytes": top["peak_bytes"],
+        "peak_phase": top["phase"],
+        "categories": categories,
+        "steady": steady,
+        "phases": rec.phases,
+        "step": counter.figures(),
+        "allocator": allocator,
+        "signatures": list(dict.fromkeys(scratch.signatures)),
+        # What the model phase allocated: the parameters as the setup builds them, and their dtypes.
+        "parameters": {"bytes": rec.phases[0]["allocated_bytes"], "dtypes": dtypes},
+    }

@@ -19,8 +19,14 @@ from __future__ import annotations
 
 import os
 
-COMPUTE_DTYPE = {"fp32": "fp32", "fp32_strict": "fp32", "tf32": "tf32", "amp_fp16": "fp16", "amp_bf16": "bf16",
-                 "bf16": "bf16"}
+COMPUTE_DTYPE = {
+    "fp32": "fp32",
+    "fp32_strict": "fp32",
+    "tf32": "tf32",
+    "amp_fp16": "fp16",
+    "amp_bf16": "bf16",
+    "bf16": "bf16",
+}
 # What cuDNN's convolutions compute in, where it differs from the matmuls.
 CONV_DTYPE = dict(COMPUTE_DTYPE, fp32="tf32")
 RANGE = (0.8, 3.0)
@@ -60,25 +66,38 @@ def efficiency(rates: dict, model: str | None, precision: str) -> float:
     return (measured.get(model) or 1.0) * (measured.get(precision) or 1.0)
 
 
-def predict_step_ms(step: dict, rates: dict, precision: str, device_type: str, load: float | None = None,
-                    model: str | None = None) -> dict:
+def predict_step_ms(
+    step: dict, rates: dict, precision: str, device_type: str, load: float | None = None, model: str | None = None
+) -> dict:
     """`load`: the machine's load average now (current_load()); on a CPU the step scales with it.
     `model`: the model family, whose measured efficiency scales a CPU step."""
     conv = step.get("conv_flops", 0)
-    compute = (_seconds(step["flops"] - conv, rates, COMPUTE_DTYPE.get(precision, "fp32"))
-               + _seconds(conv, rates, CONV_DTYPE.get(precision, "fp32")))
+    compute = _seconds(step["flops"] - conv, rates, COMPUTE_DTYPE.get(precision, "fp32")) + _seconds(
+        conv, rates, CONV_DTYPE.get(precision, "fp32")
+    )
     memory = step["bytes"] / (rates["bandwidth_gbs"] * 1e9)
     dispatch = step["kernels"] * rates["op_us"] * 1e-6
     center = max(dispatch, compute + memory) if device_type == "cuda" else compute + memory + dispatch
-    bound = "dispatch" if device_type == "cuda" and dispatch > compute + memory else (
-        "compute" if compute >= memory else "memory")
+    bound = (
+        "dispatch"
+        if device_type == "cuda" and dispatch > compute + memory
+        else ("compute" if compute >= memory else "memory")
+    )
     cpu = device_type == "cpu"
     scale = efficiency(rates, model, precision) * contention(rates, load) if cpu else 1.0
     low, high = CPU_RANGE if cpu else RANGE
     center_ms = center * scale * 1e3
-    return {"low_ms": center_ms * low, "high_ms": center_ms * high, "center_ms": center_ms, "range": [low, high],
-            "bound": bound, "compute_ms": compute * 1e3, "memory_ms": memory * 1e3, "dispatch_ms": dispatch * 1e3,
-            "scale": scale}
+    return {
+        "low_ms": center_ms * low,
+        "high_ms": center_ms * high,
+        "center_ms": center_ms,
+        "range": [low, high],
+        "bound": bound,
+        "compute_ms": compute * 1e3,
+        "memory_ms": memory * 1e3,
+        "dispatch_ms": dispatch * 1e3,
+        "scale": scale,
+    }
 
 
 def _seconds(flops: float, rates: dict, dtype: str) -> float:
@@ -87,8 +106,14 @@ def _seconds(flops: float, rates: dict, dtype: str) -> float:
     return flops / (rate * 1e12)
 
 
-def predict_run_s(step_ms: dict, steps: int, timing_steps: int, rates: dict | None = None,
-                  kernels: int | None = None, load: float | None = None) -> tuple[float, float]:
+def predict_run_s(
+    step_ms: dict,
+    steps: int,
+    timing_steps: int,
+    rates: dict | None = None,
+    kernels: int | None = None,
+    load: float | None = None,
+) -> tuple[float, float]:
     """A whole run as the engine does it: the fit check's replay, the instrumented steps, the timed steps, one
     FLOP-counting step, and what every run costs besides (all measured by throughput._run_costs)."""
     run = (rates or {}).get("run")

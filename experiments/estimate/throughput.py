@@ -53,8 +53,12 @@ def measure(device_type: str) -> dict:
     rates = {}
     # On a CPU every precision is measured too: half-precision matmuls there are tens of times slower than
     # fp32, and fp16 and bf16 differ by CPU (an ISA may have one and not the other).
-    for name, dtype, mode in (("fp32", torch.float32, "fp32"), ("tf32", torch.float32, "tf32"),
-                              ("bf16", torch.bfloat16, "fp32"), ("fp16", torch.float16, "fp32")):
+    for name, dtype, mode in (
+        ("fp32", torch.float32, "fp32"),
+        ("tf32", torch.float32, "tf32"),
+        ("bf16", torch.bfloat16, "fp32"),
+        ("fp16", torch.float16, "fp32"),
+    ):
         half = dtype != torch.float32
         n = 4096 if cuda else (256 if half else 512)  # a CPU's half-precision matmul: seconds at 512
         with fp32_mode(mode):
@@ -65,13 +69,17 @@ def measure(device_type: str) -> dict:
     out = torch.empty_like(big)
     bandwidth = 2 * big.numel() / timed(lambda big=big, out=out: out.copy_(big), device, 10 if cuda else 3) / 1e9
     del big, out
-    result = {"tflops": {k: sig(v) for k, v in rates.items()}, "bandwidth_gbs": sig(bandwidth),
-              "op_us": sig(_eager_op_us(device))}
+    result = {
+        "tflops": {k: sig(v) for k, v in rates.items()},
+        "bandwidth_gbs": sig(bandwidth),
+        "op_us": sig(_eager_op_us(device)),
+    }
     if not cuda:
         # What the load of other processes is shared with, and the load these rates were measured under
         # (steptime.contention).
-        result.update(threads=torch.get_num_threads(), cores=len(os.sched_getaffinity(0)),
-                      load=mean_load(load_before, load_now()))
+        result.update(
+            threads=torch.get_num_threads(), cores=len(os.sched_getaffinity(0)), load=mean_load(load_before, load_now())
+        )
     return result
 
 

@@ -28,10 +28,12 @@ from ..training import fp32_math
 from ..training.fp32_math import convolutions_use_tf32, fp32_mode
 
 # Ops whose real kernels take scratch memory that depends on the algorithm or launch configuration.
-PROBED = {torch.ops.aten.convolution.default: "convolution",
-          torch.ops.aten.convolution_backward.default: "convolution_backward",
-          torch.ops.aten.sum.dim_IntList: "sum",
-          torch.ops.aten.native_layer_norm_backward.default: "native_layer_norm_backward"}
+PROBED = {
+    torch.ops.aten.convolution.default: "convolution",
+    torch.ops.aten.convolution_backward.default: "convolution_backward",
+    torch.ops.aten.sum.dim_IntList: "sum",
+    torch.ops.aten.native_layer_norm_backward.default: "native_layer_norm_backward",
+}
 
 _CACHE_LOCK = threading.Lock()
 

@@ -40,5 +40,6 @@ def execute(kind: str, params: dict, progress=None, should_cancel=None) -> dict:
         from ..measure.fits import measure_workspaces_job
 
         return measure_workspaces_job(params.get("signatures"))
-    raise ConfigError("kind", f"got {kind!r}; allowed: {', '.join(KINDS)}", "choice", value=kind,
-                      allowed=", ".join(KINDS))
+    raise ConfigError(
+        "kind", f"got {kind!r}; allowed: {', '.join(KINDS)}", "choice", value=kind, allowed=", ".join(KINDS)
+    )

@@ -69,8 +69,9 @@ def claim_device() -> bool:
         return False
 
 
-def worker_main(jobs, events, cancel, parent_pid: int | None = None, device_index: int | None = None,
-                rates: bool = True) -> None:
+def worker_main(
+    jobs, events, cancel, parent_pid: int | None = None, device_index: int | None = None, rates: bool = True
+) -> None:
     """A worker process: reports its device, then runs the jobs it is sent until it is sent None.
     `rates`: measure the device's rates and what a whole run costs after the first report (tens of seconds on a
     busy CPU); without them the page predicts no times (tests)."""
@@ -103,8 +104,9 @@ def worker_main(jobs, events, cancel, parent_pid: int | None = None, device_inde
             events.put(("progress", job_id, {"done": done, "total": total, "label": label}))
 
         try:
-            result = execute(kind, params, progress=progress if kind in PROGRESS_KINDS else None,
-                             should_cancel=cancel.is_set)
+            result = execute(
+                kind, params, progress=progress if kind in PROGRESS_KINDS else None, should_cancel=cancel.is_set
+            )
             events.put(("done", job_id, _result_file(result)))
         except Exception as e:  # noqa: BLE001 - every failure is reported to the page, never raised there
             events.put(("error", job_id, {"error": errors.message(e)[:2000], "error_info": errors.describe(e)}))
@@ -184,8 +186,12 @@ class InlineLane(Lane):
             return cancel.is_set()
 
         try:
-            result = execute(job["kind"], job["params"], progress=progress if job["kind"] in PROGRESS_KINDS else None,
-                             should_cancel=should_cancel)
+            result = execute(
+                job["kind"],
+                job["params"],
+                progress=progress if job["kind"] in PROGRESS_KINDS else None,
+                should_cancel=should_cancel,
+            )
             client.finish(job_id, "done", result=result)
         except Exception as e:  # noqa: BLE001
             client.finish(job_id, "error", error=errors.message(e), error_info=errors.describe(e))
@@ -215,10 +221,19 @@ class ProcessLane(Lane):
                 self.ready.clear()
                 ctx = mp.get_context("spawn")
                 self.jobs_q, self.events_q, self.cancel = ctx.Queue(), ctx.Queue(), ctx.Event()
-                self.proc = ctx.Process(target=worker_main,
-                                        args=(self.jobs_q, self.events_q, self.cancel, os.getpid(),
-                                              self.index if self.index else None, self.rates),
-                                        name=f"gpu-memory-lab-worker-{self.index}", daemon=True)
+                self.proc = ctx.Process(
+                    target=worker_main,
+                    args=(
+                        self.jobs_q,
+                        self.events_q,
+                        self.cancel,
+                        os.getpid(),
+                        self.index if self.index else None,
+                        self.rates,
+                    ),
+                    name=f"gpu-memory-lab-worker-{self.index}",
+                    daemon=True,
+                )
                 self.proc.start()
 
     def drain_events(self, client) -> None:
@@ -245,14 +260,22 @@ class ProcessLane(Lane):
                 what, jid, payload = self.events_q.get(timeout=0.5)
             except queue.Empty:
                 if not self.proc.is_alive():
-                    client.finish(job_id, "error", error="the worker process died (see the server log); it was "
-                                  "restarted", error_info=errors.worker_died())
+                    client.finish(
+                        job_id,
+                        "error",
+                        error="the worker process died (see the server log); it was restarted",
+                        error_info=errors.worker_died(),
+                    )
                     return
                 if time.monotonic() > deadline:
                     self.proc.kill()
                     self.proc.join()
-                    client.finish(job_id, "error", error_info=errors.timeout(limit),
-                                  error=f"stopped after {limit:.0f} s (max_job_seconds, docs/operators.md)")
+                    client.finish(
+                        job_id,
+                        "error",
+                        error_info=errors.timeout(limit),
+                        error=f"stopped after {limit:.0f} s (max_job_seconds, docs/operators.md)",
+                    )
                     return
                 continue
             if what == "device":

@@ -15,6 +15,7 @@ def fair_order(pending: list[str], jobs: dict[str, dict], served: dict[str, floa
     """`pending` job ids in the order they should run: sessions served least recently first (a job without a session,
     from the CLI, counts as never served), each session's jobs by submission (`seq`). `served`: session -> when its
     last job started."""
+
     def rank(job_id: str) -> tuple[float, int]:
         job = jobs[job_id]
         return (served.get(job["owner"], 0.0) if job["owner"] else 0.0), job["seq"]

@@ -97,20 +97,26 @@ class WorkerClient:
             job_id = next(self._ids)
             if key in self._cache:
                 self._cache.move_to_end(key)
-                self._jobs[job_id] = self._new(kind, params, key, owner, state="done", result=self._cache[key],
-                                               cached=True)
+                self._jobs[job_id] = self._new(
+                    kind, params, key, owner, state="done", result=self._cache[key], cached=True
+                )
                 self._finished_at[job_id] = time.monotonic()
                 return self._ticket(job_id, job_id, owner)
             twin = self._by_key.get(key)
             if twin and self._jobs[twin]["state"] in ("queued", "running"):
                 return self._ticket(twin, job_id, owner)
             if len(self._pending) >= LIMITS.max_queue:
-                raise QueueFull(f"the queue is full ({LIMITS.max_queue} jobs wait already); try again in a minute",
-                                limit=LIMITS.max_queue)
+                raise QueueFull(
+                    f"the queue is full ({LIMITS.max_queue} jobs wait already); try again in a minute",
+                    limit=LIMITS.max_queue,
+                )
             mine = sum(1 for j in self._pending if self._jobs[j]["owner"] == owner) if owner else 0
             if mine >= LIMITS.max_queue_per_session:
-                raise QueueFull(f"this session has {mine} jobs waiting already (max_queue_per_session); "
-                                "wait for one to finish", per_session=True, limit=LIMITS.max_queue_per_session)
+                raise QueueFull(
+                    f"this session has {mine} jobs waiting already (max_queue_per_session); wait for one to finish",
+                    per_session=True,
+                    limit=LIMITS.max_queue_per_session,
+                )
             self._jobs[job_id] = self._new(kind, params, key, owner)
             self._ticket(job_id, job_id, owner)
             self._by_key[key] = job_id
@@ -124,14 +130,21 @@ class WorkerClient:
             job_id = self._tickets.get(ticket, ticket)
             job = self._jobs.get(job_id)
             if job is None:
-                return {"state": "error", "position": 0, "progress": None, "result": None, "error": "unknown job",
-                        "error_info": errors.unknown_job()}
+                return {
+                    "state": "error",
+                    "position": 0,
+                    "progress": None,
+                    "result": None,
+                    "error": "unknown job",
+                    "error_info": errors.unknown_job(),
+                }
             position = 0
             if job_id in self._pending:
                 busy = any(not lane.idle for lane in self._lanes)
                 position = self._order().index(job_id) + (1 if busy else 0)
             return {k: job[k] for k in ("state", "progress", "result", "error", "error_info", "cached")} | {
-                "position": position}
+                "position": position
+            }
 
     def cancel(self, ticket: str) -> None:
         """Withdraws one submission; the job stops only when no other learner still waits for it."""
@@ -207,15 +220,29 @@ class WorkerClient:
         index = len(self._lanes)
         lane = InlineLane(index) if self.inline else ProcessLane(index, LIMITS.max_job_seconds, self.rates)
         self._lanes.append(lane)
-        threading.Thread(target=self._dispatch_loop, args=(lane,), name=f"gml-dispatch-{lane.index}",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._dispatch_loop, args=(lane,), name=f"gml-dispatch-{lane.index}", daemon=True
+        ).start()
         return lane
 
     # -- internals ----------------------------------------------------------------------------
     def _new(self, kind, params, key, owner, state="queued", result=None, cached=False) -> dict:
-        return {"kind": kind, "params": params, "key": key, "state": state, "progress": None, "owner": owner,
-                "result": result, "error": None, "error_info": None, "cached": cached, "subscribers": set(),
-                "tickets": [], "seq": next(self._seq), "devices": devices_needed(kind, params)}
+        return {
+            "kind": kind,
+            "params": params,
+            "key": key,
+            "state": state,
+            "progress": None,
+            "owner": owner,
+            "result": result,
+            "error": None,
+            "error_info": None,
+            "cached": cached,
+            "subscribers": set(),
+            "tickets": [],
+            "seq": next(self._seq),
+            "devices": devices_needed(kind, params),
+        }
 
     def _ticket(self, job_id: str, ticket: str, owner: str | None) -> str:
         self._tickets[ticket] = job_id

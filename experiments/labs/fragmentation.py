@@ -38,31 +38,57 @@ LIMITS = {"steps": (2, 64), "size_mb": (1, 1024)}
 
 def _check(pattern: str, steps: int, size_mb: int, budget_mb) -> None:
     if pattern not in PATTERNS:
-        raise ConfigError("pattern", f"got {pattern!r}; allowed: {', '.join(PATTERNS)}", "choice", value=pattern,
-                          allowed=", ".join(PATTERNS))
+        raise ConfigError(
+            "pattern",
+            f"got {pattern!r}; allowed: {', '.join(PATTERNS)}",
+            "choice",
+            value=pattern,
+            allowed=", ".join(PATTERNS),
+        )
     for name, value in (("steps", steps), ("size_mb", size_mb)):
         lo, hi = LIMITS[name]
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
             raise ConfigError(name, f"got {value!r}; allowed range is [{lo}, {hi}]", "range", value=value, lo=lo, hi=hi)
     lo, hi = BUDGET_MB
-    if budget_mb is not None and (isinstance(budget_mb, bool) or not isinstance(budget_mb, (int, float))
-                                  or not lo <= budget_mb <= hi):
-        raise ConfigError("budget_mb", f"got {budget_mb!r}; allowed range is [{lo}, {hi}] MB, or none", "range",
-                          value=budget_mb, lo=lo, hi=hi)
+    if budget_mb is not None and (
+        isinstance(budget_mb, bool) or not isinstance(budget_mb, (int, float)) or not lo <= budget_mb <= hi
+    ):
+        raise ConfigError(
+            "budget_mb",
+            f"got {budget_mb!r}; allowed range is [{lo}, {hi}] MB, or none",
+            "range",
+            value=budget_mb,
+            lo=lo,
+            hi=hi,
+        )
 
 
-def run_fragmentation(pattern: str = "growing", device: str = "auto", steps: int = 12, size_mb: int = 6,
-                      budget_mb: float | None = None) -> dict:
+def run_fragmentation(
+    pattern: str = "growing", device: str = "auto", steps: int = 12, size_mb: int = 6, budget_mb: float | None = None
+) -> dict:
     _check(pattern, steps, size_mb, budget_mb)
     dev = resolve_device(device)
     if dev.type != "cuda":
-        raise ConfigError("device", "fragmentation is a property of the CUDA caching allocator and needs a GPU; "
-                                    "the runs recorded on an NVIDIA H200 show it without one", "needs_cuda")
+        raise ConfigError(
+            "device",
+            "fragmentation is a property of the CUDA caching allocator and needs a GPU; "
+            "the runs recorded on an NVIDIA H200 show it without one",
+            "needs_cuda",
+        )
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    runs = {name: _in_fresh_process(dev, pattern, name == "expandable", steps, size_mb, budget_mb)
-            for name in ALLOCATORS}
-    return {"kind": "fragmentation", "pattern": pattern, "steps": steps, "size_mb": size_mb, "budget_mb": budget_mb,
-            "device": device_info("cuda"), "runs": runs, "started_at": started}
+    runs = {
+        name: _in_fresh_process(dev, pattern, name == "expandable", steps, size_mb, budget_mb) for name in ALLOCATORS
+    }
+    return {
+        "kind": "fragmentation",
+        "pattern": pattern,
+        "steps": steps,
+        "size_mb": size_mb,
+        "budget_mb": budget_mb,
+        "device": device_info("cuda"),
+        "runs": runs,
+        "started_at": started,
+    }
 
 
 def _in_fresh_process(dev, pattern: str, expandable: bool, steps: int, size_mb: int, budget_mb) -> dict:
@@ -72,13 +98,23 @@ def _in_fresh_process(dev, pattern: str, expandable: bool, steps: int, size_mb: 
     root = Path(__file__).resolve().parents[2]
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     index = visible.split(",")[dev.index] if visible else str(dev.index)
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=index,
-               PYTORCH_CUDA_ALLOC_CONF=f"expandable_segments:{'True' if expandable else 'False'}",
-               PYTHONPATH=os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p))
-    args = json.dumps({"pattern": pattern, "expandable": expandable, "steps": steps, "size_mb": size_mb,
-                       "budget_mb": budget_mb})
-    done = subprocess.run([sys.executable, "-m", "experiments.labs.fragmentation", args], env=env, cwd=root,
-                          capture_output=True, text=True, timeout=300)
+    env = dict(
+        os.environ,
+        CUDA_VISIBLE_DEVICES=index,
+        PYTORCH_CUDA_ALLOC_CONF=f"expandable_segments:{'True' if expandable else 'False'}",
+        PYTHONPATH=os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p),
+    )
+    args = json.dumps(
+        {"pattern": pattern, "expandable": expandable, "steps": steps, "size_mb": size_mb, "budget_mb": budget_mb}
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.labs.fragmentation", args],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"the fragmentation run failed: {done.stderr.strip()[-600:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -104,9 +140,15 @@ def _one(dev, pattern: str, expandable: bool, steps: int, size_mb: int, budget_m
     oom = None
 
     def mark(label: str, nbytes: int) -> None:
-        points.append({"i": len(points), "op": label, "bytes": nbytes,
-                       "allocated_bytes": torch.cuda.memory_allocated(dev) - base_alloc,
-                       "reserved_bytes": torch.cuda.memory_reserved(dev) - base_res})
+        points.append(
+            {
+                "i": len(points),
+                "op": label,
+                "bytes": nbytes,
+                "allocated_bytes": torch.cuda.memory_allocated(dev) - base_alloc,
+                "reserved_bytes": torch.cuda.memory_reserved(dev) - base_res,
+            }
+        )
 
     def alloc(nbytes: int) -> torch.Tensor:
         t = torch.empty(nbytes, dtype=torch.uint8, device=dev)
@@ -143,9 +185,11 @@ def _one(dev, pattern: str, expandable: bool, steps: int, size_mb: int, budget_m
         oom = {"message": str(e).split("\n")[0][:800]}
         mark("oom", 0)
         del e
-    end = {"allocated_bytes": torch.cuda.memory_allocated(dev) - base_alloc,
-           "reserved_bytes": torch.cuda.memory_reserved(dev) - base_res,
-           "segments": _segments(dev, known_segments)}
+    end = {
+        "allocated_bytes": torch.cuda.memory_allocated(dev) - base_alloc,
+        "reserved_bytes": torch.cuda.memory_reserved(dev) - base_res,
+        "segments": _segments(dev, known_segments),
+    }
     live.clear()
     gc.collect()
     torch.cuda.synchronize(dev)
@@ -153,8 +197,13 @@ def _one(dev, pattern: str, expandable: bool, steps: int, size_mb: int, budget_m
     _set_expandable(False)
     if budget_mb is not None:
         torch.cuda.set_per_process_memory_fraction(1.0, dev)
-    return {"allocator": "expandable" if expandable else "standard", "points": points, "end": end, "oom": oom,
-            "peak_reserved_bytes": max((p["reserved_bytes"] for p in points), default=0)}
+    return {
+        "allocator": "expandable" if expandable else "standard",
+        "points": points,
+        "end": end,
+        "oom": oom,
+        "peak_reserved_bytes": max((p["reserved_bytes"] for p in points), default=0),
+    }
 
 
 def _segments(dev, known: set) -> list[dict]:
@@ -164,13 +213,19 @@ def _segments(dev, known: set) -> list[dict]:
         if seg.get("device") != dev.index or seg["address"] in known:
             continue
         blocks = seg.get("blocks") or []
-        out.append({"total_bytes": seg["total_size"], "allocated_bytes": seg["allocated_size"],
-                    "pool": seg.get("segment_type", "?"),
-                    "live_blocks": sum(1 for b in blocks if b.get("state") == "active_allocated"),
-                    "free_blocks": sum(1 for b in blocks if b.get("state") == "inactive"),
-                    # The blocks themselves, for the segment chart (app/features/timeline_view.py): where the holes are.
-                    "address": seg["address"], "expandable": bool(seg.get("is_expandable")),
-                    "blocks": _blocks(seg)})
+        out.append(
+            {
+                "total_bytes": seg["total_size"],
+                "allocated_bytes": seg["allocated_size"],
+                "pool": seg.get("segment_type", "?"),
+                "live_blocks": sum(1 for b in blocks if b.get("state") == "active_allocated"),
+                "free_blocks": sum(1 for b in blocks if b.get("state") == "inactive"),
+                # The blocks themselves, for the segment chart (app/features/timeline_view.py): where the holes are.
+                "address": seg["address"],
+                "expandable": bool(seg.get("is_expandable")),
+                "blocks": _blocks(seg),
+            }
+        )
     return out
 
 
@@ -186,5 +241,15 @@ def _blocks(seg: dict) -> list[dict]:
 
 if __name__ == "__main__":  # one allocator setting in this fresh process (see _in_fresh_process)
     spec = json.loads(sys.argv[1])
-    print(json.dumps(_one(torch.device("cuda", 0), spec["pattern"], spec["expandable"], spec["steps"],
-                          spec["size_mb"], spec["budget_mb"])))
+    print(
+        json.dumps(
+            _one(
+                torch.device("cuda", 0),
+                spec["pattern"],
+                spec["expandable"],
+                spec["steps"],
+                spec["size_mb"],
+                spec["budget_mb"],
+            )
+        )
+    )

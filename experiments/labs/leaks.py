@@ -44,12 +44,18 @@ def exercise_loop(loop: dict | None) -> dict:
     merged = dict(COURSE_LOOP)
     for name, value in (loop or {}).items():
         if name not in LOOP_CHOICES:
-            raise ConfigError("loop", f"unknown habit {name!r}; known: {', '.join(LOOP_CHOICES)}", "unknown", value=name,
-                              known=", ".join(LOOP_CHOICES))
+            raise ConfigError(
+                "loop",
+                f"unknown habit {name!r}; known: {', '.join(LOOP_CHOICES)}",
+                "unknown",
+                value=name,
+                known=", ".join(LOOP_CHOICES),
+            )
         if value not in LOOP_CHOICES[name] or isinstance(value, bool) != isinstance(LOOP_CHOICES[name][0], bool):
             allowed = ", ".join(map(str, LOOP_CHOICES[name]))
-            raise ConfigError(f"loop.{name}", f"got {value!r}; allowed: {allowed}", "choice", value=value,
-                              allowed=allowed)
+            raise ConfigError(
+                f"loop.{name}", f"got {value!r}; allowed: {allowed}", "choice", value=value, allowed=allowed
+            )
         merged[name] = value
     return merged
 
@@ -121,18 +127,35 @@ def _check_fits(dev, steps: int, batch: int, width: int, layers: int) -> None:
         available = capacity(None, cpu_available_bytes())
     need = worst_case_bytes(steps, batch, width, layers)
     if available is not None and need > REFUSE_FACTOR * available:
-        raise WouldNotFit(f"a leak run of these sizes may need {fmt_gib(need)}; {fmt_gib(available)} is available on "
-                          f"{dev.type}; reduce batch, width, layers or steps", {"peak_bytes": need}, "capacity",
-                          peak_bytes=need, available_bytes=available)
+        raise WouldNotFit(
+            f"a leak run of these sizes may need {fmt_gib(need)}; {fmt_gib(available)} is available on "
+            f"{dev.type}; reduce batch, width, layers or steps",
+            {"peak_bytes": need},
+            "capacity",
+            peak_bytes=need,
+            available_bytes=available,
+        )
 
 
-def run_leak(scenario: str, steps: int = DEFAULTS["steps"], device: str = "auto", batch: int = DEFAULTS["batch"],
-             width: int = DEFAULTS["width"], layers: int = DEFAULTS["layers"], loop: dict | None = None) -> dict:
+def run_leak(
+    scenario: str,
+    steps: int = DEFAULTS["steps"],
+    device: str = "auto",
+    batch: int = DEFAULTS["batch"],
+    width: int = DEFAULTS["width"],
+    layers: int = DEFAULTS["layers"],
+    loop: dict | None = None,
+) -> dict:
     """`loop`: for "exercise_loop" only, the habits fixed over the course's loop (see exercise_loop)."""
     habits = exercise_loop(loop) if scenario == "exercise_loop" else None
     if scenario not in SCENARIOS:
-        raise ConfigError("scenario", f"got {scenario!r}; allowed: {', '.join(SCENARIOS)}", "choice", value=scenario,
-                          allowed=", ".join(SCENARIOS))
+        raise ConfigError(
+            "scenario",
+            f"got {scenario!r}; allowed: {', '.join(SCENARIOS)}",
+            "choice",
+            value=scenario,
+            allowed=", ".join(SCENARIOS),
+        )
     for name, value in (("steps", steps), ("batch", batch), ("width", width), ("layers", layers)):
         lo, hi = LIMITS[name]
         if not isinstance(value, int) or not lo <= value <= hi:
@@ -193,8 +216,9 @@ def run_leak(scenario: str, steps: int = DEFAULTS["steps"], device: str = "auto"
             per_step.append({"step": step, "allocated_bytes": allocated()})
             if step >= steps - 1 and steps >= 2:
                 # The census at the end of the last two steps: what one more step added, and who holds it.
-                censuses.append(counted.take(tracker, {"losses": kept, "model": model, "optimizer": opt, "x": x,
-                                                       "y": y}))
+                censuses.append(
+                    counted.take(tracker, {"losses": kept, "model": model, "optimizer": opt, "x": x, "y": y})
+                )
         del log  # now every step's record is unreachable: only a reference cycle still holds one
         before = allocated()
         gc.collect()
@@ -207,6 +231,16 @@ def run_leak(scenario: str, steps: int = DEFAULTS["steps"], device: str = "auto"
     gc.collect()
     if cuda:
         torch.cuda.empty_cache()
-    return {"scenario": scenario, "device": device_info(dev.type), "per_step": per_step,
-            "growth_bytes_per_step": growth, "started_at": started, "batch": batch, "width": width, "layers": layers,
-            "census": tensor_census, "gc_freed_bytes": gc_freed, **({"loop": habits, "gradient_error": grad_error} if habits else {})}
+    return {
+        "scenario": scenario,
+        "device": device_info(dev.type),
+        "per_step": per_step,
+        "growth_bytes_per_step": growth,
+        "started_at": started,
+        "batch": batch,
+        "width": width,
+        "layers": layers,
+        "census": tensor_census,
+        "gc_freed_bytes": gc_freed,
+        **({"loop": habits, "gradient_error": grad_error} if habits else {}),
+    }

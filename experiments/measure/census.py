@@ -151,13 +151,28 @@ def diff(before: dict, after: dict, steps: tuple[int, int] | None = None) -> dic
             for h in a["serials"][s]:
                 if h not in found:
                     found.append(h)
-        rows.append({"shape": list(shape), "dtype": dtype, "device": device, "count_before": count_b,
-                     "count_after": count_a, "bytes_before": bytes_b, "bytes_after": bytes_a,
-                     "count_delta": count_a - count_b, "bytes_delta": bytes_a - bytes_b, "new": len(new),
-                     "holders": found[:6]})
-    changed = sorted((r for r in rows if r["bytes_delta"] or r["count_delta"]),
-                     key=lambda r: (-r["bytes_delta"], -r["bytes_after"]))
+        rows.append(
+            {
+                "shape": list(shape),
+                "dtype": dtype,
+                "device": device,
+                "count_before": count_b,
+                "count_after": count_a,
+                "bytes_before": bytes_b,
+                "bytes_after": bytes_a,
+                "count_delta": count_a - count_b,
+                "bytes_delta": bytes_a - bytes_b,
+                "new": len(new),
+                "holders": found[:6],
+            }
+        )
+    changed = sorted(
+        (r for r in rows if r["bytes_delta"] or r["count_delta"]), key=lambda r: (-r["bytes_delta"], -r["bytes_after"])
+    )
     rest = sorted((r for r in rows if r not in changed), key=lambda r: -r["bytes_after"])[:MAX_GROUPS]
-    return {"steps": list(steps) if steps else None, "groups": changed + rest,
-            "growth_bytes": sum(r["bytes_delta"] for r in rows),
-            "total_bytes_after": sum(r["bytes_after"] for r in rows)}
+    return {
+        "steps": list(steps) if steps else None,
+        "groups": changed + rest,
+        "growth_bytes": sum(r["bytes_delta"] for r in rows),
+        "total_bytes_after": sum(r["bytes_after"] for r in rows),
+    }

@@ -14,12 +14,20 @@ from ..estimate.workspaces import cache_path
 def resolve_device(choice: str) -> torch.device:
     """Every entry point (run, leak, fragmentation, CLI, worker job) goes through here: one rule for "device"."""
     if choice not in DEVICES:
-        raise ConfigError("device", f"got {choice!r}; allowed: {', '.join(DEVICES)}", "choice", value=choice,
-                          allowed=", ".join(DEVICES))
+        raise ConfigError(
+            "device",
+            f"got {choice!r}; allowed: {', '.join(DEVICES)}",
+            "choice",
+            value=choice,
+            allowed=", ".join(DEVICES),
+        )
     if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            raise ConfigError("device", "got 'cuda' but torch.cuda.is_available() is False; allowed here: auto, cpu",
-                              "cuda_unavailable")
+            raise ConfigError(
+                "device",
+                "got 'cuda' but torch.cuda.is_available() is False; allowed here: auto, cpu",
+                "cuda_unavailable",
+            )
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
 

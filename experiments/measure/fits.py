@@ -51,8 +51,11 @@ def measure_workspaces(signatures: list[str], device: torch.device) -> dict[str,
 
 def measure_workspaces_job(signatures) -> dict:
     """The worker's job for the page's estimate: measure what the estimate lists as unmeasured, on this device."""
-    if not isinstance(signatures, list) or len(signatures) > 500 or not all(
-            op_workspace.is_signature(s) for s in signatures):
+    if (
+        not isinstance(signatures, list)
+        or len(signatures) > 500
+        or not all(op_workspace.is_signature(s) for s in signatures)
+    ):
         raise ValueError("signatures: a list of at most 500 op signatures from the estimate")
     device = resolve_device("auto")
     if device.type != "cuda":
@@ -74,14 +77,23 @@ def check_fits(cfg: ExperimentConfig, device: torch.device, copies: int = 1) -> 
     capacity = capacity_bytes(cfg, device)
     est = estimate(cfg, capacity_bytes=capacity, device_type=device.type)
     if est["unmeasured"]:
-        est = estimate(cfg, capacity_bytes=capacity, device_type=device.type,
-                       transients=measure_workspaces(est["signatures"], device))
+        est = estimate(
+            cfg,
+            capacity_bytes=capacity,
+            device_type=device.type,
+            transients=measure_workspaces(est["signatures"], device),
+        )
     need = copies * est["peak_bytes"]
     cap = load_limits().max_peak_gib
     if cap is not None and need > cap * GIB:
         # The operator's limit: "force" (or a shared link that sets it) cannot lift it.
-        raise WouldNotFit(f"estimated peak {fmt_gib(need)} is above this server's limit of {cap:g} GiB per run "
-                          "(max_peak_gib)", est, "max_peak_gib", peak_bytes=need, limit_bytes=int(cap * GIB))
+        raise WouldNotFit(
+            f"estimated peak {fmt_gib(need)} is above this server's limit of {cap:g} GiB per run (max_peak_gib)",
+            est,
+            "max_peak_gib",
+            peak_bytes=need,
+            limit_bytes=int(cap * GIB),
+        )
     host = cpu_available_bytes() if device.type == "cpu" else None
     simulated = cfg.budget_mb is not None and host is not None and cfg.budget_mb * MIB < host
     if cfg.force and host is not None and not simulated and need > REFUSE_FACTOR * host:
@@ -91,12 +103,18 @@ def check_fits(cfg: ExperimentConfig, device: torch.device, copies: int = 1) -> 
             f"estimated peak {fmt_gib(need)} does not fit the {fmt_gib(host)} of memory this machine has free; on a "
             "CPU, running past it is stopped by the system, not reported, so force cannot run it: set budget_mb "
             "below the free memory to see a simulated out-of-memory error",
-            est, "host_memory", peak_bytes=need, available_bytes=host,
+            est,
+            "host_memory",
+            peak_bytes=need,
+            available_bytes=host,
         )
     if not cfg.force and capacity is not None and need > REFUSE_FACTOR * capacity:
         raise WouldNotFit(
             f"estimated peak {fmt_gib(need)} does not fit the {fmt_gib(capacity)} available on {device.type}; "
             "reduce batch, width or layers, or force the run to see the out-of-memory error",
-            est, "capacity", peak_bytes=need, available_bytes=capacity,
+            est,
+            "capacity",
+            peak_bytes=need,
+            available_bytes=capacity,
         )
     return capacity, est

@@ -77,8 +77,15 @@ class PhaseRecorder:
             peak = torch.cuda.max_memory_allocated(self.device)
         else:
             allocated, reserved, peak = self.tracker.current, None, self.tracker.phase_peak
-        row = {"step": step, "micro": micro, "phase": name, "allocated_bytes": allocated,
-               "reserved_bytes": reserved, "peak_bytes": peak, "ms": round(ms, 4)}
+        row = {
+            "step": step,
+            "micro": micro,
+            "phase": name,
+            "allocated_bytes": allocated,
+            "reserved_bytes": reserved,
+            "peak_bytes": peak,
+            "ms": round(ms, 4),
+        }
         if failed:
             row["failed"] = True
         self.phases.append(row)

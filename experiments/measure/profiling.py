@@ -30,14 +30,17 @@ def profile_step(cfg: ExperimentConfig, row_limit: int = 40) -> dict:
                 torch.cuda.synchronize(device)
     rows = []
     for e in prof.key_averages():
-        rows.append({
-            "name": e.key, "calls": e.count,
-            "self_device_memory_bytes": int(getattr(e, "self_device_memory_usage", 0) or 0),
-            "device_memory_bytes": int(getattr(e, "device_memory_usage", 0) or 0),
-            "self_cpu_memory_bytes": int(e.self_cpu_memory_usage or 0),
-            "device_time_us": float(getattr(e, "device_time_total", 0.0) or 0.0),
-            "cpu_time_us": float(e.cpu_time_total or 0.0),
-        })
+        rows.append(
+            {
+                "name": e.key,
+                "calls": e.count,
+                "self_device_memory_bytes": int(getattr(e, "self_device_memory_usage", 0) or 0),
+                "device_memory_bytes": int(getattr(e, "device_memory_usage", 0) or 0),
+                "self_cpu_memory_bytes": int(e.self_cpu_memory_usage or 0),
+                "device_time_us": float(getattr(e, "device_time_total", 0.0) or 0.0),
+                "cpu_time_us": float(e.cpu_time_total or 0.0),
+            }
+        )
     key = "self_device_memory_bytes" if cuda else "self_cpu_memory_bytes"
     rows.sort(key=lambda r: abs(r[key]), reverse=True)
     summary = torch.cuda.memory_summary(device, abbreviated=True) if cuda else None
@@ -45,5 +48,11 @@ def profile_step(cfg: ExperimentConfig, row_limit: int = 40) -> dict:
     gc.collect()
     if cuda:
         torch.cuda.empty_cache()
-    return {"rows": rows[:row_limit], "sort_key": key, "memory_summary": summary, "device": device_info(device.type),
-            "config": cfg.to_dict(), "started_at": started}
+    return {
+        "rows": rows[:row_limit],
+        "sort_key": key,
+        "memory_summary": summary,
+        "device": device_info(device.type),
+        "config": cfg.to_dict(),
+        "started_at": started,
+    }

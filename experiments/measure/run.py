@@ -55,11 +55,24 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None, his
     total_units = 3 + cfg.steps * (2 + 2 * cfg.accum) + (1 if cfg.timing_steps else 0) + 1
     rec = PhaseRecorder(device, tracker, progress, should_cancel, total_units)
     result = {
-        "config": cfg.to_dict(), "device": device_info(device.type), "phases": rec.phases,
-        "baseline_bytes": 0, "peak_bytes": None, "peak_phase": None, "step_ms": None,
-        "samples_per_s": None, "tflops": None, "flops_per_step": None,
-        "breakdown": None, "breakdown_steady": None, "estimate": est, "driver": None,
-        "memory_summary": None, "oom": None, "losses": [], "cancelled": False,
+        "config": cfg.to_dict(),
+        "device": device_info(device.type),
+        "phases": rec.phases,
+        "baseline_bytes": 0,
+        "peak_bytes": None,
+        "peak_phase": None,
+        "step_ms": None,
+        "samples_per_s": None,
+        "tflops": None,
+        "flops_per_step": None,
+        "breakdown": None,
+        "breakdown_steady": None,
+        "estimate": est,
+        "driver": None,
+        "memory_summary": None,
+        "oom": None,
+        "losses": [],
+        "cancelled": False,
         "started_at": started.isoformat(timespec="seconds"),
     }
     if cuda:
@@ -81,7 +94,8 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None, his
         traceback.clear_frames(e.__traceback__)
         message = str(e)
         result["oom"] = {
-            "phase": rec.current[0], "step": rec.current[1],
+            "phase": rec.current[0],
+            "step": rec.current[1],
             "message": message.split("\n")[0][:600],
             "requested_bytes": _requested_bytes(message),
             "budget_bytes": budget,
@@ -131,8 +145,9 @@ def summarize_peak(result: dict, phases: list[dict], tracker: MemoryTracker, cud
             result["breakdown"]["other"] = rest
 
 
-def _measure(state: TrainState, rec: PhaseRecorder, tracker: MemoryTracker, recording: Recording | None,
-             result: dict) -> None:
+def _measure(
+    state: TrainState, rec: PhaseRecorder, tracker: MemoryTracker, recording: Recording | None, result: dict
+) -> None:
     cfg, device = state.cfg, state.device
     train(state, rec, tracker, on_loss=lambda loss: result["losses"].append(float(loss)))
     if recording is not None:

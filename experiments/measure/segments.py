@@ -18,7 +18,6 @@ SNAPSHOT_DIR = Path(tempfile.gettempdir()) / "gpu-memory-lab-snapshots"
 KEEP_SNAPSHOTS = 24  # raw snapshots kept on disk for download; older ones are deleted
 
 
-
 class ReplayError(ValueError):
     pass
 
@@ -34,8 +33,15 @@ def parse_segments(segments: list[dict]) -> list[dict]:
             state = "allocated" if b.get("state") in ("active_allocated", "active_pending_free") else "free"
             blocks.append([baddr, int(b["size"]), state])
             at = baddr + int(b["size"])
-        out.append({"address": addr, "total_bytes": int(s["total_size"]), "expandable": bool(s.get("is_expandable")),
-                    "pool": s.get("segment_type", "?"), "blocks": blocks})
+        out.append(
+            {
+                "address": addr,
+                "total_bytes": int(s["total_size"]),
+                "expandable": bool(s.get("is_expandable")),
+                "pool": s.get("segment_type", "?"),
+                "blocks": blocks,
+            }
+        )
     return sorted(out, key=lambda s: s["address"])
 
 
@@ -63,7 +69,7 @@ def _set_state(segs: list[dict], addr: int, size: int, want_from: str, to: str) 
             if want_from == "allocated" and (baddr != addr or bsize != size):
                 raise ReplayError(f"allocated block at {addr:#x} is {bsize} B, not {size} B")
             pieces = [[baddr, addr - baddr, state], [addr, size, to], [addr + size, baddr + bsize - addr - size, state]]
-            seg["blocks"][i:i + 1] = [p for p in pieces if p[1] > 0]
+            seg["blocks"][i : i + 1] = [p for p in pieces if p[1] > 0]
             _merge(seg)
             return
     raise ReplayError(f"no {want_from} block at {addr:#x} of {size} B")
@@ -101,13 +107,24 @@ def undo(segs: list[dict], e: dict) -> None:
                 seg["address"], seg["total_bytes"] = addr, seg["total_bytes"] + size
                 _merge(seg)
                 return
-        segs.append({"address": addr, "total_bytes": size, "expandable": a == "segment_unmap", "pool": "?",
-                     "blocks": [[addr, size, "free"]]})
+        segs.append(
+            {
+                "address": addr,
+                "total_bytes": size,
+                "expandable": a == "segment_unmap",
+                "pool": "?",
+                "blocks": [[addr, size, "free"]],
+            }
+        )
         segs.sort(key=lambda s: s["address"])
 
 
-def segments_at(snapshot_segments: list[dict], trace: list[dict], peak_at: int | None,
-                categories: dict[int, tuple[str, str | None]] | None = None) -> tuple[list[dict], str]:
+def segments_at(
+    snapshot_segments: list[dict],
+    trace: list[dict],
+    peak_at: int | None,
+    categories: dict[int, tuple[str, str | None]] | None = None,
+) -> tuple[list[dict], str]:
     """The segments at the peak, replayed backwards from the snapshot's state (as memory_viz does).
 
     Returns (segments for a chart, "peak"), or the snapshot's own state and "end" when the trace cannot be
@@ -117,7 +134,7 @@ def segments_at(snapshot_segments: list[dict], trace: list[dict], peak_at: int |
         return view(end, categories), "end"
     segs = [dict(s, blocks=[list(b) for b in s["blocks"]]) for s in end]
     try:
-        for e in reversed(trace[peak_at + 1:]):
+        for e in reversed(trace[peak_at + 1 :]):
             undo(segs, e)
     except ReplayError:
         return view(end, categories), "end"
@@ -132,10 +149,24 @@ def view(segs: list[dict], categories: dict[int, tuple[str, str | None]] | None 
         blocks = []
         for baddr, size, state in s["blocks"]:
             cat, frame = (categories or {}).get(baddr, ("other" if state == "allocated" else None, None))
-            blocks.append({"offset": baddr - s["address"], "size": size, "state": state,
-                           "category": cat if state == "allocated" else None, "frame": frame})
-        out.append({"address": s["address"], "total_bytes": s["total_bytes"], "expandable": s.get("expandable", False),
-                    "pool": s.get("pool", "?"), "blocks": blocks})
+            blocks.append(
+                {
+                    "offset": baddr - s["address"],
+                    "size": size,
+                    "state": state,
+                    "category": cat if state == "allocated" else None,
+                    "frame": frame,
+                }
+            )
+        out.append(
+            {
+                "address": s["address"],
+                "total_bytes": s["total_bytes"],
+                "expandable": s.get("expandable", False),
+                "pool": s.get("pool", "?"),
+                "blocks": blocks,
+            }
+        )
     if sum(len(s["blocks"]) for s in out) > MAX_BLOCKS:
         for s in out:
             merged: list[dict] = []

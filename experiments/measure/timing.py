@@ -30,6 +30,7 @@ MAX_STRATEGIES = 12
 def time_steps(state: TrainState, n: int, should_cancel=None) -> list[float]:
     """Un-instrumented steps for the step time. A Cancel is honoured between steps (every 10th on CUDA, where
     the check is host time between launches): a long timing run used to ignore it until its end."""
+
     def check(i: int, every: int) -> None:
         if should_cancel is not None and i % every == 0 and should_cancel():
             raise Cancelled()
@@ -63,16 +64,23 @@ def step_stats(samples: list[float]) -> dict:
     return {"median": statistics.median(ordered), "p10": p10, "p90": p90, "samples": [round(s, 4) for s in samples]}
 
 
-def time_rounds(strategies: list[dict], rounds: int = 3, steps: int = 10, warmup: int = 2,
-                progress=None, should_cancel=None) -> dict:
+def time_rounds(
+    strategies: list[dict], rounds: int = 3, steps: int = 10, warmup: int = 2, progress=None, should_cancel=None
+) -> dict:
     """strategies: [{"id", "config": ExperimentConfig dict}], all on one device."""
     for name, value in (("rounds", rounds), ("steps", steps), ("warmup", warmup)):
         lo, hi = LIMITS[name]
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
             raise ConfigError(name, f"got {value!r}; allowed range is [{lo}, {hi}]", "range", value=value, lo=lo, hi=hi)
     if not strategies or len(strategies) > MAX_STRATEGIES:
-        raise ConfigError("strategies", f"give 1 to {MAX_STRATEGIES} strategies, got {len(strategies or [])}", "range",
-                          value=len(strategies or []), lo=1, hi=MAX_STRATEGIES)
+        raise ConfigError(
+            "strategies",
+            f"give 1 to {MAX_STRATEGIES} strategies, got {len(strategies or [])}",
+            "range",
+            value=len(strategies or []),
+            lo=1,
+            hi=MAX_STRATEGIES,
+        )
     configs = [(s["id"], ExperimentConfig.from_dict(s["config"])) for s in strategies]
     devices = {resolve_device(c.device) for _, c in configs}
     if len(devices) != 1:
@@ -83,7 +91,7 @@ def time_rounds(strategies: list[dict], rounds: int = 3, steps: int = 10, warmup
     per_round: dict[str, list[float]] = {sid: [] for sid, _ in configs}
     total, done = rounds * len(configs), 0
     for r in range(rounds):
-        order = configs[r % len(configs):] + configs[: r % len(configs)]
+        order = configs[r % len(configs) :] + configs[: r % len(configs)]
         for sid, cfg in order:
             if should_cancel and should_cancel():
                 raise Cancelled()
@@ -103,12 +111,25 @@ def time_rounds(strategies: list[dict], rounds: int = 3, steps: int = 10, warmup
     rows = []
     for sid, cfg in configs:
         values = per_round[sid]
-        rows.append({"id": sid, "config": cfg.to_dict(), "round_ms": [round(v, 4) for v in values],
-                     "median_ms": statistics.median(values), "min_ms": min(values), "max_ms": max(values)})
-    result = {"kind": "timing_rounds", "device": device_info(device.type), "rounds": rounds, "steps": steps,
-              "warmup": warmup, "strategies": rows,
-              "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+        rows.append(
+            {
+                "id": sid,
+                "config": cfg.to_dict(),
+                "round_ms": [round(v, 4) for v in values],
+                "median_ms": statistics.median(values),
+                "min_ms": min(values),
+                "max_ms": max(values),
+            }
+        )
+    result = {
+        "kind": "timing_rounds",
+        "device": device_info(device.type),
+        "rounds": rounds,
+        "steps": steps,
+        "warmup": warmup,
+        "strategies": rows,
+        "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
     # Each strategy against the first, as the page shows it; derived from round_ms, which stays the source.
     result["paired"] = [paired(result, sid, configs[0][0]) for sid, _ in configs[1:]]
     return result
-

@@ -30,8 +30,7 @@ from ..core.units import fmt_mib
 from ..core.vocabulary import TENSOR_CATEGORIES as CATEGORIES
 
 _to_copy = torch.ops.aten._to_copy.default
-HOOKS = ("before_op", "after_op", "allocated", "freed", "resized", "held", "phase_started", "phase_ended",
-         "parameters")
+HOOKS = ("before_op", "after_op", "allocated", "freed", "resized", "held", "phase_started", "phase_ended", "parameters")
 
 
 class Record:
@@ -62,8 +61,17 @@ class MemoryTracker(TorchDispatchMode):
     `off_device_tags`: phases whose ops run where the device sees none of them (CPU offload's optimizer step).
     """
 
-    def __init__(self, budget_bytes: int | None = None, block: int = 1, listeners=(), categories=CATEGORIES,
-                 sizer=None, local=None, host_apart: bool = False, off_device_tags=()):
+    def __init__(
+        self,
+        budget_bytes: int | None = None,
+        block: int = 1,
+        listeners=(),
+        categories=CATEGORIES,
+        sizer=None,
+        local=None,
+        host_apart: bool = False,
+        off_device_tags=(),
+    ):
         super().__init__()
         self.block = block
         self.budget_bytes = budget_bytes

@@ -75,8 +75,10 @@ def _read(getter):
 
 def snapshot() -> dict:
     """Every switch this module sets, as its getters read it now."""
-    state = {"matmul_precision": _read(torch.get_float32_matmul_precision),
-             "cudnn_allow_tf32": _read(lambda: torch.backends.cudnn.allow_tf32)}
+    state = {
+        "matmul_precision": _read(torch.get_float32_matmul_precision),
+        "cudnn_allow_tf32": _read(lambda: torch.backends.cudnn.allow_tf32),
+    }
     if _has_tree():
         state["tree"] = {node: _get_node(*node) for node, _ in DEFAULT_TREE}
     return state

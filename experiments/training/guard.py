@@ -13,8 +13,9 @@ from .step import build_state, train_step
 from .strategies import float32_precision
 
 
-def _gradients(cfg: ExperimentConfig, device: torch.device, forward=None,
-               weights: list[torch.Tensor] | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def _gradients(
+    cfg: ExperimentConfig, device: torch.device, forward=None, weights: list[torch.Tensor] | None = None
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """(gradients of the first step, the initial weights). `weights`: start from these, cast to the model's dtype
     (then no copy of them is returned)."""
     state = build_state(cfg, device)
@@ -54,8 +55,16 @@ def check_gradients(cfg: ExperimentConfig, forward=None) -> dict:
     ref = torch.cat([b.flatten() for b in reference])
     rel = (diff.norm() / ref.norm().clamp_min(1e-30)).item()
     tol = gradient_tolerance(cfg, device.type)
-    return {"max_abs_diff": max_abs, "max_rel_diff": rel, "tolerance": tol, "ok": rel <= tol,
-            "precision": cfg.precision, "baseline_precision": GRADIENT_BASELINE, "checkpoint": cfg.checkpoint, "accum": cfg.accum}
+    return {
+        "max_abs_diff": max_abs,
+        "max_rel_diff": rel,
+        "tolerance": tol,
+        "ok": rel <= tol,
+        "precision": cfg.precision,
+        "baseline_precision": GRADIENT_BASELINE,
+        "checkpoint": cfg.checkpoint,
+        "accum": cfg.accum,
+    }
 
 
 __all__ = ["check_gradients", "seed_lambda_forward"]

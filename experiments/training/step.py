@@ -77,8 +77,9 @@ def setup(state: TrainState, phase=_no_phase, tracker=None, how: Setup = SINGLE_
         if tracker is not None:
             tracker.set_parameters(state.model.parameters(), wrapped=True)
     with phase("optimizer", 0):
-        state.optimizer = how.optimizer(cfg, state.model) if how.optimizer else make_optimizer(
-            cfg, state.model.parameters())
+        state.optimizer = (
+            how.optimizer(cfg, state.model) if how.optimizer else make_optimizer(cfg, state.model.parameters())
+        )
         state.scaler = make_scaler(cfg, device)
         if how.scaler is not None and state.scaler is not None:
             state.scaler = how.scaler(state.scaler)

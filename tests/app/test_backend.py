@@ -24,17 +24,27 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_a_failure_is_read_from_its_error_info_first():
     info = {"type": "WouldNotFit", "code": "max_peak_gib", "params": {"limit_gib": 40}}
     got = job_errors.failure({"state": "error", "error": "anything at all", "error_info": info})
-    assert (got.type, got.code, got.params, got.message) == ("WouldNotFit", "max_peak_gib", {"limit_gib": 40},
-                                                            "anything at all")
+    assert (got.type, got.code, got.params, got.message) == (
+        "WouldNotFit",
+        "max_peak_gib",
+        {"limit_gib": 40},
+        "anything at all",
+    )
 
 
-@pytest.mark.parametrize(("message", "kind", "code"), [
-    ("WouldNotFit: estimated peak 81.00 GiB is above this server's limit of 40 GiB per run (max_peak_gib)",
-     "WouldNotFit", "max_peak_gib"),
-    ("WouldNotFit: estimated peak 3.00 GiB, 1.00 GiB available", "WouldNotFit", None),
-    ("ConfigError: batch: batch 30 must be divisible by accum 4", "ConfigError", None),
-    ("the worker process died (see the server log); it was restarted", "Internal", None),
-])
+@pytest.mark.parametrize(
+    ("message", "kind", "code"),
+    [
+        (
+            "WouldNotFit: estimated peak 81.00 GiB is above this server's limit of 40 GiB per run (max_peak_gib)",
+            "WouldNotFit",
+            "max_peak_gib",
+        ),
+        ("WouldNotFit: estimated peak 3.00 GiB, 1.00 GiB available", "WouldNotFit", None),
+        ("ConfigError: batch: batch 30 must be divisible by accum 4", "ConfigError", None),
+        ("the worker process died (see the server log); it was restarted", "Internal", None),
+    ],
+)
 def test_without_error_info_a_failure_is_read_from_its_message(message, kind, code):
     got = job_errors.failure({"state": "error", "error": message})
     assert (got.type, got.code) == (kind, code)

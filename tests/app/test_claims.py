@@ -20,28 +20,39 @@ def tiny_lessons(tmp_path, monkeypatch):
         (folder / "meta.json").write_text(json.dumps(meta))
         (folder / "lesson.en.md").write_text("### Tiny lesson\n")
 
-    write("optimization", {
-        "title": {"en": "Optimization", "zh": "优化"},
-        "preset": TINY,
-        "techniques": [{
-            "id": "tiny_sgd", "title": {"en": "SGD", "zh": "SGD"},
-            "config": TINY | {"optimizer": "sgd"}, "baseline": TINY | {"optimizer": "adam"},
-            "claim": {"en": "SGD needs less memory than Adam", "zh": "SGD 比 Adam 省显存"},
-            "metric": "peak_saving_pct", "claimed_range": [1, 100],
-            "why_holds_expect": [{"check": "share", "category": "optimizer_state", "max": 0}],
-            "why_holds": {"en": "No optimizer state.", "zh": "没有优化器状态。"},
-            "why_not_expect": [{"check": "share", "category": "optimizer_state", "max": 0}],
-            "why_not": {"en": "?", "zh": "?"},
-        }],
-    })
-    write("compare", {
-        "title": {"en": "Compare", "zh": "对比"},
-        "preset": TINY,
-        "strategies": [
-            {"id": "adam", "title": {"en": "Adam", "zh": "Adam"}, "config": {"optimizer": "adam"}},
-            {"id": "sgd", "title": {"en": "SGD", "zh": "SGD"}, "config": {"optimizer": "sgd"}},
-        ],
-    })
+    write(
+        "optimization",
+        {
+            "title": {"en": "Optimization", "zh": "优化"},
+            "preset": TINY,
+            "techniques": [
+                {
+                    "id": "tiny_sgd",
+                    "title": {"en": "SGD", "zh": "SGD"},
+                    "config": TINY | {"optimizer": "sgd"},
+                    "baseline": TINY | {"optimizer": "adam"},
+                    "claim": {"en": "SGD needs less memory than Adam", "zh": "SGD 比 Adam 省显存"},
+                    "metric": "peak_saving_pct",
+                    "claimed_range": [1, 100],
+                    "why_holds_expect": [{"check": "share", "category": "optimizer_state", "max": 0}],
+                    "why_holds": {"en": "No optimizer state.", "zh": "没有优化器状态。"},
+                    "why_not_expect": [{"check": "share", "category": "optimizer_state", "max": 0}],
+                    "why_not": {"en": "?", "zh": "?"},
+                }
+            ],
+        },
+    )
+    write(
+        "compare",
+        {
+            "title": {"en": "Compare", "zh": "对比"},
+            "preset": TINY,
+            "strategies": [
+                {"id": "adam", "title": {"en": "Adam", "zh": "Adam"}, "config": {"optimizer": "adam"}},
+                {"id": "sgd", "title": {"en": "SGD", "zh": "SGD"}, "config": {"optimizer": "sgd"}},
+            ],
+        },
+    )
     monkeypatch.setenv("GPU_MEMORY_LAB_LESSONS", str(tmp_path))
     return tmp_path
 
@@ -77,8 +88,9 @@ def test_the_explanation_is_checked_against_the_pair_and_says_what_it_contradict
     # The same text with a check this pair contradicts: the page says so under it, with the measured figure.
     meta_path = tiny_lessons / "optimization" / "meta.json"
     meta = json.loads(meta_path.read_text())
-    meta["techniques"][0]["why_holds_expect"] = [{"check": "value", "metric": "peak_saving_pct", "baseline": "baseline",
-                                                  "min": 99}]
+    meta["techniques"][0]["why_holds_expect"] = [
+        {"check": "value", "metric": "peak_saving_pct", "baseline": "baseline", "min": 99}
+    ]
     meta_path.write_text(json.dumps(meta))
     at = open_page("optimization")
     at.button(key="optimization.tiny_sgd.run").click().run()

@@ -8,7 +8,11 @@ from conftest import open_page, run_until, small_config
 
 from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
 
-pytestmark = [pytest.mark.usefixtures("one_gpu_user"), pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+pytestmark = [
+    pytest.mark.usefixtures("one_gpu_user"),
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+]
 
 
 def test_run_on_cuda_shows_cuda_results():
@@ -22,5 +26,7 @@ def test_run_on_cuda_shows_cuda_results():
     assert all(p["reserved_bytes"] is not None for p in result["phases"])
     specs = " ".join(c.proto.spec for c in at.get("vega_lite_chart"))
     assert "Reserved" in specs
-    print(f"app run on {result['device']['name']}: peak {result['peak_bytes'] / 2**20:.1f} MiB, "
-          f"step {result['step_ms']['median']:.3f} ms")
+    print(
+        f"app run on {result['device']['name']}: peak {result['peak_bytes'] / 2**20:.1f} MiB, "
+        f"step {result['step_ms']['median']:.3f} ms"
+    )

@@ -13,19 +13,22 @@ from course import content
 from course.grading import common as grading
 from course.grading import ex1, ex2, ex3
 from course.units import MIB
+from experiments.core.config import GRADIENT_TOLERANCE as GUARD_TOLERANCE
 from experiments.core.config import ExperimentConfig
 from experiments.estimate.estimator import estimate
 from experiments.estimate.steptime import predict_step_ms
 from experiments.labs.leaks import run_leak
 from experiments.measure.run import run_experiment
-from experiments.core.config import GRADIENT_TOLERANCE as GUARD_TOLERANCE
 
-S1, S2, S3 = (module.settings(content.meta(lesson)) for module, lesson in
-              ((ex1, "exercise1"), (ex2, "exercise2"), (ex3, "exercise3")))
+S1, S2, S3 = (
+    module.settings(content.meta(lesson))
+    for module, lesson in ((ex1, "exercise1"), (ex2, "exercise2"), (ex3, "exercise3"))
+)
 GRAD_TOLERANCE = GUARD_TOLERANCE["fp32"]
 
 
 # --- the exercises' settings (their meta.json "grading"): what the pages and hints state ---
+
 
 def test_the_settings_are_what_the_exercises_state():
     """Exercise 1 counts a prediction within 10 % or half a MiB, and ties phases 1 % apart; exercise 2 is the
@@ -37,13 +40,16 @@ def test_the_settings_are_what_the_exercises_state():
     assert GRAD_TOLERANCE == 1e-4  # the relative gradient error exercise 3's rule allows (the guard's fp32 one)
 
 
-@pytest.mark.parametrize(("module", "lesson", "change", "field"), [
-    (ex1, "exercise1", {"tolerance": 1.5}, "grading.tolerance"),
-    (ex1, "exercise1", {"categories": ["parameters", "weights"]}, "grading.categories"),
-    (ex2, "exercise2", {"options": {"precision": ["fp64"]}}, "grading.options.precision"),
-    (ex2, "exercise2", {"options": {"accum": [1, 100]}}, "grading.options.accum"),
-    (ex3, "exercise3", {"fixes": {"keep_item": {"losses": "item"}}}, "grading.fixes"),
-])
+@pytest.mark.parametrize(
+    ("module", "lesson", "change", "field"),
+    [
+        (ex1, "exercise1", {"tolerance": 1.5}, "grading.tolerance"),
+        (ex1, "exercise1", {"categories": ["parameters", "weights"]}, "grading.categories"),
+        (ex2, "exercise2", {"options": {"precision": ["fp64"]}}, "grading.options.precision"),
+        (ex2, "exercise2", {"options": {"accum": [1, 100]}}, "grading.options.accum"),
+        (ex3, "exercise3", {"fixes": {"keep_item": {"losses": "item"}}}, "grading.fixes"),
+    ],
+)
 def test_bad_settings_name_the_field_and_what_is_allowed(module, lesson, change, field):
     meta = content.meta(lesson)
     with pytest.raises(grading.SettingsError, match=rf"{lesson}/meta.json {field}: got .*; allowed"):
@@ -62,11 +68,13 @@ def test_tolerance_edges():
 
 # --- exercise 1: predictions against a real CPU run ---
 
+
 @pytest.fixture(scope="module")
 def run1():
     # Parameters 8 MiB, Adam state 16 MiB: every category is well above the tolerance's floor.
-    return run_experiment(ExperimentConfig(device="cpu", layers=2, width=1024, batch=8, steps=2, timing_steps=0),
-                          history=False)
+    return run_experiment(
+        ExperimentConfig(device="cpu", layers=2, width=1024, batch=8, steps=2, timing_steps=0), history=False
+    )
 
 
 def _truth(result: dict) -> dict:
@@ -118,26 +126,46 @@ def test_exercise1_tolerance_edge_on_the_real_run(run1):
 
 
 def test_exercise1_a_tie_between_phases_counts_both():
-    result = {"peak_bytes": 1000 * MIB, "baseline_bytes": 0, "peak_phase": {"step": 2, "phase": "optimizer_step"},
-              "breakdown": {"parameters": 100 * MIB}, "config": {"batch": 8},
-              "phases": [{"step": 2, "phase": "backward", "peak_bytes": 995 * MIB},
-                         {"step": 2, "phase": "optimizer_step", "peak_bytes": 1000 * MIB},
-                         {"step": 2, "phase": "forward", "peak_bytes": 985 * MIB}]}
+    result = {
+        "peak_bytes": 1000 * MIB,
+        "baseline_bytes": 0,
+        "peak_phase": {"step": 2, "phase": "optimizer_step"},
+        "breakdown": {"parameters": 100 * MIB},
+        "config": {"batch": 8},
+        "phases": [
+            {"step": 2, "phase": "backward", "peak_bytes": 995 * MIB},
+            {"step": 2, "phase": "optimizer_step", "peak_bytes": 1000 * MIB},
+            {"step": 2, "phase": "forward", "peak_bytes": 985 * MIB},
+        ],
+    }
     # 0.5 % below the peak ties with it, 1.5 % below does not (the tie share is 1 % of the net peak).
     assert ex1.tied_phases(S1, result) == {"backward", "optimizer_step"}
 
 
 def test_exercise1_bad_input_names_the_field():
-    errors = ex1.validate(S1, {"parameters": 1.0, "gradients": -1.0, "optimizer_state": None,
-                                   "activations": "x", "phase": "lunch"})
+    errors = ex1.validate(
+        S1, {"parameters": 1.0, "gradients": -1.0, "optimizer_state": None, "activations": "x", "phase": "lunch"}
+    )
     assert [e["args"].get("field") for e in errors] == ["gradients", "optimizer_state", "activations", None]
     assert errors[-1]["key"] == "ex1.err.phase"
 
 
 # --- exercise 2: best known choice and scoring ---
 
-TINY = {"model": "mlp", "layers": 2, "width": 64, "batch": 256, "optimizer": "adam", "precision": "fp32",
-        "checkpoint": "none", "accum": 1, "optimizer_impl": "default", "steps": 2, "timing_steps": 2, "device": "cpu"}
+TINY = {
+    "model": "mlp",
+    "layers": 2,
+    "width": 64,
+    "batch": 256,
+    "optimizer": "adam",
+    "precision": "fp32",
+    "checkpoint": "none",
+    "accum": 1,
+    "optimizer_impl": "default",
+    "steps": 2,
+    "timing_steps": 2,
+    "device": "cpu",
+}
 RATES = {"tflops": {"fp32": 0.05, "bf16": 0.02, "tf32": 0.05, "fp16": 0.02}, "bandwidth_gbs": 5.0, "op_us": 20.0}
 
 
@@ -186,8 +214,13 @@ def test_exercise2_cpu_budget_is_the_gpu_challenges_share_of_the_estimate():
 
 
 def _result(peak_mib: float, ms: float, oom=None) -> dict:
-    return {"peak_bytes": int(peak_mib * MIB), "baseline_bytes": 0, "step_ms": {"median": ms}, "oom": oom,
-            "breakdown": {"activations": int(peak_mib * MIB)}}
+    return {
+        "peak_bytes": int(peak_mib * MIB),
+        "baseline_bytes": 0,
+        "step_ms": {"median": ms},
+        "oom": oom,
+        "breakdown": {"activations": int(peak_mib * MIB)},
+    }
 
 
 def test_exercise2_assess_fit_correctness_and_speed():
@@ -200,16 +233,15 @@ def test_exercise2_assess_fit_correctness_and_speed():
     assert [m["key"] for m in slow["why"]] == ["ex2.why.speed", "ex2.why.slower"]
     over = ex2.assess(S2, _result(100.5, 5), _result(150, 8), _result(90, 10), ok_guard, budget)
     assert over["checks"]["fit"] is False and over["score"] == 0 and over["why"][0]["key"] == "ex2.why.over"
-    wrong = ex2.assess(S2, _result(50, 5), None, _result(90, 10), dict(ok_guard, ok=False, max_rel_diff=0.3),
-                       budget)
+    wrong = ex2.assess(S2, _result(50, 5), None, _result(90, 10), dict(ok_guard, ok=False, max_rel_diff=0.3), budget)
     assert wrong["passed"] == 1 and wrong["why"][0]["key"] == "ex2.why.wrong"
 
 
 # --- exercise 3: the solved rule on real CPU leak runs ---
 
+
 def _leak(fixes: list[str]) -> dict:
-    return run_leak("exercise_loop", steps=6, device="cpu", batch=32, width=128, layers=2,
-                    loop=ex3.loop_of(S3, fixes))
+    return run_leak("exercise_loop", steps=6, device="cpu", batch=32, width=128, layers=2, loop=ex3.loop_of(S3, fixes))
 
 
 def test_exercise3_the_right_fixes_are_flat_and_right():
@@ -217,10 +249,13 @@ def test_exercise3_the_right_fixes_are_flat_and_right():
     assert v["solved"] and v["growth"] == 0 and v["gradient_error"] == pytest.approx(0, abs=1e-6)
 
 
-@pytest.mark.parametrize("fixes, habit", [
-    (["keep_item", "zero_grad", "cache_detach"], "ex3.why.cache_detach"),  # the syllabus's .detach() trap
-    (["keep_detach", "zero_grad", "cache_none"], "ex3.why.keep_detach"),  # the same trap on the losses list
-])
+@pytest.mark.parametrize(
+    "fixes, habit",
+    [
+        (["keep_item", "zero_grad", "cache_detach"], "ex3.why.cache_detach"),  # the syllabus's .detach() trap
+        (["keep_detach", "zero_grad", "cache_none"], "ex3.why.keep_detach"),  # the same trap on the losses list
+    ],
+)
 def test_exercise3_detach_is_not_a_fix(fixes, habit):
     result = _leak(fixes)
     v = ex3.verdict(S3, result, GRAD_TOLERANCE)
@@ -242,6 +277,7 @@ def test_exercise3_conflicting_fixes_are_refused():
 
 
 # --- the pages: fill in, run (inline worker), see the grade ---
+
 
 def _button(at, label):
     return next(b for b in at.button if b.label == label)
@@ -266,10 +302,15 @@ def test_exercise1_page_grades_a_run_and_keeps_progress_in_the_url():
 
 def test_exercise2_page_runs_the_challenge_and_scores_it(monkeypatch):
     budget = _est(TINY, "cpu")["peak_bytes"]  # the unoptimized baseline just fits: the page's logic, small
-    monkeypatch.setattr(ex2, "challenge", lambda s, device_type, estimate: {"base": dict(TINY), "budget": budget,
-                                                                             "scaled": False})
-    small = {"precision": {"cuda": ("fp32",), "cpu": ("fp32",)}, "checkpoint": ("none", "segments"), "accum": (1, 2),
-             "optimizer_impl": ("default",)}
+    monkeypatch.setattr(
+        ex2, "challenge", lambda s, device_type, estimate: {"base": dict(TINY), "budget": budget, "scaled": False}
+    )
+    small = {
+        "precision": {"cuda": ("fp32",), "cpu": ("fp32",)},
+        "checkpoint": ("none", "segments"),
+        "accum": (1, 2),
+        "optimizer_impl": ("default",),
+    }
     monkeypatch.setattr(ex2, "settings", lambda meta: dataclasses.replace(S2, options=small))
     at = open_page("exercise2", lang="zh")
     at.selectbox(key="ex2g_checkpoint").set_value("segments")

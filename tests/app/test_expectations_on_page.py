@@ -28,20 +28,32 @@ def tiny_monitoring(tmp_path, monkeypatch):
                 "expect": [{"check": "phase_growth", "step": 1, "phase": "optimizer_step", "min": 1.5, "max": 2.5}],
                 "try": {"en": "Switch to SGD.", "zh": "换成 SGD。"},
                 "try_change": {"optimizer": "sgd"},
-                "try_expect": [{"check": "value", "metric": "category_ratio", "category": "optimizer_state",
-                                "run": "changed", "baseline": "run", "max": 0}],
+                "try_expect": [
+                    {
+                        "check": "value",
+                        "metric": "category_ratio",
+                        "category": "optimizer_state",
+                        "run": "changed",
+                        "baseline": "run",
+                        "max": 0,
+                    }
+                ],
             },
             "breakdown": {
                 "notice": {"en": FAILS, "zh": FAILS},
                 "expect": [{"check": "peak_phase", "is": ["data"]}],
-                "try": {"en": "Nothing.", "zh": "无。"}, "try_expect": [],
+                "try": {"en": "Nothing.", "zh": "无。"},
+                "try_expect": [],
             },
             "time": {
                 # The second check reads a category a CPU run does not have: not applied, so not "checked".
                 "notice": {"en": UNCHECKED, "zh": UNCHECKED},
-                "expect": [{"check": "value", "metric": "step_ms", "min": 0},
-                           {"check": "share", "category": "other", "max": 1}],
-                "try": {"en": "Nothing.", "zh": "无。"}, "try_expect": [],
+                "expect": [
+                    {"check": "value", "metric": "step_ms", "min": 0},
+                    {"check": "share", "category": "other", "max": 1},
+                ],
+                "try": {"en": "Nothing.", "zh": "无。"},
+                "try_expect": [],
             },
         },
     }
@@ -80,7 +92,9 @@ def test_apply_sets_the_suggested_change_and_the_next_run_checks_the_prediction(
     assert at.selectbox(key="monitoring_optimizer").value == "sgd"
     first = at.session_state["monitoring.done"]
     at.button(key="monitoring.run").click().run()
-    run_until(at, lambda a: a.session_state["monitoring.done"] is not first and "monitoring.jobs" not in a.session_state)
+    run_until(
+        at, lambda a: a.session_state["monitoring.done"] is not first and "monitoring.jobs" not in a.session_state
+    )
     assert not at.exception, [e.value for e in at.exception]
     assert any("shows what the prompt predicted" in s.value for s in at.success)
 

@@ -24,8 +24,16 @@ def test_what_fits_says_what_the_search_finds():
     state = small_config(NS) | {f"{NS}_layers": 4, f"{NS}_width": 256, f"{NS}_batch": 64}
     at = open_page(NS, lang, state=state)
     assert not at.exception
-    config = {"model": "mlp", "layers": 4, "width": 256, "batch": 64, "accum": 1, "steps": 2, "timing_steps": 2,
-              "device": "cpu"}
+    config = {
+        "model": "mlp",
+        "layers": 4,
+        "width": 256,
+        "batch": 64,
+        "accum": 1,
+        "steps": 2,
+        "timing_steps": 2,
+        "device": "cpu",
+    }
     single = estimate(ExperimentConfig.from_dict(config), device_type="cpu")["peak_bytes"]
     capacity = single * 2 // 3 // 2**20  # MiB: one device does not hold it
     fit = what_fits(config, capacity * 2**20, device_type="cpu")
@@ -89,7 +97,12 @@ def test_the_offload_recording_that_summed_host_and_device_shows_the_estimates_s
 
     at = open_page(NS)
     assert not at.exception, [e.value for e in at.exception]
-    assert any(c.value.startswith("The CPU-offload recording counted host and device memory together: its measured "
-                                  "bars await a recording on 2 GPUs") for c in at.caption)
+    assert any(
+        c.value.startswith(
+            "The CPU-offload recording counted host and device memory together: its measured "
+            "bars await a recording on 2 GPUs"
+        )
+        for c in at.caption
+    )
     notes = [m.value for m in at.markdown if "Under CPU offload (GPUs only)" in m.value]
     assert notes and not [m.value for m in at.markdown if "does not show what the lesson's note describes" in m.value]

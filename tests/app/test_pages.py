@@ -22,8 +22,11 @@ def _errors_by_design(page: str, lang: str) -> list[str]:
         result = load_recorded(rid) or {}
         if result.get("kind") != "fragmentation" and "runs" not in result:
             continue
-        out += [i18n.STRINGS["frag.oom"][lang == "zh"].format(allocator=i18n.STRINGS["frag.allocator." + a][lang == "zh"])
-                for a, run in (result.get("runs") or {}).items() if run.get("oom")]
+        out += [
+            i18n.STRINGS["frag.oom"][lang == "zh"].format(allocator=i18n.STRINGS["frag.allocator." + a][lang == "zh"])
+            for a, run in (result.get("runs") or {}).items()
+            if run.get("oom")
+        ]
     return out
 
 
@@ -35,8 +38,25 @@ def test_page_opens(page, lang):
     assert [e.value for e in at.error] == _errors_by_design(page, lang)
     assert at.title, "every page has a title"
     texts = [m.value for m in at.markdown] + [b.label for b in at.button] + [t.value for t in at.title]
-    leaked = [text for text in texts if text.startswith(("page.", "field.", "opt.", "sandbox.", "jobs.", "term.", "expect.",
-                                                          "frag.", "rounds.", "estimate.", "metric_name."))]
+    leaked = [
+        text
+        for text in texts
+        if text.startswith(
+            (
+                "page.",
+                "field.",
+                "opt.",
+                "sandbox.",
+                "jobs.",
+                "term.",
+                "expect.",
+                "frag.",
+                "rounds.",
+                "estimate.",
+                "metric_name.",
+            )
+        )
+    ]
     assert not leaked, f"untranslated keys on {page}: {leaked}"
 
 

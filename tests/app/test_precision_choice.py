@@ -6,11 +6,19 @@ import pytest
 from conftest import open_page
 
 
-@pytest.mark.parametrize(("lang", "default", "strict"), [("en", "FP32 (PyTorch defaults)", "Strict FP32 (no TF32)"),
-                                                          ("zh", "FP32（PyTorch 默认）", "严格 FP32（不用 TF32）")])
+@pytest.mark.parametrize(
+    ("lang", "default", "strict"),
+    [
+        ("en", "FP32 (PyTorch defaults)", "Strict FP32 (no TF32)"),
+        ("zh", "FP32（PyTorch 默认）", "严格 FP32（不用 TF32）"),
+    ],
+)
 def test_the_sandbox_offers_pytorch_defaults_and_strict_fp32(lang, default, strict):
-    at = open_page("optimization", lang, query={"optimization_precision": "fp32_strict",
-                                                "optimization_technique": "strict_fp32_cnn"})
+    at = open_page(
+        "optimization",
+        lang,
+        query={"optimization_precision": "fp32_strict", "optimization_technique": "strict_fp32_cnn"},
+    )
     assert not at.exception, [e.value for e in at.exception]
     select = at.selectbox(key="optimization_precision")
     assert select.value == "fp32_strict" and {default, strict} <= set(select.options)

@@ -34,15 +34,20 @@ def test_compare_prose_and_rounds_box_state_the_same_paired_ratio(lang):
         p = metrics.paired(recorded, sid, "baseline")
         median, lo, hi = (f"{p[k]:.2f}" for k in ("median", "lo", "hi"))
         if lang == "en":
-            box = f"about {median}× its step time (between {lo}× and {hi}× over 5 rounds). " \
-                  f"{word[0].capitalize()} in all 5 rounds: a real difference."
+            box = (
+                f"about {median}× its step time (between {lo}× and {hi}× over 5 rounds). "
+                f"{word[0].capitalize()} in all 5 rounds: a real difference."
+            )
         else:
             box = f"单步耗时约是它的 {median} 倍（5 轮中在 {lo} 到 {hi} 倍之间）。5 轮全都{word[1]}"
         assert box in page, (sid, box)
     amp = metrics.paired(recorded, "amp_bf16", "baseline")
-    prose = (f"about\n  {amp['median']:.2f}× the baseline's time, between {amp['lo']:.2f}× and {amp['hi']:.2f}×,\n"
-             "  slower in every round" if lang == "en" else
-             f"耗时约是基线的 {amp['median']:.2f} 倍，在 {amp['lo']:.2f} 到 {amp['hi']:.2f} 倍之间，每一轮都更慢")
+    prose = (
+        f"about\n  {amp['median']:.2f}× the baseline's time, between {amp['lo']:.2f}× and {amp['hi']:.2f}×,\n"
+        "  slower in every round"
+        if lang == "en"
+        else f"耗时约是基线的 {amp['median']:.2f} 倍，在 {amp['lo']:.2f} 到 {amp['hi']:.2f} 倍之间，每一轮都更慢"
+    )
     assert prose in page
     # The rule the issue faulted, ranges over rounds that do not overlap, is gone from the box.
     assert "the ranges over rounds overlap — no difference" not in page and "各轮的范围重叠——" not in page
@@ -53,20 +58,37 @@ def tiny_time_claim(tmp_path, monkeypatch):
     folder = tmp_path / "optimization"
     folder.mkdir()
     (folder / "lesson.en.md").write_text("### Tiny lesson\n")
-    (folder / "meta.json").write_text(json.dumps({
-        "title": {"en": "Optimization", "zh": "优化"},
-        "preset": TINY,
-        "techniques": [{
-            "id": "tiny_sgd_time", "title": {"en": "SGD speed", "zh": "SGD 速度"},
-            "config": {"optimizer": "sgd"},
-            "claim": {"en": "SGD takes a tenth of Adam's time", "zh": "SGD 的耗时只有 Adam 的十分之一"},
-            "metric": "step_time_ratio", "claimed_range": [0.001, 0.1],
-            "rounds": {"set": "pair", "strategy": "sgd", "versus": "adam"},
-            "why_holds": {"en": "held", "zh": "成立"}, "why_not": {"en": "not held", "zh": "不成立"},
-        }],
-        "rounds_sets": [{"id": "pair", "title": {"en": "pair", "zh": "一对"}, "rounds": 5, "steps": 2, "warmup": 1,
-                         "strategies": [{"id": "adam", "config": {}}, {"id": "sgd", "config": {"optimizer": "sgd"}}]}],
-    }))
+    (folder / "meta.json").write_text(
+        json.dumps(
+            {
+                "title": {"en": "Optimization", "zh": "优化"},
+                "preset": TINY,
+                "techniques": [
+                    {
+                        "id": "tiny_sgd_time",
+                        "title": {"en": "SGD speed", "zh": "SGD 速度"},
+                        "config": {"optimizer": "sgd"},
+                        "claim": {"en": "SGD takes a tenth of Adam's time", "zh": "SGD 的耗时只有 Adam 的十分之一"},
+                        "metric": "step_time_ratio",
+                        "claimed_range": [0.001, 0.1],
+                        "rounds": {"set": "pair", "strategy": "sgd", "versus": "adam"},
+                        "why_holds": {"en": "held", "zh": "成立"},
+                        "why_not": {"en": "not held", "zh": "不成立"},
+                    }
+                ],
+                "rounds_sets": [
+                    {
+                        "id": "pair",
+                        "title": {"en": "pair", "zh": "一对"},
+                        "rounds": 5,
+                        "steps": 2,
+                        "warmup": 1,
+                        "strategies": [{"id": "adam", "config": {}}, {"id": "sgd", "config": {"optimizer": "sgd"}}],
+                    }
+                ],
+            }
+        )
+    )
     monkeypatch.setenv("GPU_MEMORY_LAB_LESSONS", str(tmp_path))
 
 
@@ -84,12 +106,18 @@ def test_a_time_claim_is_not_judged_on_one_pair_but_over_rounds(tiny_time_claim)
     assert not at.exception, [e.value for e in at.exception]
     result = at.session_state["optimization.tiny_sgd_time.rounds.done"]["statuses"][0]["result"]
     summary = metrics.paired(result, "technique", "baseline")
-    assert any(m.label == "Step time vs baseline, round by round (median)" and m.value == f"{summary['median']:.2f}×"
-               for m in at.metric)
+    assert any(
+        m.label == "Step time vs baseline, round by round (median)" and m.value == f"{summary['median']:.2f}×"
+        for m in at.metric
+    )
     inside = [0.001 <= r <= 0.1 for r in summary["ratios"]]
-    expected = ("The claim holds here: every round's ratio lies in the claimed range." if all(inside) else
-                "The claim does not hold here: no round's ratio lies in the claimed range." if not any(inside) else
-                None)
+    expected = (
+        "The claim holds here: every round's ratio lies in the claimed range."
+        if all(inside)
+        else "The claim does not hold here: no round's ratio lies in the claimed range."
+        if not any(inside)
+        else None
+    )
     shown = [s for s in verdicts(at) if s.startswith("The claim")]
     assert shown == ([expected] if expected else []), (summary["ratios"], shown)
 
@@ -128,8 +156,13 @@ def _timed_in_rounds(at):
 def test_a_time_claims_text_is_checked_on_the_rounds_that_chose_it(tiny_time_claim, tmp_path):
     """The explanation under a rounds verdict states what those rounds show: the page checks it on them (run key
     "rounds", the pair's strategies "technique" and "baseline") and says what they contradict."""
-    rounds_check = {"check": "value", "metric": "paired_ratio", "run": "rounds", "strategy": "technique",
-                    "versus": "baseline"}
+    rounds_check = {
+        "check": "value",
+        "metric": "paired_ratio",
+        "run": "rounds",
+        "strategy": "technique",
+        "versus": "baseline",
+    }
     _set_explanation_checks(tmp_path, [dict(rounds_check, min=0)])
     at = open_page("optimization")
     _, text = _timed_in_rounds(at)

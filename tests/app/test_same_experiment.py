@@ -13,8 +13,16 @@ from experiments.core.recorded import find_recorded, load_recorded
 
 RECORDED = [catalog.preset_id("monitoring"), catalog.technique_id("optimization", "amp_bf16", "config")]
 # A value of each field that differs from every recording's (all of them are fp32/AMP MLPs and CNNs of seed 0).
-OTHER = {"device": "cpu", "force": True, "timing_steps": 0, "steps": 7, "seed": 12345, "budget_mb": 123.0,
-         "batch": 3, "inplace": True}
+OTHER = {
+    "device": "cpu",
+    "force": True,
+    "timing_steps": 0,
+    "steps": 7,
+    "seed": 12345,
+    "budget_mb": 123.0,
+    "batch": 3,
+    "inplace": True,
+}
 
 
 @pytest.mark.parametrize("rid", RECORDED)

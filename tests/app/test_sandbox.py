@@ -50,8 +50,13 @@ def test_run_shows_charts_and_tables():
 
 
 def test_leak_run_shows_growth_chart():
-    state = {"leaks_leak_scenarios": ["append_loss_after_backward", "fixed"], "leaks_leak_steps": 3,
-             "leaks_leak_batch": 8, "leaks_leak_width": 64, "leaks_leak_device": "cpu"}
+    state = {
+        "leaks_leak_scenarios": ["append_loss_after_backward", "fixed"],
+        "leaks_leak_steps": 3,
+        "leaks_leak_batch": 8,
+        "leaks_leak_width": 64,
+        "leaks_leak_device": "cpu",
+    }
     at = open_page("leaks", state=state)
     at.button(key="leaks_leak.run").click().run()
     run_until(at, _done("leaks_leak"))
@@ -61,13 +66,22 @@ def test_leak_run_shows_growth_chart():
 
 
 def test_out_of_memory_is_a_lesson_not_a_crash():
-    state = small_config("monitoring") | {"monitoring_width": 512, "monitoring_batch": 256,
-                                          "monitoring_budget_mb": 1.0, "monitoring_force": True}
+    state = small_config("monitoring") | {
+        "monitoring_width": 512,
+        "monitoring_batch": 256,
+        "monitoring_budget_mb": 1.0,
+        "monitoring_force": True,
+    }
     at = open_page("monitoring", state=state)
     assert any("not to fit" in w.value for w in at.warning)
     at.button(key="monitoring.run").click().run()
-    run_until(at, lambda a: any("Out of memory" in e.value for e in a.error) or any(
-        "Something went wrong" in e.value or "failed" in e.value for e in a.error))
+    run_until(
+        at,
+        lambda a: (
+            any("Out of memory" in e.value for e in a.error)
+            or any("Something went wrong" in e.value or "failed" in e.value for e in a.error)
+        ),
+    )
     assert not at.exception
     assert any("Out of memory" in e.value for e in at.error), [e.value for e in at.error]
     # Two layers of width 512 hold 2 MiB of parameters alone: no batch fits the 1 MiB budget.
@@ -76,8 +90,11 @@ def test_out_of_memory_is_a_lesson_not_a_crash():
 
 def test_refused_run_explains_force():
     # Activations dominate at width 64, batch 16384 (about 28 MiB): a 4 MiB budget refuses it, a smaller batch fits.
-    state = small_config("monitoring") | {"monitoring_width": 64, "monitoring_batch": 16384,
-                                          "monitoring_budget_mb": 4.0}
+    state = small_config("monitoring") | {
+        "monitoring_width": 64,
+        "monitoring_batch": 16384,
+        "monitoring_budget_mb": 4.0,
+    }
     at = open_page("monitoring", state=state)
     at.button(key="monitoring.run").click().run()
     run_until(at, lambda a: "monitoring.done" in a.session_state)
@@ -88,7 +105,9 @@ def test_refused_run_explains_force():
     peak = estimate(ran, capacity_bytes=4 * MIB, device_type=backend.device_type(ran))["peak_bytes"]
     warning = " ".join(w.value for w in at.warning)
     assert f"Not run: the estimated peak, {fmt_bytes(peak)}, is well above the 4.00 MiB available." in warning, warning
-    assert any(i.value.startswith("What would fit: by the estimate, batch") for i in at.info), [i.value for i in at.info]
+    assert any(i.value.startswith("What would fit: by the estimate, batch") for i in at.info), [
+        i.value for i in at.info
+    ]
     assert any("Run even if the estimate" in c.value for c in at.caption)
     # One press sets the batch that would fit; Run then confirms it with a real run.
     button = next(b for b in at.button if b.label.startswith("Use batch"))
@@ -98,8 +117,12 @@ def test_refused_run_explains_force():
 
 
 def test_cancel_stops_a_running_job():
-    state = small_config("monitoring") | {"monitoring_width": 1024, "monitoring_batch": 512,
-                                          "monitoring_steps": 10, "monitoring_timing_steps": 50}
+    state = small_config("monitoring") | {
+        "monitoring_width": 1024,
+        "monitoring_batch": 512,
+        "monitoring_steps": 10,
+        "monitoring_timing_steps": 50,
+    }
     at = open_page("monitoring", state=state)
     at.button(key="monitoring.run").click().run()
     assert at.button(key="monitoring.cancel"), "a running job offers Cancel"
@@ -110,8 +133,12 @@ def test_cancel_stops_a_running_job():
 
 
 def test_one_click_submits_once_and_shows_its_progress_in_the_same_run():
-    state = small_config("monitoring") | {"monitoring_width": 1024, "monitoring_batch": 512,
-                                          "monitoring_steps": 10, "monitoring_timing_steps": 50}
+    state = small_config("monitoring") | {
+        "monitoring_width": 1024,
+        "monitoring_batch": 512,
+        "monitoring_steps": 10,
+        "monitoring_timing_steps": 50,
+    }
     at = open_page("monitoring", state=state)
     at.button(key="monitoring.run").click().run()
     group = at.session_state["monitoring.jobs"]

@@ -20,8 +20,10 @@ def test_pinned_run_beside_a_later_run_on_one_scale():
     run_until(at, _done)
     first = at.session_state["monitoring.done"]["statuses"][0]["result"]
     at.button(key="monitoring.pin").click().run()
-    assert at.session_state["side_by_side.pinned"]["result"] is first or \
-        at.session_state["side_by_side.pinned"]["result"]["config"] == first["config"]
+    assert (
+        at.session_state["side_by_side.pinned"]["result"] is first
+        or at.session_state["side_by_side.pinned"]["result"]["config"] == first["config"]
+    )
     at.select_slider(key="monitoring_batch").set_value(64).run()
     at.button(key="monitoring.run").click().run()
     run_until(at, lambda a: a.session_state["monitoring.done"]["statuses"][0]["result"]["config"]["batch"] == 64)
@@ -33,9 +35,14 @@ def test_pinned_run_beside_a_later_run_on_one_scale():
     ratio = net_peak(second) / net_peak(first)
     assert any(f"{ratio:.2f}×" in s for s in texts)
     # both memory charts share the y scale: the larger of the two runs' highest figure, plus a margin
-    top = max(memory.long(df, df["reserved_mib"].notna().any())["mib"].max()
-              for df in (memory.frame(first), memory.frame(second)))
-    domains = [layer["encoding"]["y"].get("scale", {}).get("domain")
-               for spec in (json.loads(c.proto.spec) for c in at.get("vega_lite_chart"))
-               for layer in spec.get("layer", [])[:1] if "y" in layer.get("encoding", {})]
+    top = max(
+        memory.long(df, df["reserved_mib"].notna().any())["mib"].max()
+        for df in (memory.frame(first), memory.frame(second))
+    )
+    domains = [
+        layer["encoding"]["y"].get("scale", {}).get("domain")
+        for spec in (json.loads(c.proto.spec) for c in at.get("vega_lite_chart"))
+        for layer in spec.get("layer", [])[:1]
+        if "y" in layer.get("encoding", {})
+    ]
     assert sum(1 for d in domains if d and abs(d[1] - top * 1.05) < 1e-6) == 2, (domains, top)

@@ -14,10 +14,8 @@ import pytest
 from app import i18n
 from course import catalog, content
 from course.grading import ex1, ex3
-from experiments.core import config as engine_config
-from experiments.core.config import CHOICES, OPTIMIZERS, ExperimentConfig
+from experiments.core.config import BATCH_MODES, CHOICES, OPTIMIZERS, STRATEGIES, ExperimentConfig
 from experiments.core.vocabulary import CATEGORIES, PHASES
-from experiments.core.config import BATCH_MODES, STRATEGIES
 from experiments.labs.fragmentation import ALLOCATORS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,8 +50,12 @@ def named_keys(source: str) -> tuple[set[str], list[str]]:
     message(...) call; a pattern is the constant parts of an f-string or of a "prefix." + x expression."""
     literal, patterns = set(), []
     for node in ast.walk(ast.parse(source)):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("t", "message")
-                and node.args):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("t", "message")
+            and node.args
+        ):
             continue
         parts = list(ast.walk(node.args[0]))
         pieces = {id(v) for p in parts if isinstance(p, ast.JoinedStr) for v in p.values}
@@ -63,10 +65,12 @@ def named_keys(source: str) -> tuple[set[str], list[str]]:
             if isinstance(part, ast.Constant) and isinstance(part.value, str) and "." in part.value:
                 literal.add(part.value)
             elif isinstance(part, ast.JoinedStr):
-                patterns.append("".join(re.escape(v.value) if isinstance(v, ast.Constant) else ".+"
-                                        for v in part.values))
-            elif isinstance(part, ast.BinOp) and isinstance(part.left, ast.Constant) and \
-                    isinstance(part.left.value, str):
+                patterns.append(
+                    "".join(re.escape(v.value) if isinstance(v, ast.Constant) else ".+" for v in part.values)
+                )
+            elif (
+                isinstance(part, ast.BinOp) and isinstance(part.left, ast.Constant) and isinstance(part.left.value, str)
+            ):
                 patterns.append(re.escape(part.left.value) + ".+")
     # A constant that is the start of a built key ("opt.measured." + metric) is a prefix, not a key.
     return {k for k in literal if not k.endswith(".")}, patterns
@@ -96,8 +100,9 @@ def test_the_lessons_own_strings_are_loaded_beside_the_chrome():
     assert {"lessons/exercise1/strings.json", "lessons/multigpu/strings.json"} <= set(names)
     on_disk = {p.relative_to(ROOT).as_posix() for p in (ROOT / "lessons").glob("*/strings.json")}
     assert on_disk <= set(names), "a lesson strings file that is not a page of the course is never read"
-    assert i18n.STRINGS["ex1.title"] == tuple(dict(dict(i18n.entries(ROOT / "lessons/exercise1/strings.json"))
-                                                   ["ex1.title"])[lang] for lang in ("en", "zh"))
+    assert i18n.STRINGS["ex1.title"] == tuple(
+        dict(dict(i18n.entries(ROOT / "lessons/exercise1/strings.json"))["ex1.title"])[lang] for lang in ("en", "zh")
+    )
 
 
 def test_every_key_is_in_both_languages():
@@ -109,17 +114,15 @@ def test_no_key_is_defined_twice():
 
 
 def test_every_key_the_code_names_is_defined():
-    assert not undefined({p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8") for p in SOURCES},
-                         i18n.STRINGS)
+    assert not undefined({p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8") for p in SOURCES}, i18n.STRINGS)
 
 
 def test_every_config_rule_the_engine_enumerates_is_worded():
     """The sandbox words a broken rule by its code (config.err.<code>); a code without a key falls back to the
     engine's English message, so every code the engine lists has a key in both languages."""
-    codes = getattr(engine_config, "ERROR_CODES", None)
-    if codes is None:
-        pytest.skip("the engine does not enumerate its configuration rules yet (experiments/core/config.py)")
-    assert not [c for c in codes if f"config.err.{c}" not in i18n.STRINGS]
+    from experiments.core.errors import ERROR_CODES
+
+    assert not [c for c in ERROR_CODES if f"config.err.{c}" not in i18n.STRINGS]
 
 
 def test_every_key_built_from_the_engines_vocabulary_is_defined():
@@ -142,8 +145,12 @@ def test_every_key_built_from_the_engines_vocabulary_is_defined():
         "page.{}": catalog.PAGE_IDS,
         "nav.{}": catalog.GROUPS,
     }
-    missing = [pattern.format(name) for pattern, names in families.items() for name in names
-               if pattern.format(name) not in i18n.STRINGS]
+    missing = [
+        pattern.format(name)
+        for pattern, names in families.items()
+        for name in names
+        if pattern.format(name) not in i18n.STRINGS
+    ]
     missing += [f"opt.{f}.{v}" for f, values in CHOICES.items() for v in values if f"opt.{f}.{v}" not in i18n.STRINGS]
     assert not missing
 

@@ -19,7 +19,9 @@ def _specs(at):
 
 
 def _timeline_specs(at):
-    return [s for s in _specs(at) if "Allocation event" in json.dumps(s) or "分配事件" in json.dumps(s, ensure_ascii=False)]
+    return [
+        s for s in _specs(at) if "Allocation event" in json.dumps(s) or "分配事件" in json.dumps(s, ensure_ascii=False)
+    ]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -44,8 +46,13 @@ def test_analysis_run_shows_the_timeline_with_fixed_colours(lang):
 
 
 def test_leak_run_shows_the_census_of_the_growing_group():
-    state = {"leaks_leak_scenarios": ["cache_outputs", "fixed"], "leaks_leak_steps": 3,
-             "leaks_leak_batch": 8, "leaks_leak_width": 64, "leaks_leak_device": "cpu"}
+    state = {
+        "leaks_leak_scenarios": ["cache_outputs", "fixed"],
+        "leaks_leak_steps": 3,
+        "leaks_leak_batch": 8,
+        "leaks_leak_width": 64,
+        "leaks_leak_device": "cpu",
+    }
     at = open_page("leaks", state=state)
     at.button(key="leaks_leak.run").click().run()
     run_until(at, _done("leaks_leak"))

@@ -11,12 +11,33 @@ def test_phases_frame_on_cpu_has_no_reserved():
     result = {
         "config": {"accum": 2},
         "phases": [
-            {"step": 0, "micro": None, "phase": "model", "allocated_bytes": 2**20, "reserved_bytes": None,
-             "peak_bytes": 2**20, "ms": 1.0},
-            {"step": 1, "micro": 0, "phase": "forward", "allocated_bytes": 2**21, "reserved_bytes": None,
-             "peak_bytes": 2**22, "ms": 2.0},
-            {"step": 1, "micro": 1, "phase": "forward", "allocated_bytes": 2**21, "reserved_bytes": None,
-             "peak_bytes": 2**22, "ms": 2.0},
+            {
+                "step": 0,
+                "micro": None,
+                "phase": "model",
+                "allocated_bytes": 2**20,
+                "reserved_bytes": None,
+                "peak_bytes": 2**20,
+                "ms": 1.0,
+            },
+            {
+                "step": 1,
+                "micro": 0,
+                "phase": "forward",
+                "allocated_bytes": 2**21,
+                "reserved_bytes": None,
+                "peak_bytes": 2**22,
+                "ms": 2.0,
+            },
+            {
+                "step": 1,
+                "micro": 1,
+                "phase": "forward",
+                "allocated_bytes": 2**21,
+                "reserved_bytes": None,
+                "peak_bytes": 2**22,
+                "ms": 2.0,
+            },
         ],
     }
     df = memory.frame(result)

@@ -20,8 +20,12 @@ def test_block_and_segment_sizes():
 
 def test_allocated_counts_the_whole_block_a_request_takes_unsplit():
     """memory_allocated counts blocks: a large-pool block is split only when more than 1 MiB would remain."""
-    events = [("alloc", 1, 12 * MIB + 4096), ("free", 1, 0),  # a 14 MiB segment (rounded to 2 MiB), then cached
-              ("alloc", 2, 13 * MIB), ("mark", 0, 0)]  # 1 MiB - 4 KiB would remain: the whole 14 MiB block
+    events = [
+        ("alloc", 1, 12 * MIB + 4096),
+        ("free", 1, 0),  # a 14 MiB segment (rounded to 2 MiB), then cached
+        ("alloc", 2, 13 * MIB),
+        ("mark", 0, 0),
+    ]  # 1 MiB - 4 KiB would remain: the whole 14 MiB block
     out = replay_trace(events)
     assert out["marks"][0]["allocated_bytes"] == 14 * MIB
     assert out["peak_allocated_bytes"] == 14 * MIB and out["reserved_bytes"] == 14 * MIB

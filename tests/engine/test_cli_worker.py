@@ -23,8 +23,23 @@ def _cli(capsys, *args) -> tuple[int, str, str]:
 
 
 def test_cli_json_is_the_run_itself(capsys):
-    code, out, err = _cli(capsys, "run", "--device", "cpu", "--layers", "2", "--width", "64", "--batch", "8",
-                          "--steps", "2", "--timing-steps", "2", "--json")
+    code, out, err = _cli(
+        capsys,
+        "run",
+        "--device",
+        "cpu",
+        "--layers",
+        "2",
+        "--width",
+        "64",
+        "--batch",
+        "8",
+        "--steps",
+        "2",
+        "--timing-steps",
+        "2",
+        "--json",
+    )
     assert code == 0, err
     r = json.loads(out)
     params = 2 * (64 * 64 + 64) * 4
@@ -36,17 +51,42 @@ def test_cli_json_is_the_run_itself(capsys):
 
 
 def test_cli_prints_the_phase_table(capsys):
-    code, out, _ = _cli(capsys, "run", "--device", "cpu", "--layers", "1", "--width", "512", "--batch", "4",
-                        "--steps", "2", "--timing-steps", "0")
+    code, out, _ = _cli(
+        capsys,
+        "run",
+        "--device",
+        "cpu",
+        "--layers",
+        "1",
+        "--width",
+        "512",
+        "--batch",
+        "4",
+        "--steps",
+        "2",
+        "--timing-steps",
+        "0",
+    )
     assert code == 0
     rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["0"], ["1"], ["2"])]
-    assert [r[1] for r in rows] == ["model", "optimizer", "data"] + ["zero_grad", "forward", "backward",
-                                                                     "optimizer_step"] * 2
+    assert [r[1] for r in rows] == ["model", "optimizer", "data"] + [
+        "zero_grad",
+        "forward",
+        "backward",
+        "optimizer_step",
+    ] * 2
     assert rows[0][2] == f"{(512 * 512 + 512) * 4 / 2**20:.2f}" == "1.00"  # after the model phase, in MiB
 
 
-@pytest.mark.parametrize("args, field", [(("--batch", "7", "--accum", "2"), "batch"), (("--precision", "fp8"), "precision"),
-                                         (("--layers", "many"), "layers"), (("--steps",), "--steps")])
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        (("--batch", "7", "--accum", "2"), "batch"),
+        (("--precision", "fp8"), "precision"),
+        (("--layers", "many"), "layers"),
+        (("--steps",), "--steps"),
+    ],
+)
 def test_cli_bad_arguments_exit_2_with_one_line_naming_the_field(capsys, args, field):
     code, _, err = _cli(capsys, "run", "--device", "cpu", *args)
     assert code == 2
@@ -104,8 +144,11 @@ def test_worker_runs_in_a_spawned_process_dedupes_and_caches():
     bad = _wait(c, c.submit("run", dict(params, batch=7, accum=2)))
     assert bad["state"] == "error" and bad["error"].startswith("ConfigError: batch: batch 7 must be divisible")
     # The error crosses the process boundary as data too.
-    assert bad["error_info"] == {"type": "ConfigError", "code": "batch_accum",
-                                 "params": {"field": "batch", "batch": 7, "accum": 2}}
+    assert bad["error_info"] == {
+        "type": "ConfigError",
+        "code": "batch_accum",
+        "params": {"field": "batch", "batch": 7, "accum": 2},
+    }
 
 
 def test_a_worker_process_is_cancelled_stopped_at_its_time_limit_and_restarted_when_it_dies():
@@ -196,7 +239,8 @@ def test_the_worker_exits_when_its_server_is_killed(tmp_path):
         "    c = WorkerClient(inline=False, rates=False)\n"
         "    assert c.device_info(timeout=120)\n"
         "    print(c._proc.pid, flush=True)\n"
-        "    time.sleep(600)\n")
+        "    time.sleep(600)\n"
+    )
     server = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     worker_pid = int(server.stdout.readline())
     os.kill(server.pid, signal.SIGKILL)

@@ -32,12 +32,18 @@ def test_segments_longer_than_the_model_run_as_one_segment():
 
     from experiments.measure.run import run_experiment
 
-    base = {"layers": 4, "width": 32, "batch": 8, "checkpoint": "segments", "device": "cpu", "steps": 2,
-            "timing_steps": 0}
+    base = {
+        "layers": 4,
+        "width": 32,
+        "batch": 8,
+        "checkpoint": "segments",
+        "device": "cpu",
+        "steps": 2,
+        "timing_steps": 0,
+    }
     cfg = ExperimentConfig.from_dict(dict(base, segments=9))
     assert cfg.segment_size == 4
-    whole, longer = (run_experiment(ExperimentConfig.from_dict(dict(base, segments=n)), history=False)
-                     for n in (4, 9))
+    whole, longer = (run_experiment(ExperimentConfig.from_dict(dict(base, segments=n)), history=False) for n in (4, 9))
     assert longer["oom"] is None and longer["peak_bytes"] == whole["peak_bytes"]
     assert torch.allclose(torch.tensor(longer["losses"]), torch.tensor(whole["losses"]), rtol=0, atol=0)
 
@@ -53,8 +59,9 @@ def test_any_cnn_image_size_in_range_runs_as_the_estimate_counts_it(size):
     from experiments.measure.run import run_experiment
     from experiments.training.models import build_model, spec_for
 
-    cfg = ExperimentConfig(model="cnn", layers=5, width=8, batch=2, image_size=size, device="cpu", steps=2,
-                           timing_steps=0)
+    cfg = ExperimentConfig(
+        model="cnn", layers=5, width=8, batch=2, image_size=size, device="cpu", steps=2, timing_steps=0
+    )
     model = build_model(cfg, torch.device("cpu"))
     seen = []
     for block in model.blocks:
@@ -135,16 +142,20 @@ def test_every_rule_has_a_code_the_app_words_in_both_languages():
     """The app translates ConfigError by its code (config.err.<code>): it keeps no copy of the rules, and words no
     code the engine does not have."""
     from app.i18n import STRINGS
-    from experiments.core.config import ERROR_CODES
+    from experiments.core.errors import ERROR_CODES
 
     worded = {k.removeprefix("config.err.") for k in STRINGS if k.startswith("config.err.")}
     assert worded and worded <= set(ERROR_CODES), worded - set(ERROR_CODES)
 
-    cases = [({"batch": 30, "accum": 4}, "batch_accum"), ({"model": "transformer", "width": 100, "heads": 3}, "heads_divide"),
-             ({"model": "transformer", "width": 96, "heads": 16}, "head_dim"), ({"model": "cnn", "width": 600}, "cnn_width"),
-             ({"model": "cnn", "width": 64, "layers": 17}, "cnn_layers"),
-             ({"batch": 0}, "range"),
-             ({"precision": "fp8"}, "choice")]
+    cases = [
+        ({"batch": 30, "accum": 4}, "batch_accum"),
+        ({"model": "transformer", "width": 100, "heads": 3}, "heads_divide"),
+        ({"model": "transformer", "width": 96, "heads": 16}, "head_dim"),
+        ({"model": "cnn", "width": 600}, "cnn_width"),
+        ({"model": "cnn", "width": 64, "layers": 17}, "cnn_layers"),
+        ({"batch": 0}, "range"),
+        ({"precision": "fp8"}, "choice"),
+    ]
     for data, code in cases:
         with pytest.raises(ConfigError) as err:
             ExperimentConfig.from_dict(data)
@@ -157,12 +168,14 @@ def test_a_single_field_from_a_link_is_checked_by_the_engine_rules():
     assert ExperimentConfig.field_value("batch", "64") == 64
     assert ExperimentConfig.field_value("accum", "3") == 3  # rules between fields wait for the whole config
     assert ExperimentConfig.field_value("budget_mb", "none") is None
-    cases = (("batch", "0", "range", {"value": 0, "lo": 1, "hi": 65536}),
-             ("precision", "fp8", "choice", {"value": "fp8"}),
-             ("layers", "x", "range", {"value": "x", "lo": 1, "hi": 128}),  # not an integer: the range it must be in
-             ("inplace", "maybe", "choice", {"value": "maybe", "allowed": "true, false"}),
-             ("budget_mb", "lots", "range", {"value": "lots", "lo": 1, "hi": 10_000_000}),
-             ("batchsize", "3", "unknown", {"value": "batchsize"}))
+    cases = (
+        ("batch", "0", "range", {"value": 0, "lo": 1, "hi": 65536}),
+        ("precision", "fp8", "choice", {"value": "fp8"}),
+        ("layers", "x", "range", {"value": "x", "lo": 1, "hi": 128}),  # not an integer: the range it must be in
+        ("inplace", "maybe", "choice", {"value": "maybe", "allowed": "true, false"}),
+        ("budget_mb", "lots", "range", {"value": "lots", "lo": 1, "hi": 10_000_000}),
+        ("batchsize", "3", "unknown", {"value": "batchsize"}),
+    )
     for field, raw, code, params in cases:
         with pytest.raises(ConfigError) as err:
             ExperimentConfig.field_value(field, raw)

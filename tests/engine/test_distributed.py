@@ -16,8 +16,16 @@ from experiments.distributed.launch import device_type_for, run_distributed_many
 from experiments.jobs.kinds import execute
 
 LAYERS, WIDTH, BATCH = 4, 256, 64
-BASE = {"model": "mlp", "layers": LAYERS, "width": WIDTH, "batch": BATCH, "steps": 3, "timing_steps": 2,
-        "device": "cpu", "world_size": 2}
+BASE = {
+    "model": "mlp",
+    "layers": LAYERS,
+    "width": WIDTH,
+    "batch": BATCH,
+    "steps": 3,
+    "timing_steps": 2,
+    "device": "cpu",
+    "world_size": 2,
+}
 CPU_STRATEGIES = ("ddp", "ddp_zero1", "fsdp2_zero2", "fsdp2_zero3")
 P = LAYERS * (WIDTH * WIDTH + WIDTH) * 4  # fp32 parameters of the MLP
 DATA = 2 * BATCH * WIDTH * 4  # inputs and targets of one rank
@@ -30,6 +38,7 @@ def runs():
 
 
 # --- an independent plain PyTorch loop: DDP / FSDP2 written out, memory = every live storage re-read after each op
+
 
 class _LiveBytes(torch.utils._python_dispatch.TorchDispatchMode):
     """Sums the current size of every storage alive, after every op (FSDP2 resizes storages in place)."""
@@ -180,8 +189,9 @@ def _check_against_replay(plan: dict, rank: dict, replay: tuple[dict, set[int]])
     phase's end is the replay's, or one communication buffer later; its peak lies between the two."""
     replayed, buffers = replay
     extra = _mesh_bytes(plan)
-    assert buffers and [(p["step"], p["phase"]) for p in rank["phases"]] == \
-        [(p["step"], p["phase"]) for p in replayed["phases"]]
+    assert buffers and [(p["step"], p["phase"]) for p in rank["phases"]] == [
+        (p["step"], p["phase"]) for p in replayed["phases"]
+    ]
     for live, rep in zip(rank["phases"], replayed["phases"], strict=True):
         if live["step"] == 0:
             continue
@@ -215,18 +225,70 @@ def test_every_strategy_gives_the_single_device_update(runs):
 # attention key biases, whose exact gradient is 0, move by anything up to lr under Adam); then every strategy,
 # optimizer and precision.
 CORRECT_STEPS = [
-    {"model": "transformer", "strategy": "fsdp2_zero3", "layers": 2, "width": 64, "heads": 4, "seq_len": 64,
-     "batch": 4, "seed": 370},
-    {"model": "transformer", "strategy": "fsdp2_zero2", "layers": 2, "width": 64, "heads": 4, "seq_len": 64,
-     "batch": 2, "accum": 2, "checkpoint": "segments", "seed": 359},
-    {"model": "transformer", "strategy": "fsdp2_zero2", "layers": 1, "width": 32, "heads": 2, "seq_len": 32,
-     "batch": 2, "seed": 743},
-    {"model": "transformer", "strategy": "ddp", "layers": 2, "width": 128, "heads": 4, "seq_len": 32, "batch": 2,
-     "optimizer": "adamw", "precision": "amp_bf16", "seed": 218},
-    {"model": "cnn", "strategy": "ddp_zero1", "layers": 4, "width": 8, "image_size": 16, "batch": 4,
-     "precision": "amp_fp16", "seed": 513},
-    {"model": "mlp", "strategy": "fsdp2_zero3", "layers": 4, "width": 256, "batch": 8, "precision": "bf16",
-     "optimizer": "sgd_momentum", "seed": 531},
+    {
+        "model": "transformer",
+        "strategy": "fsdp2_zero3",
+        "layers": 2,
+        "width": 64,
+        "heads": 4,
+        "seq_len": 64,
+        "batch": 4,
+        "seed": 370,
+    },
+    {
+        "model": "transformer",
+        "strategy": "fsdp2_zero2",
+        "layers": 2,
+        "width": 64,
+        "heads": 4,
+        "seq_len": 64,
+        "batch": 2,
+        "accum": 2,
+        "checkpoint": "segments",
+        "seed": 359,
+    },
+    {
+        "model": "transformer",
+        "strategy": "fsdp2_zero2",
+        "layers": 1,
+        "width": 32,
+        "heads": 2,
+        "seq_len": 32,
+        "batch": 2,
+        "seed": 743,
+    },
+    {
+        "model": "transformer",
+        "strategy": "ddp",
+        "layers": 2,
+        "width": 128,
+        "heads": 4,
+        "seq_len": 32,
+        "batch": 2,
+        "optimizer": "adamw",
+        "precision": "amp_bf16",
+        "seed": 218,
+    },
+    {
+        "model": "cnn",
+        "strategy": "ddp_zero1",
+        "layers": 4,
+        "width": 8,
+        "image_size": 16,
+        "batch": 4,
+        "precision": "amp_fp16",
+        "seed": 513,
+    },
+    {
+        "model": "mlp",
+        "strategy": "fsdp2_zero3",
+        "layers": 4,
+        "width": 256,
+        "batch": 8,
+        "precision": "bf16",
+        "optimizer": "sgd_momentum",
+        "seed": 531,
+    },
     {"model": "mlp", "strategy": "ddp", "layers": 6, "width": 512, "batch": 32, "accum": 2, "seed": 177},
 ]
 
@@ -242,6 +304,7 @@ def test_the_update_check_passes_correct_steps_whose_adam_update_is_sensitive():
 
 def _skip_all_reduce(model, strategy):
     """Every rank steps with its own slice's gradient: DDP's buckets go back unreduced."""
+
     def hook(state, bucket):
         done = torch.futures.Future()
         done.set_result(bucket.buffer())
@@ -284,12 +347,27 @@ def test_the_update_check_catches_a_missing_all_reduce_and_a_sum_for_a_mean():
 
     from experiments.distributed.launch import _free_port
 
-    adam = dict(BASE, model="transformer", layers=2, width=64, heads=4, seq_len=64, batch=4, seed=370,
-                optimizer="adam", strategy="ddp")
+    adam = dict(
+        BASE,
+        model="transformer",
+        layers=2,
+        width=64,
+        heads=4,
+        seq_len=64,
+        batch=4,
+        seed=370,
+        optimizer="adam",
+        strategy="ddp",
+    )
     sgd = dict(BASE, layers=4, width=128, batch=16, optimizer="sgd", strategy="ddp")
-    cases = [("none", adam), ("skip", adam), ("skip", dict(adam, model="mlp", width=128, batch=16)),
-             ("none", sgd), ("sum", sgd),
-             ("sum", dict(sgd, strategy="ddp_zero1", optimizer="sgd_momentum"))]
+    cases = [
+        ("none", adam),
+        ("skip", adam),
+        ("skip", dict(adam, model="mlp", width=128, batch=16)),
+        ("none", sgd),
+        ("sum", sgd),
+        ("sum", dict(sgd, strategy="ddp_zero1", optimizer="sgd_momentum")),
+    ]
     q = multiprocessing.get_context("spawn").Queue()
     mp.start_processes(_tampered_rank, args=(_free_port(), cases, q), nprocs=2, start_method="spawn")
     got = [q.get(timeout=120) for _ in cases]
@@ -338,10 +416,19 @@ def test_ddp_and_zero1_estimates_are_exact_on_a_seeded_grid():
     plans = []
     for _ in range(4):
         model = rng.choice(("mlp", "transformer"))
-        plan = {"model": model, "layers": rng.randint(1, 5), "precision": rng.choice(("fp32", "bf16", "amp_bf16")),
-                "checkpoint": rng.choice(("none", "per_layer")), "accum": rng.choice((1, 2)),
-                "optimizer": rng.choice(("adam", "adamw", "sgd_momentum")), "steps": 3, "timing_steps": 0,
-                "device": "cpu", "world_size": 2, "check_update": False}
+        plan = {
+            "model": model,
+            "layers": rng.randint(1, 5),
+            "precision": rng.choice(("fp32", "bf16", "amp_bf16")),
+            "checkpoint": rng.choice(("none", "per_layer")),
+            "accum": rng.choice((1, 2)),
+            "optimizer": rng.choice(("adam", "adamw", "sgd_momentum")),
+            "steps": 3,
+            "timing_steps": 0,
+            "device": "cpu",
+            "world_size": 2,
+            "check_update": False,
+        }
         if model == "mlp":
             plan.update(width=rng.choice((64, 96, 192)), batch=rng.choice((8, 16, 64)))
         else:
@@ -357,11 +444,23 @@ def test_estimate_on_a_seeded_random_grid():
     rng = random.Random(10)
     plans = []
     for _ in range(4):
-        plans.append({"model": "mlp", "layers": rng.choice([2, 3, 6]), "width": rng.choice([64, 128, 192]),
-                      "batch": rng.choice([8, 32, 128]), "precision": rng.choice(["fp32", "bf16"]),
-                      "checkpoint": rng.choice(["none", "segments"]), "optimizer": rng.choice(["adam", "sgd_momentum"]),
-                      "strategy": rng.choice(CPU_STRATEGIES), "steps": 2, "timing_steps": 0, "device": "cpu",
-                      "world_size": 2, "check_update": False})
+        plans.append(
+            {
+                "model": "mlp",
+                "layers": rng.choice([2, 3, 6]),
+                "width": rng.choice([64, 128, 192]),
+                "batch": rng.choice([8, 32, 128]),
+                "precision": rng.choice(["fp32", "bf16"]),
+                "checkpoint": rng.choice(["none", "segments"]),
+                "optimizer": rng.choice(["adam", "sgd_momentum"]),
+                "strategy": rng.choice(CPU_STRATEGIES),
+                "steps": 2,
+                "timing_steps": 0,
+                "device": "cpu",
+                "world_size": 2,
+                "check_update": False,
+            }
+        )
     for plan, r in zip(plans, run_distributed_many(plans), strict=True):
         assert not r["errors"], r["errors"]
         _estimate_holds(plan, r)
@@ -376,11 +475,23 @@ def test_fsdp2_replay_matches_the_gloo_ranks_at_three_and_four_ranks(seed, ws):
     from experiments.distributed.launch import run_distributed
 
     rng = random.Random(seed)
-    plans = [{"model": rng.choice(("mlp", "transformer")), "layers": rng.choice((2, 3)),
-              "precision": rng.choice(("fp32", "bf16")), "checkpoint": rng.choice(("none", "per_layer")),
-              "optimizer": rng.choice(("adam", "sgd_momentum")), "accum": rng.choice((1, 2)), "strategy": strategy,
-              "steps": 2, "timing_steps": 0, "device": "cpu", "world_size": ws, "check_update": False}
-             for strategy in ("fsdp2_zero2", "fsdp2_zero3")]
+    plans = [
+        {
+            "model": rng.choice(("mlp", "transformer")),
+            "layers": rng.choice((2, 3)),
+            "precision": rng.choice(("fp32", "bf16")),
+            "checkpoint": rng.choice(("none", "per_layer")),
+            "optimizer": rng.choice(("adam", "sgd_momentum")),
+            "accum": rng.choice((1, 2)),
+            "strategy": strategy,
+            "steps": 2,
+            "timing_steps": 0,
+            "device": "cpu",
+            "world_size": ws,
+            "check_update": False,
+        }
+        for strategy in ("fsdp2_zero2", "fsdp2_zero3")
+    ]
     for plan in plans:
         if plan["model"] == "mlp":
             plan.update(width=rng.choice((64, 96, 160)), batch=rng.choice((8, 16, 32)))
@@ -413,8 +524,10 @@ def test_fsdp2_replay_runs_under_fp16_with_its_grad_scaler(strategy):
     """GradScaler decides a skip from a value (`.item()`), which fake tensors do not have: the replay keeps the
     scaler's allocations without the decision. fp16 and bf16 tensors are the same size, so the only difference
     is the scaler's own scale, found-inf and growth tensors (a 512-byte block each on CUDA)."""
-    peaks = [estimate_sharded(DistributedConfig.from_dict(dict(BASE, strategy=strategy, precision=p)), "cuda")
-             for p in ("amp_bf16", "amp_fp16")]
+    peaks = [
+        estimate_sharded(DistributedConfig.from_dict(dict(BASE, strategy=strategy, precision=p)), "cuda")
+        for p in ("amp_bf16", "amp_fp16")
+    ]
     assert 0 < peaks[1]["peak_bytes"] - peaks[0]["peak_bytes"] <= 3 * 512
 
 
@@ -442,8 +555,9 @@ def test_zero_paper_terms_and_what_fits():
     assert est["zero_paper"]["ddp"] == 16 * (P // 4)
     assert zero1_partition([(4, 4), (4,), (4, 4), (4,)], 2) == [[0, 1], [2, 3]]
     ddp = estimate_sharded(DistributedConfig.from_dict(dict(BASE, strategy="ddp")))["peak_bytes"]
-    fit = what_fits({k: v for k, v in BASE.items() if k != "world_size"}, capacity_bytes=int(ddp * 0.8),
-                    device_type="cpu")
+    fit = what_fits(
+        {k: v for k, v in BASE.items() if k != "world_size"}, capacity_bytes=int(ddp * 0.8), device_type="cpu"
+    )
     assert fit["world_size"] == 2 and fit["strategy"] != "ddp" and fit["peak_bytes"] <= ddp * 0.8
 
 
@@ -456,9 +570,16 @@ def test_what_fits_finds_what_a_full_scan_finds():
 
     rng = random.Random(43)
     for _ in range(3):
-        config = {"model": "mlp", "layers": rng.randint(2, 6), "width": rng.choice((64, 128, 256)),
-                  "batch": rng.choice((24, 48, 96)), "optimizer": rng.choice(("adam", "sgd_momentum")),
-                  "precision": rng.choice(("fp32", "bf16")), "steps": 2, "device": "cpu"}
+        config = {
+            "model": "mlp",
+            "layers": rng.randint(2, 6),
+            "width": rng.choice((64, 128, 256)),
+            "batch": rng.choice((24, 48, 96)),
+            "optimizer": rng.choice(("adam", "sgd_momentum")),
+            "precision": rng.choice(("fp32", "bf16")),
+            "steps": 2,
+            "device": "cpu",
+        }
         single = estimate(ExperimentConfig.from_dict(config), device_type="cpu")["peak_bytes"]
         mode = rng.choice(("per_rank", "global"))
         capacity = int(single * rng.uniform(0.17, 0.95))
@@ -466,8 +587,9 @@ def test_what_fits_finds_what_a_full_scan_finds():
         for n in range(2, 9):
             for strategy in (s for s in STRATEGY_ORDER if s != "fsdp2_offload"):
                 try:
-                    dcfg = DistributedConfig.from_dict({**config, "strategy": strategy, "world_size": n,
-                                                        "batch_mode": mode})
+                    dcfg = DistributedConfig.from_dict(
+                        {**config, "strategy": strategy, "world_size": n, "batch_mode": mode}
+                    )
                 except ConfigError:
                     continue
                 if estimate_sharded(dcfg)["peak_bytes"] <= capacity:
@@ -481,17 +603,20 @@ def test_what_fits_finds_what_a_full_scan_finds():
             assert fit["peak_bytes"] <= capacity
 
 
-@pytest.mark.parametrize(("params", "field"), [
-    ({"strategy": "zero4"}, "strategy"),
-    ({"world_size": 0}, "world_size"),
-    ({"world_size": 99}, "world_size"),
-    ({"world_size": "two"}, "world_size"),
-    ({"batch_mode": "half"}, "batch_mode"),
-    ({"batch_mode": "global", "batch": 63}, "batch"),
-    ({"batch": 6, "accum": 4}, "batch"),
-    ({"layers": 0}, "layers"),
-    ({"strategy": "fsdp2_zero3", "optimizer": "sgd_momentum", "optimizer_impl": "fused"}, "optimizer_impl"),
-])
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"strategy": "zero4"}, "strategy"),
+        ({"world_size": 0}, "world_size"),
+        ({"world_size": 99}, "world_size"),
+        ({"world_size": "two"}, "world_size"),
+        ({"batch_mode": "half"}, "batch_mode"),
+        ({"batch_mode": "global", "batch": 63}, "batch"),
+        ({"batch": 6, "accum": 4}, "batch"),
+        ({"layers": 0}, "layers"),
+        ({"strategy": "fsdp2_zero3", "optimizer": "sgd_momentum", "optimizer_impl": "fused"}, "optimizer_impl"),
+    ],
+)
 def test_bad_input_names_the_field(params, field):
     with pytest.raises(ConfigError) as err:
         DistributedConfig.from_dict({**BASE, **params})
@@ -519,8 +644,11 @@ def test_global_batch_mode_splits_the_batch():
 
 
 def _daemonic_job(q) -> None:
-    r = execute("distributed", dict(BASE, layers=2, width=64, batch=8, timing_steps=0, strategy="fsdp2_zero3"),
-                progress=lambda *a: None)
+    r = execute(
+        "distributed",
+        dict(BASE, layers=2, width=64, batch=8, timing_steps=0, strategy="fsdp2_zero3"),
+        progress=lambda *a: None,
+    )
     q.put((r["errors"], r["update_check"]["ok"], len(r["ranks"])))
 
 
@@ -538,6 +666,7 @@ def test_runs_from_a_daemonic_process_like_the_classroom_worker():
 
 
 # --- traffic: what the sandbox's strategies send, counted at the c10d ops, against the model the estimate uses
+
 
 class _Payload(torch.utils._python_dispatch.TorchDispatchMode):
     """One rank's ring traffic in bytes, before the ring's (N - 1)/N: an all-reduce moves its payload twice (a
@@ -622,8 +751,10 @@ def test_traffic_model_is_what_each_strategy_sends(traffic):
 def test_estimate_and_what_fits_use_the_traffic_model():
     from experiments.distributed.estimate import strategy_order, traffic_bytes
 
-    est = {s: estimate_sharded(DistributedConfig.from_dict(dict(BASE, strategy=s)))["communication"]["per_step_bytes"]
-           for s in CPU_STRATEGIES}
+    est = {
+        s: estimate_sharded(DistributedConfig.from_dict(dict(BASE, strategy=s)))["communication"]["per_step_bytes"]
+        for s in CPU_STRATEGIES
+    }
     assert est["ddp"] == traffic_bytes("ddp", P, 2) == P  # 2Ψ · (N - 1)/N at two ranks
     assert est["ddp_zero1"] == est["fsdp2_zero3"] == 1.5 * est["ddp"]
     assert est["fsdp2_zero2"] == est["ddp"]
@@ -672,7 +803,9 @@ def test_a_gpu_ranks_tracker_counts_host_memory_apart():
     del state
     assert tracker.host_current == 0 and tracker.current == 4000
     del on_device
-    together = MemoryTracker(**rank_options(torch.device("cpu")))  # a CPU rank (gloo): its host memory is its device memory
+    together = MemoryTracker(
+        **rank_options(torch.device("cpu"))
+    )  # a CPU rank (gloo): its host memory is its device memory
     with together:
         kept = torch.zeros(500)
     assert together.current == 2000 and not together.host_apart

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from experiments.core import families
-from experiments.core.config import ERROR_CODES, ConfigError, ExperimentConfig
+from experiments.core.config import ConfigError, ExperimentConfig
+from experiments.core.errors import ERROR_CODES
 from experiments.training.models import build_model
 
 ENGINE = Path(__file__).resolve().parents[2] / "experiments"
@@ -49,8 +50,9 @@ def test_every_rule_of_the_engine_raises_a_code_with_its_parameters():
     calls = sum(1 for _, tree in _sources() for _ in _error_calls(tree))
     assert calls >= 40  # the check reads every raise (a parser that found none would pass)
     # The check fails for a raise without a code, and for one whose parameters are not its code's.
-    assert _code_problems(ast.parse('ConfigError("x", "m")'), "t") and \
-        _code_problems(ast.parse('ConfigError("x", "m", "range", value=1)'), "t")
+    assert _code_problems(ast.parse('ConfigError("x", "m")'), "t") and _code_problems(
+        ast.parse('ConfigError("x", "m", "range", value=1)'), "t"
+    )
 
 
 def test_a_code_outside_error_codes_or_without_its_parameters_is_refused_at_once():
@@ -67,15 +69,19 @@ def _unit_literals(tree) -> list[int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.BinOp) and isinstance(node.left, ast.Constant) and isinstance(node.right, ast.Constant):
             pair = (node.left.value, node.right.value)
-            if (isinstance(node.op, ast.Pow) and pair in ((2, 10), (2, 20), (2, 30))) or \
-                    (isinstance(node.op, ast.Mult) and pair == (1024, 1024)):
+            if (isinstance(node.op, ast.Pow) and pair in ((2, 10), (2, 20), (2, 30))) or (
+                isinstance(node.op, ast.Mult) and pair == (1024, 1024)
+            ):
                 out.append(node.lineno)
     return out
 
 
 def test_byte_units_come_from_core_units_only():
-    found = {path.relative_to(ENGINE).as_posix(): lines for path, tree in _sources()
-             if path.relative_to(ENGINE).as_posix() != "core/units.py" and (lines := _unit_literals(tree))}
+    found = {
+        path.relative_to(ENGINE).as_posix(): lines
+        for path, tree in _sources()
+        if path.relative_to(ENGINE).as_posix() != "core/units.py" and (lines := _unit_literals(tree))
+    }
     assert not found, f"spelled-out units (use experiments/core/units.py): {found}"
     assert _unit_literals(ast.parse("x = n / 2**20")) == [1]
 
@@ -100,8 +106,14 @@ def _configs(n: int, seed: int):
         model = ("mlp", "cnn", "transformer")[i % 3]
         heads = rng.choice((1, 2, 4))
         width = {"mlp": rng.choice((8, 24, 96)), "cnn": rng.choice((8, 16)), "transformer": 8 * heads}[model]
-        yield ExperimentConfig(model=model, layers=rng.randint(1, 5), width=width, heads=heads,
-                               precision=rng.choice(("fp32", "bf16")), image_size=16)
+        yield ExperimentConfig(
+            model=model,
+            layers=rng.randint(1, 5),
+            width=width,
+            heads=heads,
+            precision=rng.choice(("fp32", "bf16")),
+            image_size=16,
+        )
 
 
 def test_the_torch_free_parameter_shapes_are_the_built_models():

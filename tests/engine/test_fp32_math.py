@@ -132,8 +132,17 @@ def test_the_engine_runs_and_replays_a_step_in_the_mode_its_precision_names(monk
         torch.backends.cudnn.allow_tf32 = False  # a leftover the fp32 run must not inherit, and must give back
         try:
             for precision, tf32 in (("fp32", True), ("fp32_strict", False), ("tf32", True)):
-                cfg = ExperimentConfig(model="cnn", layers=2, width=8, batch=2, image_size=16, precision=precision,
-                                       device="cpu", steps=2, timing_steps=0)
+                cfg = ExperimentConfig(
+                    model="cnn",
+                    layers=2,
+                    width=8,
+                    batch=2,
+                    image_size=16,
+                    precision=precision,
+                    device="cpu",
+                    steps=2,
+                    timing_steps=0,
+                )
                 seen.clear()
                 run_experiment(cfg)
                 estimate(cfg, device_type="cpu")

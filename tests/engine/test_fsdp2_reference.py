@@ -31,10 +31,26 @@ PAIR = {"world_size": 2, "layers": 4, "width": 32, "image_size": 8, "batch": 2, 
 CASES = [
     dict(PAIR, strategy="fsdp2_zero3"),
     dict(PAIR, strategy="fsdp2_zero2"),
-    {"strategy": "fsdp2_zero3", "world_size": 3, "layers": 4, "width": 24, "image_size": 8, "batch": 3,
-     "optimizer": "sgd", "precision": "bf16"},
-    {"strategy": "fsdp2_zero2", "world_size": 4, "layers": 4, "width": 8, "image_size": 16, "batch": 4,
-     "optimizer": "adamw", "precision": "bf16"},
+    {
+        "strategy": "fsdp2_zero3",
+        "world_size": 3,
+        "layers": 4,
+        "width": 24,
+        "image_size": 8,
+        "batch": 3,
+        "optimizer": "sgd",
+        "precision": "bf16",
+    },
+    {
+        "strategy": "fsdp2_zero2",
+        "world_size": 4,
+        "layers": 4,
+        "width": 8,
+        "image_size": 16,
+        "batch": 4,
+        "optimizer": "adamw",
+        "precision": "bf16",
+    },
 ]
 
 
@@ -71,8 +87,9 @@ def _reference_peak(dcfg: DistributedConfig) -> int:
 
 
 def _config(case: dict) -> DistributedConfig:
-    return DistributedConfig.from_dict({"model": "cnn", "steps": 2, "timing_steps": 0, "device": "cpu",
-                                        "check_update": False, **case})
+    return DistributedConfig.from_dict(
+        {"model": "cnn", "steps": 2, "timing_steps": 0, "device": "cpu", "check_update": False, **case}
+    )
 
 
 @pytest.fixture(scope="module")

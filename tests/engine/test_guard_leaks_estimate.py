@@ -16,8 +16,10 @@ BASE = dict(device="cpu", layers=6, width=128, batch=32)
 DOCUMENTED = {"fp32": 1e-4, "fp32_strict": 1e-4, "tf32": 1e-2, "amp_fp16": 5e-2, "amp_bf16": 1e-1, "bf16": 2e-1}
 
 
-@pytest.mark.parametrize("changes", [{"checkpoint": "per_layer"}, {"checkpoint": "segments"}, {"accum": 4},
-                                     {"checkpoint": "segments", "accum": 2}])
+@pytest.mark.parametrize(
+    "changes",
+    [{"checkpoint": "per_layer"}, {"checkpoint": "segments"}, {"accum": 4}, {"checkpoint": "segments", "accum": 2}],
+)
 def test_checkpointing_and_accumulation_keep_the_gradients(changes):
     r = check_gradients(ExperimentConfig(**BASE, **changes))
     # Only the order of float additions changes: far inside fp32's tolerance.
@@ -40,8 +42,10 @@ def test_the_guard_compares_with_strict_fp32_and_allows_tf32_error_only_where_tf
     # On a CPU no op uses TF32: PyTorch's fp32 defaults compute exactly what strict fp32 computes.
     assert r["baseline_precision"] == "fp32_strict" and r["max_abs_diff"] == 0 and r["tolerance"] == 1e-4
     # On a GPU a CNN's fp32 convolutions run in TF32 by default; an MLP's fp32 matmuls do not.
-    assert gradient_tolerance(cnn, "cuda") == 1e-2 and gradient_tolerance(cnn.replace(precision="fp32_strict"),
-                                                                           "cuda") == 1e-4
+    assert (
+        gradient_tolerance(cnn, "cuda") == 1e-2
+        and gradient_tolerance(cnn.replace(precision="fp32_strict"), "cuda") == 1e-4
+    )
     assert gradient_tolerance(cnn.replace(model="mlp", width=64), "cuda") == 1e-4 == gradient_tolerance(cnn, "cpu")
 
 
@@ -59,8 +63,9 @@ def test_pure_bf16_without_a_strategy_passes_and_a_wrong_gradient_still_fails():
     assert 0 < pure["max_rel_diff"] < DOCUMENTED["bf16"] / 2 and pure["tolerance"] == DOCUMENTED["bf16"], pure
     amp = check_gradients(cfg.replace(precision="amp_bf16"))
     assert pure["max_rel_diff"] < 2 * amp["max_rel_diff"], (pure, amp)
-    wrong = check_gradients(cfg.replace(layers=6, width=128, batch=32, checkpoint="per_layer"),
-                            forward=seed_lambda_forward)
+    wrong = check_gradients(
+        cfg.replace(layers=6, width=128, batch=32, checkpoint="per_layer"), forward=seed_lambda_forward
+    )
     assert not wrong["ok"] and wrong["max_rel_diff"] > 2 * DOCUMENTED["bf16"], wrong
 
 
@@ -82,15 +87,25 @@ def test_leak_scenarios_grow_as_the_lesson_says():
     assert g["append_scalar_loss_after_backward"] == 4
 
 
-@pytest.mark.parametrize("changes", [
-    {}, {"batch": 1024}, {"batch": 1024, "accum": 4}, {"batch": 1024, "checkpoint": "segments"},
-    {"batch": 1024, "optimizer": "sgd_momentum"},  # bf16 CPU kernels differ from CUDA ones: checked on the GPU
-    {"batch": 1024, "optimizer": "adamw", "optimizer_impl": "for-loop"},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"batch": 1024},
+        {"batch": 1024, "accum": 4},
+        {"batch": 1024, "checkpoint": "segments"},
+        {"batch": 1024, "optimizer": "sgd_momentum"},  # bf16 CPU kernels differ from CUDA ones: checked on the GPU
+        {"batch": 1024, "optimizer": "adamw", "optimizer_impl": "for-loop"},
+    ],
+)
 def test_the_cpu_estimate_is_the_cpu_run(changes):
     """On a CPU the replay counts the very storages the run counts: peak, phase and categories, exactly."""
-    cfg = ExperimentConfig(**dict(dict(device="cpu", layers=8, width=256, batch=8, optimizer_impl="foreach",
-                                       timing_steps=0, steps=2), **changes))
+    cfg = ExperimentConfig(
+        **dict(
+            dict(device="cpu", layers=8, width=256, batch=8, optimizer_impl="foreach", timing_steps=0, steps=2),
+            **changes,
+        )
+    )
     r = run_experiment(cfg, history=False)
     est = estimate(cfg, device_type="cpu")
     assert est["peak_bytes"] == r["peak_bytes"] - r["baseline_bytes"]
@@ -171,7 +186,9 @@ def test_predicted_step_time_range_covers_the_recorded_h200_runs():
 
     rates = json.loads((Path(ROOT).parent / "docs/benchmarks/throughput-h200.json").read_text())["rates"]
     inside = total = 0
-    for path in sorted((Path(ROOT) / "h200").glob("*-preset.json")) + sorted((Path(ROOT) / "h200").glob("*-config.json")):
+    for path in sorted((Path(ROOT) / "h200").glob("*-preset.json")) + sorted(
+        (Path(ROOT) / "h200").glob("*-config.json")
+    ):
         result = json.loads(path.read_text())["result"]
         cfg = ExperimentConfig.from_dict(result["config"])
         step = predict_step_ms(estimate(cfg, device_type="cuda")["step"], rates, cfg.precision, "cuda")
@@ -187,8 +204,11 @@ def test_predicted_compute_takes_convolutions_at_the_tf32_rate_unless_fp32_is_st
     step = estimate(cnn, device_type="cuda")["step"]
     mlp = estimate(ExperimentConfig(layers=2, width=64, batch=8), device_type="cuda")["step"]
     assert 0 < step["conv_flops"] < step["flops"] and mlp["conv_flops"] == 0
-    rates = {"tflops": {"fp32": 50.0, "tf32": 400.0, "bf16": 800.0, "fp16": 800.0}, "bandwidth_gbs": 4000.0,
-             "op_us": 20.0}
+    rates = {
+        "tflops": {"fp32": 50.0, "tf32": 400.0, "bf16": 800.0, "fp16": 800.0},
+        "bandwidth_gbs": 4000.0,
+        "op_us": 20.0,
+    }
     conv, rest = step["conv_flops"], step["flops"] - step["conv_flops"]
     for precision, conv_rate, rest_rate in (("fp32", 400, 50), ("fp32_strict", 50, 50), ("tf32", 400, 400)):
         got = predict_step_ms(step, rates, precision, "cuda")["compute_ms"]
@@ -196,8 +216,17 @@ def test_predicted_compute_takes_convolutions_at_the_tf32_rate_unless_fp32_is_st
 
 
 def test_replay_counts_the_flops_the_runner_counts():
-    cfg = ExperimentConfig(device="cpu", model="transformer", layers=2, width=64, heads=4, seq_len=32, batch=2,
-                           checkpoint="per_layer", timing_steps=0)
+    cfg = ExperimentConfig(
+        device="cpu",
+        model="transformer",
+        layers=2,
+        width=64,
+        heads=4,
+        seq_len=32,
+        batch=2,
+        checkpoint="per_layer",
+        timing_steps=0,
+    )
     assert estimate(cfg, device_type="cpu")["step"]["flops"] == run_experiment(cfg)["flops_per_step"]
 
 

@@ -62,8 +62,11 @@ def test_the_policy_reads_candidates_lazily():
 def test_error_info_of_each_kind_of_failure():
     with pytest.raises(ConfigError) as config:
         ExperimentConfig.from_dict({"batch": 7, "accum": 2})
-    assert errors.describe(config.value) == {"type": "ConfigError", "code": "batch_accum",
-                                             "params": {"field": "batch", "batch": 7, "accum": 2}}
+    assert errors.describe(config.value) == {
+        "type": "ConfigError",
+        "code": "batch_accum",
+        "params": {"field": "batch", "batch": 7, "accum": 2},
+    }
     with pytest.raises(WouldNotFit) as refused:
         check_fits(ExperimentConfig(device="cpu", layers=4, width=4096, batch=4096, budget_mb=8), torch.device("cpu"))
     info = errors.describe(refused.value)
@@ -104,8 +107,10 @@ def test_a_failed_inline_job_keeps_its_message_and_carries_its_error_as_data():
         time.sleep(0.02)
     status = client.status(ticket)
     assert status["state"] == "error"
-    assert status["error"] == ("ConfigError: batch: batch 7 must be divisible by accum 2 "
-                               "(micro-batch = batch / accum)")
-    assert status["error_info"] == {"type": "ConfigError", "code": "batch_accum",
-                                    "params": {"field": "batch", "batch": 7, "accum": 2}}
+    assert status["error"] == ("ConfigError: batch: batch 7 must be divisible by accum 2 (micro-batch = batch / accum)")
+    assert status["error_info"] == {
+        "type": "ConfigError",
+        "code": "batch_accum",
+        "params": {"field": "batch", "batch": 7, "accum": 2},
+    }
     assert client.status("no such ticket")["error_info"]["code"] == "unknown_job"

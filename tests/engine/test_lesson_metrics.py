@@ -19,22 +19,36 @@ def test_larger_fits_counts_the_allocations_after_the_last_free():
 
 def test_state_bytes_per_parameter_of_fp32_adam_and_a_zero3_rank():
     params = 1000 * 4  # 1000 fp32 parameters, as the model phase allocates them
-    single = {"config": {"precision": "fp32"}, "baseline_bytes": 0,
-              "phases": [{"step": 0, "phase": "model", "allocated_bytes": params}],
-              "breakdown_steady": {"parameters": params, "gradients": params, "optimizer_state": 2 * params,
-                                   "data": 999}}
+    single = {
+        "config": {"precision": "fp32"},
+        "baseline_bytes": 0,
+        "phases": [{"step": 0, "phase": "model", "allocated_bytes": params}],
+        "breakdown_steady": {"parameters": params, "gradients": params, "optimizer_state": 2 * params, "data": 999},
+    }
     assert metrics.scalar("state_bytes_per_param", single) == 16
-    rank = dict(single, breakdown_steady={"parameters": params // 2, "gradients": params // 2,
-                                          "optimizer_state": params, "communication": 123})
+    rank = dict(
+        single,
+        breakdown_steady={
+            "parameters": params // 2,
+            "gradients": params // 2,
+            "optimizer_state": params,
+            "communication": 123,
+        },
+    )
     assert metrics.scalar("state_bytes_per_param", rank) == 8  # 16Ψ/N at N = 2
-    bf16 = dict(single, config={"precision": "bf16"}, phases=[{"step": 0, "phase": "model", "allocated_bytes": 2000}],
-                breakdown_steady={"parameters": 2000, "gradients": 2000, "optimizer_state": 4000})
+    bf16 = dict(
+        single,
+        config={"precision": "bf16"},
+        phases=[{"step": 0, "phase": "model", "allocated_bytes": 2000}],
+        breakdown_steady={"parameters": 2000, "gradients": 2000, "optimizer_state": 4000},
+    )
     assert metrics.scalar("state_bytes_per_param", bf16) == 8
 
 
 def test_profile_rows_and_the_check_that_reads_them():
-    profile = {"rows": [{"name": "Optimizer.step#Adam.step", "self_device_memory_bytes": -32 * MIB,
-                         "device_memory_bytes": 0}]}
+    profile = {
+        "rows": [{"name": "Optimizer.step#Adam.step", "self_device_memory_bytes": -32 * MIB, "device_memory_bytes": 0}]
+    }
     assert metrics.scalar("profile_self_mib", profile, row="Optimizer.step") == -32
     assert metrics.scalar("profile_total_mib", profile, row="Optimizer.step") == 0
     assert metrics.scalar("profile_self_mib", profile, row="aten::mm") is None
@@ -47,27 +61,37 @@ def test_profile_rows_and_the_check_that_reads_them():
 
 
 def test_host_memory_and_what_the_driver_holds_beyond_the_allocator():
-    result = {"host_peak_bytes": 64 * MIB, "driver": {"total_bytes": 100 * MIB, "free_bytes": 40 * MIB},
-              "phases": [{"reserved_bytes": 10 * MIB}]}
+    result = {
+        "host_peak_bytes": 64 * MIB,
+        "driver": {"total_bytes": 100 * MIB, "free_bytes": 40 * MIB},
+        "phases": [{"reserved_bytes": 10 * MIB}],
+    }
     assert metrics.scalar("host_mib", result) == 64
     assert metrics.scalar("driver_outside_mib", result) == 50  # 60 in use, 10 of it PyTorch's
     assert metrics.scalar("host_mib", {}) is None and metrics.scalar("driver_outside_mib", {"phases": []}) is None
 
 
 def test_a_fact_can_read_one_allocator_setting_of_a_fragmentation_run():
-    frag = {"runs": {"standard": {"points": [{"op": "free"}, {"op": "alloc"}]},
-                     "expandable": {"points": [{"op": "free"}] + [{"op": "alloc"}] * 4}}}
+    frag = {
+        "runs": {
+            "standard": {"points": [{"op": "free"}, {"op": "alloc"}]},
+            "expandable": {"points": [{"op": "free"}] + [{"op": "alloc"}] * 4},
+        }
+    }
     spec = {"metric": "frag_larger_fits", "run": "f", "allocator": "expandable", "min": 3}
     assert facts.value(spec, {"f": frag}.get) == 4
     assert facts.value(dict(spec, allocator="standard"), {"f": frag}.get) == 1
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"pattern": "sieve"}, "pattern"),
-    ({"pattern": "carved", "size_mb": 0}, "size_mb"),
-    ({"pattern": "carved", "budget_mb": -1}, "budget_mb"),
-    ({"pattern": "carved", "device": "cpu"}, "device"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"pattern": "sieve"}, "pattern"),
+        ({"pattern": "carved", "size_mb": 0}, "size_mb"),
+        ({"pattern": "carved", "budget_mb": -1}, "budget_mb"),
+        ({"pattern": "carved", "device": "cpu"}, "device"),
+    ],
+)
 def test_fragmentation_bad_input_names_the_field(kwargs, field):
     from experiments.labs.fragmentation import run_fragmentation
 
@@ -77,8 +101,12 @@ def test_fragmentation_bad_input_names_the_field(kwargs, field):
 
 
 def test_what_gc_collect_freed_after_a_leak_run():
-    run = {"batch": 64, "width": 512, "gc_freed_bytes": 10 * 64 * 512 * 4,
-           "per_step": [{"step": i, "allocated_bytes": 0} for i in range(11)]}
+    run = {
+        "batch": 64,
+        "width": 512,
+        "gc_freed_bytes": 10 * 64 * 512 * 4,
+        "per_step": [{"step": i, "allocated_bytes": 0} for i in range(11)],
+    }
     assert metrics.scalar("leak_gc_freed_kib", run) == 1280
     assert metrics.scalar("gc_freed_per_step", run) == 1  # one output per step, as a reference cycle leaves it
     assert metrics.scalar("gc_freed_per_step", dict(run, gc_freed_bytes=0)) == 0

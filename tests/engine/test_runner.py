@@ -13,7 +13,14 @@ def _param_bytes(layers, width, elem=4):
 def test_phase_sequence_with_accumulation():
     r = run_experiment(ExperimentConfig(**SMALL, accum=2, steps=2))
     seq = [(p["step"], p["micro"], p["phase"]) for p in r["phases"]]
-    step = [("zero_grad", None), ("forward", 0), ("backward", 0), ("forward", 1), ("backward", 1), ("optimizer_step", None)]
+    step = [
+        ("zero_grad", None),
+        ("forward", 0),
+        ("backward", 0),
+        ("forward", 1),
+        ("backward", 1),
+        ("optimizer_step", None),
+    ]
     expected = [(0, None, "model"), (0, None, "optimizer"), (0, None, "data")]
     for s in (1, 2):
         expected += [(s, m, ph) for ph, m in step]
@@ -96,8 +103,9 @@ def test_a_run_that_would_not_fit_is_refused_before_allocating():
 
 def test_cancel_stops_between_phases():
     calls = []
-    r = run_experiment(ExperimentConfig(**SMALL), progress=lambda d, t, label: calls.append(d),
-                       should_cancel=lambda: len(calls) >= 4)
+    r = run_experiment(
+        ExperimentConfig(**SMALL), progress=lambda d, t, label: calls.append(d), should_cancel=lambda: len(calls) >= 4
+    )
     assert r["cancelled"] and len(r["phases"]) == 4
 
 

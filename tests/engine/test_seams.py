@@ -19,11 +19,14 @@ from experiments.training.step import Setup, TrainState, setup, train_step
 CPU = torch.device("cpu")
 
 
-@pytest.mark.parametrize(("model", "inputs", "target"), [
-    ("mlp", (16, 32), ((16, 32), torch.float32)),
-    ("cnn", (16, 3, 8, 8), ((16,), torch.int64)),
-    ("transformer", (16, 4, 32), ((16, 4, 32), torch.float32)),
-])
+@pytest.mark.parametrize(
+    ("model", "inputs", "target"),
+    [
+        ("mlp", (16, 32), ((16, 32), torch.float32)),
+        ("cnn", (16, 3, 8, 8), ((16,), torch.int64)),
+        ("transformer", (16, 4, 32), ((16, 4, 32), torch.float32)),
+    ],
+)
 def test_each_family_is_a_spec_with_named_inputs_and_targets(model, inputs, target):
     cfg = ExperimentConfig(model=model, layers=2, width=32, heads=4, seq_len=4, image_size=8, batch=16)
     spec = spec_for(cfg)
@@ -50,8 +53,13 @@ def test_micro_batches_are_views_of_the_whole_batch():
 
     class Spy(type(state.spec)):
         def loss(self, cfg, model, inputs, targets):
-            seen.append((inputs["x"].shape[0], inputs["x"].untyped_storage().data_ptr(),
-                         targets["y"].untyped_storage().data_ptr()))
+            seen.append(
+                (
+                    inputs["x"].shape[0],
+                    inputs["x"].untyped_storage().data_ptr(),
+                    targets["y"].untyped_storage().data_ptr(),
+                )
+            )
             return loss(cfg, model, inputs, targets)
 
     state.spec = Spy()
@@ -106,8 +114,13 @@ def test_one_tracker_tells_its_listeners_what_it_counts():
         b = torch.empty(1000)
         del a
         tracker.hold_scratch(3000)
-    assert log.events == [("phase", "forward"), ("+", 512, 400, "_forward"), ("+", 4096, 4000, "_forward"),
-                          ("-", 512), ("scratch", 3000)]
+    assert log.events == [
+        ("phase", "forward"),
+        ("+", 512, 400, "_forward"),
+        ("+", 4096, 4000, "_forward"),
+        ("-", 512),
+        ("scratch", 3000),
+    ]
     # The scratch buffer is in the peak, never in what is live or in a category.
     assert (tracker.current, tracker.peak) == (4096, 4096 + 3072)
     assert tracker.by_category()["temporaries"] == 4096 and sum(tracker.peak_by_category().values()) == 4096
@@ -149,8 +162,16 @@ def test_host_memory_and_phases_that_run_off_the_device_are_counted_apart():
 
 
 def test_the_explanation_is_read_off_the_replay():
-    cfg = ExperimentConfig(layers=3, width=64, batch=16, accum=2, optimizer="adam", optimizer_impl="foreach",
-                           checkpoint="segments", device="cpu")
+    cfg = ExperimentConfig(
+        layers=3,
+        width=64,
+        batch=16,
+        accum=2,
+        optimizer="adam",
+        optimizer_impl="foreach",
+        checkpoint="segments",
+        device="cpu",
+    )
     est = estimate(cfg, device_type="cpu")
     terms = {t["category"]: t for t in est["terms"]}
     assert list(terms) == list(est["categories"]) and all(terms[c]["bytes"] == v for c, v in est["categories"].items())

@@ -37,8 +37,7 @@ def grid_errors() -> dict[str, list[float]]:
         table.update(row.get("workspaces") or {})
     errors: dict[str, list[float]] = {}
     for row in rows:
-        errors.setdefault(row["params"]["strategy"], []).append(
-            _error(row["params"], max(row["measured_net"]), table))
+        errors.setdefault(row["params"]["strategy"], []).append(_error(row["params"], max(row["measured_net"]), table))
     return errors
 
 

@@ -9,8 +9,14 @@ import torch
 from experiments.estimate.steptime import CPU_RANGE, RANGE, contention, predict_run_s, predict_step_ms
 
 STEP = {"flops": 2e9, "bytes": 4e8, "kernels": 200}
-CPU = {"tflops": {"fp32": 0.1, "tf32": 0.1, "bf16": 0.002, "fp16": 0.004}, "bandwidth_gbs": 10.0, "op_us": 20.0,
-       "threads": 2, "cores": 2, "load": 0.0}
+CPU = {
+    "tflops": {"fp32": 0.1, "tf32": 0.1, "bf16": 0.002, "fp16": 0.004},
+    "bandwidth_gbs": 10.0,
+    "op_us": 20.0,
+    "threads": 2,
+    "cores": 2,
+    "load": 0.0,
+}
 
 
 def test_contention_is_the_share_of_the_cores_relative_to_when_the_rates_were_measured():
@@ -28,14 +34,19 @@ def test_a_cpu_step_is_work_over_rates_scaled_by_efficiency_and_load():
     assert got["low_ms"] == pytest.approx(center_ms * 3 * 2 * 2 * CPU_RANGE[0])
     assert got["high_ms"] == pytest.approx(center_ms * 3 * 2 * 2 * CPU_RANGE[1])
     assert predict_step_ms(STEP, rates, "fp32", "cpu", model="mlp")["low_ms"] == pytest.approx(
-        (2e9 / 0.1e12 + 4e8 / 10e9 + 200 * 20e-6) * 1e3 * CPU_RANGE[0])
+        (2e9 / 0.1e12 + 4e8 / 10e9 + 200 * 20e-6) * 1e3 * CPU_RANGE[0]
+    )
 
 
 def test_a_gpu_step_ignores_the_cpu_calibration():
     gpu = {"tflops": {"fp32": 50.0, "bf16": 700.0}, "bandwidth_gbs": 4000.0, "op_us": 25.0}
     plain = predict_step_ms(STEP, gpu, "amp_bf16", "cuda")
-    assert predict_step_ms(STEP, dict(gpu, efficiency={"mlp": 5.0, "amp_bf16": 5.0}), "amp_bf16", "cuda", load=30.0,
-                           model="mlp") == plain
+    assert (
+        predict_step_ms(
+            STEP, dict(gpu, efficiency={"mlp": 5.0, "amp_bf16": 5.0}), "amp_bf16", "cuda", load=30.0, model="mlp"
+        )
+        == plain
+    )
     assert plain["low_ms"] == pytest.approx(max(200 * 25e-3, (2e9 / 700e12 + 4e8 / 4000e9) * 1e3) * RANGE[0])
 
 

@@ -14,9 +14,13 @@ from experiments.measure.timing import time_rounds
 
 
 def rounds_result(**round_ms) -> dict:
-    return {"kind": "timing_rounds", "strategies": [
-        {"id": sid, "round_ms": ms, "median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms)}
-        for sid, ms in round_ms.items()]}
+    return {
+        "kind": "timing_rounds",
+        "strategies": [
+            {"id": sid, "round_ms": ms, "median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms)}
+            for sid, ms in round_ms.items()
+        ],
+    }
 
 
 def test_paired_ratio_is_taken_round_by_round():
@@ -61,11 +65,13 @@ def test_recorded_compare_rounds_pair_amp_and_fused_adam_with_the_baseline():
 
 def test_paired_verdict_check_and_its_errors():
     r = rounds_result(a=[1, 1, 1, 1, 1], b=[1.1, 1.2, 1.1, 1.3, 1.05])
-    ok = expectations.evaluate_one({"check": "paired_verdict", "run": "rounds", "strategy": "b", "versus": "a",
-                                    "is": ["slower"]}, {"rounds": r})
+    ok = expectations.evaluate_one(
+        {"check": "paired_verdict", "run": "rounds", "strategy": "b", "versus": "a", "is": ["slower"]}, {"rounds": r}
+    )
     assert ok["holds"] is True and ok["actual"] == "slower" and ok["paired"]["rounds"] == 5
-    wrong = expectations.evaluate_one({"check": "paired_verdict", "run": "rounds", "strategy": "a", "versus": "b",
-                                       "is": ["slower"]}, {"rounds": r})
+    wrong = expectations.evaluate_one(
+        {"check": "paired_verdict", "run": "rounds", "strategy": "a", "versus": "b", "is": ["slower"]}, {"rounds": r}
+    )
     assert wrong["holds"] is False and wrong["actual"] == "faster"
     with pytest.raises(expectations.ExpectationError, match="verdicts"):
         expectations.validate({"check": "paired_verdict", "strategy": "b", "versus": "a", "is": ["quicker"]})
@@ -90,8 +96,12 @@ def test_a_paired_fact_quotes_its_spread_and_holds_only_if_every_round_does():
 
 def test_cpu_rounds_carry_the_paired_ratio_of_each_strategy_against_the_first():
     tiny = {"model": "mlp", "layers": 2, "width": 32, "batch": 8, "device": "cpu"}
-    r = time_rounds([{"id": "adam", "config": tiny}, {"id": "sgd", "config": dict(tiny, optimizer="sgd")}],
-                    rounds=5, steps=2, warmup=1)
+    r = time_rounds(
+        [{"id": "adam", "config": tiny}, {"id": "sgd", "config": dict(tiny, optimizer="sgd")}],
+        rounds=5,
+        steps=2,
+        warmup=1,
+    )
     adam, sgd = (s["round_ms"] for s in r["strategies"])
     assert [s["id"] for s in r["strategies"]] == ["adam", "sgd"] and len(adam) == len(sgd) == 5
     (pair,) = r["paired"]

@@ -32,8 +32,12 @@ def _step(cfg: ExperimentConfig, batch: slice | None = None, scale: float = 1.0)
         for p in s.model.parameters():
             p.register_hook(lambda g: g * scale)
     train_step(s)
-    return before, [p.detach().clone() for p in s.model.parameters()], [p.grad.clone() for p in s.model.parameters()], \
-        s.optimizer
+    return (
+        before,
+        [p.detach().clone() for p in s.model.parameters()],
+        [p.grad.clone() for p in s.model.parameters()],
+        s.optimizer,
+    )
 
 
 def _verdict(cfg, other, reference) -> dict:
@@ -70,8 +74,9 @@ def test_first_step_rule_is_torchs_step(optimizer):
     opt.step()
     expected = param.detach() - p
     got = first_step_update(g, p, opt)
-    assert torch.allclose(got, expected, rtol=1e-5, atol=4 * EPS32 * float(p.abs().max())), \
-        float((got - expected).abs().max())
+    assert torch.allclose(got, expected, rtol=1e-5, atol=4 * EPS32 * float(p.abs().max())), float(
+        (got - expected).abs().max()
+    )
 
 
 def test_the_rounding_format_is_the_one_the_step_computes_in(monkeypatch):

@@ -13,13 +13,23 @@ import torch
 
 from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
 
-pytestmark = [pytest.mark.usefixtures("one_gpu_user"),
-              pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA devices")]
+pytestmark = [
+    pytest.mark.usefixtures("one_gpu_user"),
+    pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA devices"),
+]
 
 MIB = 2**20
 LAYERS, WIDTH, BATCH = 8, 1024, 16
-BASE = {"model": "mlp", "layers": LAYERS, "width": WIDTH, "batch": BATCH, "steps": 3, "timing_steps": 5,
-        "device": "cuda", "world_size": 2}
+BASE = {
+    "model": "mlp",
+    "layers": LAYERS,
+    "width": WIDTH,
+    "batch": BATCH,
+    "steps": 3,
+    "timing_steps": 5,
+    "device": "cuda",
+    "world_size": 2,
+}
 STRATEGIES = ("ddp", "ddp_zero1", "fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload")
 
 
@@ -27,8 +37,10 @@ STRATEGIES = ("ddp", "ddp_zero1", "fsdp2_zero2", "fsdp2_zero3", "fsdp2_offload")
 def runs():
     from experiments.distributed.launch import run_distributed_many
 
-    plans = [dict(BASE, strategy=s) for s in STRATEGIES] + [dict(BASE, strategy="fsdp2_zero3", precision="amp_bf16"),
-                                                           dict(BASE, strategy="ddp", batch=512, checkpoint="segments")]
+    plans = [dict(BASE, strategy=s) for s in STRATEGIES] + [
+        dict(BASE, strategy="fsdp2_zero3", precision="amp_bf16"),
+        dict(BASE, strategy="ddp", batch=512, checkpoint="segments"),
+    ]
     # One launch per plan: ranks that ran another strategy before would carry its leftovers into the baseline.
     return [run_distributed_many([plan])[0] for plan in plans]
 
@@ -105,8 +117,12 @@ def test_per_rank_peak_equals_a_plain_pytorch_loop(runs, plain, index, strategy)
         # gradient shard (FSDP2) is alive at the peak depends on timing. The same plain loop measured 193.3 and
         # 225.3 MiB on two runs on 2 H200s (32.0 MiB: the model's gradients).
         grads = LAYERS * (WIDTH * WIDTH + WIDTH) * 4 // (1 if strategy == "ddp" else 2)
-        assert min(abs(engine - reference), abs(abs(engine - reference) - grads)) <= 2 * MIB, \
-            (strategy, rank, engine, reference)
+        assert min(abs(engine - reference), abs(abs(engine - reference) - grads)) <= 2 * MIB, (
+            strategy,
+            rank,
+            engine,
+            reference,
+        )
 
 
 def test_every_strategy_gives_the_single_device_update(runs):
@@ -148,7 +164,9 @@ def test_estimate_accuracy_per_rank(runs):
     for r in runs:
         measured = max(_steady_net_peak(rank) for rank in r["ranks"])
         errors.append((r["estimate"]["peak_bytes"] - measured) / measured)
-        print(f"{r['strategy']:14} {r['config']['precision']:8} batch {r['config']['batch']:4}: measured "
-              f"{measured / MIB:.1f} MiB, estimate {r['estimate']['peak_bytes'] / MIB:.1f} MiB ({errors[-1] * 100:+.1f} %)")
+        print(
+            f"{r['strategy']:14} {r['config']['precision']:8} batch {r['config']['batch']:4}: measured "
+            f"{measured / MIB:.1f} MiB, estimate {r['estimate']['peak_bytes'] / MIB:.1f} MiB ({errors[-1] * 100:+.1f} %)"
+        )
     print(f"mean |error| {sum(abs(e) for e in errors) / len(errors) * 100:.1f} %")
     assert max(abs(e) for e in errors) < 0.25

@@ -15,8 +15,11 @@ from experiments.core.config import ExperimentConfig
 from experiments.measure.run import run_experiment
 from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
 
-pytestmark = [pytest.mark.usefixtures("one_gpu_user"), pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+pytestmark = [
+    pytest.mark.usefixtures("one_gpu_user"),
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 # The CNN of lesson 3's strict-fp32 technique (lessons/optimization/meta.json, "strict_fp32_cnn").
@@ -62,8 +65,9 @@ STRICT = "torch.backends.cudnn.allow_tf32 = False  # the learner's one line"
 
 
 def plain_loop_peak(precision: str, steps: int = 2) -> dict:
-    code = PLAIN_LOOP.format(**CNN, precision=precision, steps=steps,
-                             setup=STRICT if precision == "fp32_strict" else "")
+    code = PLAIN_LOOP.format(
+        **CNN, precision=precision, steps=steps, setup=STRICT if precision == "fp32_strict" else ""
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -72,14 +76,19 @@ def plain_loop_peak(precision: str, steps: int = 2) -> dict:
 def test_engine_cnn_peak_equals_a_plain_loop_in_a_fresh_process_to_the_byte(precision):
     torch.backends.cudnn.allow_tf32 = precision != "fp32"  # a leftover of this process the run must not inherit
     try:
-        r = run_experiment(ExperimentConfig(model="cnn", device="cuda", precision=precision, optimizer="adam",
-                                            steps=2, timing_steps=0, **CNN))
+        r = run_experiment(
+            ExperimentConfig(
+                model="cnn", device="cuda", precision=precision, optimizer="adam", steps=2, timing_steps=0, **CNN
+            )
+        )
     finally:
         torch.backends.cudnn.allow_tf32 = True
     engine = r["peak_bytes"] - r["baseline_bytes"]
     plain = plain_loop_peak(precision)
-    print(f"cnn {CNN} {precision}: engine {engine / 2**20:.2f} MiB, plain loop {plain['peak'] / 2**20:.2f} MiB "
-          f"(cudnn.allow_tf32={plain['conv_tf32']}), other {r['breakdown'].get('other', 0) / 2**20:.2f} MiB, "
-          f"estimate {r['estimate']['peak_bytes'] / 2**20:.2f} MiB")
+    print(
+        f"cnn {CNN} {precision}: engine {engine / 2**20:.2f} MiB, plain loop {plain['peak'] / 2**20:.2f} MiB "
+        f"(cudnn.allow_tf32={plain['conv_tf32']}), other {r['breakdown'].get('other', 0) / 2**20:.2f} MiB, "
+        f"estimate {r['estimate']['peak_bytes'] / 2**20:.2f} MiB"
+    )
     assert plain["conv_tf32"] is (precision != "fp32_strict")
     assert engine == plain["peak"]

@@ -15,7 +15,11 @@ from experiments.measure.device import warm_up_cuda
 from experiments.measure.run import run_experiment
 from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
 
-pytestmark = [pytest.mark.usefixtures("one_gpu_user"), pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+pytestmark = [
+    pytest.mark.usefixtures("one_gpu_user"),
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+]
 
 
 def _plain_loop_peak(layers, width, batch, precision="fp32", segment=0, accum=1, steps=2):
@@ -37,14 +41,14 @@ def _plain_loop_peak(layers, width, batch, precision="fp32", segment=0, accum=1,
         if not segment:
             return model(inp)
         for start in range(0, 2 * layers, 2 * segment):
-            inp = checkpoint(functools.partial(_seq, model[start:start + 2 * segment]), inp, use_reentrant=False)
+            inp = checkpoint(functools.partial(_seq, model[start : start + 2 * segment]), inp, use_reentrant=False)
         return inp
 
     for _ in range(steps):
         opt.zero_grad(set_to_none=True)
         for m in range(accum):
             with torch.amp.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "amp_bf16"):
-                loss = F.mse_loss(forward(x[m * mb:(m + 1) * mb]), y[m * mb:(m + 1) * mb])
+                loss = F.mse_loss(forward(x[m * mb : (m + 1) * mb]), y[m * mb : (m + 1) * mb])
             (loss / accum).backward()
             del loss  # a kept mse loss pins its per-element buffer (see the leak test below)
         opt.step()
@@ -71,23 +75,36 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
 def test_engine_peak_equals_a_plain_loop(case):
-    cfg = ExperimentConfig(model="mlp", device="cuda", layers=case["layers"], width=case["width"], batch=case["batch"],
-                           precision=case.get("precision", "fp32"), accum=case.get("accum", 1),
-                           checkpoint="segments" if case.get("segment") else "none", segments=case.get("segment", 0),
-                           optimizer="adam", steps=2, timing_steps=0)
+    cfg = ExperimentConfig(
+        model="mlp",
+        device="cuda",
+        layers=case["layers"],
+        width=case["width"],
+        batch=case["batch"],
+        precision=case.get("precision", "fp32"),
+        accum=case.get("accum", 1),
+        checkpoint="segments" if case.get("segment") else "none",
+        segments=case.get("segment", 0),
+        optimizer="adam",
+        steps=2,
+        timing_steps=0,
+    )
     r = run_experiment(cfg)
     engine = r["peak_bytes"] - r["baseline_bytes"]
     plain = _plain_loop_peak(**case)
-    print(f"{case}: engine {engine / 2**20:.2f} MiB, plain loop {plain / 2**20:.2f} MiB, "
-          f"estimate {r['estimate']['peak_bytes'] / 2**20:.2f} MiB")
+    print(
+        f"{case}: engine {engine / 2**20:.2f} MiB, plain loop {plain / 2**20:.2f} MiB, "
+        f"estimate {r['estimate']['peak_bytes'] / 2**20:.2f} MiB"
+    )
     assert abs(engine / plain - 1) < 0.01
     assert r["phases"][0]["reserved_bytes"] is not None and r["driver"]["total_bytes"] > 0
 
 
 def test_out_of_memory_under_a_budget_frees_everything():
     before = torch.cuda.memory_allocated()
-    r = run_experiment(ExperimentConfig(device="cuda", layers=20, width=4096, batch=65536, budget_mb=4096, force=True,
-                                        timing_steps=0))
+    r = run_experiment(
+        ExperimentConfig(device="cuda", layers=20, width=4096, batch=65536, budget_mb=4096, force=True, timing_steps=0)
+    )
     assert r["oom"] is not None and r["oom"]["requested_bytes"] > 0
     assert r["allocated_after_bytes"] == r["baseline_bytes"]
     assert torch.cuda.memory_allocated() <= before + 64 * 2**20  # at most the cuBLAS workspaces remain
@@ -105,8 +122,18 @@ def test_kept_mse_loss_after_backward_keeps_its_per_element_buffer_on_cuda():
 @pytest.mark.parametrize("model", ["transformer", "cnn"])
 @pytest.mark.parametrize("precision", ["fp32", "amp_bf16", "amp_fp16", "bf16"])
 def test_every_family_and_precision_runs_on_cuda(model, precision):
-    cfg = ExperimentConfig(model=model, device="cuda", layers=4, width=256 if model == "transformer" else 32,
-                           batch=8, seq_len=256, image_size=64, precision=precision, steps=2, timing_steps=3)
+    cfg = ExperimentConfig(
+        model=model,
+        device="cuda",
+        layers=4,
+        width=256 if model == "transformer" else 32,
+        batch=8,
+        seq_len=256,
+        image_size=64,
+        precision=precision,
+        steps=2,
+        timing_steps=3,
+    )
     r = run_experiment(cfg)
     assert r["oom"] is None and r["step_ms"]["median"] > 0 and r["tflops"] > 0
 
@@ -133,8 +160,10 @@ def test_growing_allocations_fragment_the_default_allocator_not_expandable_segme
     assert std["end"]["allocated_bytes"] == 0 and exp["end"]["allocated_bytes"] == 0
     # One expandable segment grows in place (mapped in 20 MiB steps): reserved stays near the largest request.
     assert exp["peak_reserved_bytes"] <= max(sizes) + 20 * 2**20
-    print(f"growing: standard reserved {std['end']['reserved_bytes'] / 2**20:.0f} MiB, "
-          f"expandable peak reserved {exp['peak_reserved_bytes'] / 2**20:.0f} MiB")
+    print(
+        f"growing: standard reserved {std['end']['reserved_bytes'] / 2**20:.0f} MiB, "
+        f"expandable peak reserved {exp['peak_reserved_bytes'] / 2**20:.0f} MiB"
+    )
 
 
 def test_holes_leave_reserved_but_unallocated_memory_and_the_oom_message_names_it():
@@ -147,8 +176,13 @@ def test_holes_leave_reserved_but_unallocated_memory_and_the_oom_message_names_i
     assert std["segments"] and all(s["total_bytes"] >= s["allocated_bytes"] for s in std["segments"])
     b = run_fragmentation("holes", device="cuda", steps=24, size_mb=6, budget_mb=256)
     oom = b["runs"]["standard"]["oom"]
-    print("holes:", {k: (v["end"]["reserved_bytes"] - v["end"]["allocated_bytes"]) / 2**20 for k, v in r["runs"].items()},
-          "budget oom:", {k: bool(v["oom"]) for k, v in b["runs"].items()}, oom and oom["message"][:300])
+    print(
+        "holes:",
+        {k: (v["end"]["reserved_bytes"] - v["end"]["allocated_bytes"]) / 2**20 for k, v in r["runs"].items()},
+        "budget oom:",
+        {k: bool(v["oom"]) for k, v in b["runs"].items()},
+        oom and oom["message"][:300],
+    )
     assert oom and "reserved by PyTorch but unallocated" in oom["message"]
     assert b["runs"]["standard"]["end"]["reserved_bytes"] <= 256 * 2**20
     assert torch.cuda.memory_allocated() == before  # everything given back after the OOM
@@ -163,8 +197,10 @@ def test_expandable_segments_fit_more_only_where_the_holes_are_whole_pages_of_on
 
     carved = run_fragmentation("carved", device="cuda", steps=12, size_mb=40, budget_mb=600)["runs"]
     fits = {k: frag_larger_fits(v) for k, v in carved.items()}
-    own = {k: frag_larger_fits(v) for k, v in
-           run_fragmentation("holes", device="cuda", steps=12, size_mb=40, budget_mb=600)["runs"].items()}
+    own = {
+        k: frag_larger_fits(v)
+        for k, v in run_fragmentation("holes", device="cuda", steps=12, size_mb=40, budget_mb=600)["runs"].items()
+    }
     print("carved:", fits, "own segments:", own)
     assert fits["standard"] <= 1 < 3 <= fits["expandable"]
     assert carved["standard"]["oom"] and carved["expandable"]["oom"]
@@ -177,8 +213,9 @@ def test_timing_rounds_on_cuda_interleaves_strategies():
     from experiments.measure.timing import time_rounds
 
     small = {"model": "mlp", "layers": 4, "width": 512, "batch": 256, "device": "cuda"}
-    r = time_rounds([{"id": "adam", "config": small}, {"id": "sgd", "config": dict(small, optimizer="sgd")}],
-                    rounds=3, steps=5)
+    r = time_rounds(
+        [{"id": "adam", "config": small}, {"id": "sgd", "config": dict(small, optimizer="sgd")}], rounds=3, steps=5
+    )
     assert [len(s["round_ms"]) for s in r["strategies"]] == [3, 3]
     assert all(s["min_ms"] <= s["median_ms"] <= s["max_ms"] for s in r["strategies"])
     # Paired by round against the first strategy; three rounds are too few for a verdict.
@@ -202,12 +239,16 @@ def test_estimate_with_measured_scratch_memory_matches_runs_it_was_not_tuned_on(
         first = estimate(cfg, device_type="cuda")
         if first["peak_bytes"] > 8 * 2**30:
             continue
-        est = estimate(cfg, device_type="cuda", transients=measure_workspaces(first["signatures"], torch.device("cuda")))
+        est = estimate(
+            cfg, device_type="cuda", transients=measure_workspaces(first["signatures"], torch.device("cuda"))
+        )
         r = run_experiment(cfg)
         measured = r["peak_bytes"] - r["baseline_bytes"]
         errors.append(abs(est["peak_bytes"] / measured - 1))
-        print(f"{cfg.model}: measured {measured / 2**20:.2f} MiB, estimate {est['peak_bytes'] / 2**20:.2f} MiB "
-              f"({100 * errors[-1]:.2f} %), unmeasured {len(est['unmeasured'])}")
+        print(
+            f"{cfg.model}: measured {measured / 2**20:.2f} MiB, estimate {est['peak_bytes'] / 2**20:.2f} MiB "
+            f"({100 * errors[-1]:.2f} %), unmeasured {len(est['unmeasured'])}"
+        )
         assert not est["unmeasured"]
     assert sorted(errors)[len(errors) // 2] < 0.02 and max(errors) < 0.10
 
@@ -224,8 +265,12 @@ def test_one_worker_per_gpu_runs_two_jobs_at_once_each_with_its_own_peak():
     while sum(1 for d in (client.device_info(timeout=120) or {}).get("devices", []) if d.get("rates")) < 2:
         assert time.monotonic() < deadline, "the second GPU's worker did not report"
         time.sleep(0.5)
-    cfgs = [ExperimentConfig(model="mlp", device="cuda", layers=20, width=4096, batch=16384, steps=3, timing_steps=3,
-                             seed=s) for s in (1, 2)]
+    cfgs = [
+        ExperimentConfig(
+            model="mlp", device="cuda", layers=20, width=4096, batch=16384, steps=3, timing_steps=3, seed=s
+        )
+        for s in (1, 2)
+    ]
     t0 = time.monotonic()
     tickets = [client.submit("run", c.to_dict(), owner=f"learner{i}") for i, c in enumerate(cfgs)]
     while any(client.status(x)["state"] in ("queued", "running") for x in tickets):
@@ -234,8 +279,10 @@ def test_one_worker_per_gpu_runs_two_jobs_at_once_each_with_its_own_peak():
     wall = time.monotonic() - t0
     results = [client.status(x)["result"] for x in tickets]
     durations = [r["duration_s"] for r in results]
-    print(f"two jobs on two GPUs: wall {wall:.1f} s, durations {durations}, devices "
-          f"{[r['device']['index'] for r in results]}")
+    print(
+        f"two jobs on two GPUs: wall {wall:.1f} s, durations {durations}, devices "
+        f"{[r['device']['index'] for r in results]}"
+    )
     assert {r["device"]["index"] for r in results} == {0, 1}
     import datetime as dt
 

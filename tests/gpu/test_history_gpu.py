@@ -1,6 +1,6 @@
 """The allocation timeline and the census on a CUDA device (skipped without one).
 
-    python3 -m pytest -q -s tests/gpu/test_history_gpu.py
+python3 -m pytest -q -s tests/gpu/test_history_gpu.py
 """
 
 import gzip
@@ -9,14 +9,18 @@ import pickle
 import pytest
 import torch
 
+from experiments.core import timeline
 from experiments.core.config import ExperimentConfig
 from experiments.labs.fragmentation import run_fragmentation
 from experiments.labs.leaks import run_leak
-from experiments.measure import history
 from experiments.measure.run import run_experiment
 from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
 
-pytestmark = [pytest.mark.usefixtures("one_gpu_user"), pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+pytestmark = [
+    pytest.mark.usefixtures("one_gpu_user"),
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+]
 
 LAYERS, WIDTH = 8, 1024
 
@@ -27,8 +31,9 @@ def _round(n):
 
 @pytest.fixture(scope="module")
 def preset():
-    cfg = ExperimentConfig(model="mlp", layers=LAYERS, width=WIDTH, batch=256, optimizer="adam", steps=3,
-                           timing_steps=0, device="cuda")
+    cfg = ExperimentConfig(
+        model="mlp", layers=LAYERS, width=WIDTH, batch=256, optimizer="adam", steps=3, timing_steps=0, device="cuda"
+    )
     return run_experiment(cfg)
 
 
@@ -36,10 +41,12 @@ def test_timeline_peak_equals_max_memory_allocated(preset):
     h = preset["history"]
     assert "error" not in h, h.get("error")
     assert h["source"] == "cuda_snapshot" and not h["truncated"]
-    rows = history.series(h)
+    rows = timeline.series(h)
     top = max(row["total"] for row in rows)
-    print(f"timeline peak {top} B, max_memory_allocated {preset['peak_bytes']} B, start {h['start_bytes']} B, "
-          f"baseline {preset['baseline_bytes']} B, {h['raw_events']} events, coalesced {h['coalesced']}")
+    print(
+        f"timeline peak {top} B, max_memory_allocated {preset['peak_bytes']} B, start {h['start_bytes']} B, "
+        f"baseline {preset['baseline_bytes']} B, {h['raw_events']} events, coalesced {h['coalesced']}"
+    )
     assert top == h["peak_bytes"] == preset["peak_bytes"]
     assert h["start_bytes"] == preset["baseline_bytes"]
     # The last phase's reading, less what was freed after it (the step's 512-byte loss).
@@ -49,7 +56,7 @@ def test_timeline_peak_equals_max_memory_allocated(preset):
 
 
 def test_timeline_categories_match_the_parameters(preset):
-    rows = history.series(preset["history"])
+    rows = timeline.series(preset["history"])
     params = LAYERS * (_round(WIDTH * WIDTH * 4) + _round(WIDTH * 4))
     end = rows[-1]
     print({k: v for k, v in end.items() if k not in ("seq", "phase")})
@@ -91,8 +98,17 @@ def test_recording_stops_after_a_run(preset):
 
 
 def test_an_out_of_memory_run_keeps_its_timeline_and_stops_recording():
-    cfg = ExperimentConfig(model="mlp", layers=8, width=2048, batch=65536, steps=2, timing_steps=0, device="cuda",
-                           budget_mb=512, force=True)
+    cfg = ExperimentConfig(
+        model="mlp",
+        layers=8,
+        width=2048,
+        batch=65536,
+        steps=2,
+        timing_steps=0,
+        device="cuda",
+        budget_mb=512,
+        force=True,
+    )
     r = run_experiment(cfg)
     assert r["oom"]
     h = r["history"]

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from course import catalog, claims, content, expectations, facts
+from course import catalog, claims, content, expectations, facts, recordings
 from course.units import MIB
 from experiments.core import metrics
 from experiments.core.recorded import load_recorded
@@ -32,8 +32,9 @@ def _shown(tid: str, tech: dict, base: dict, rounds: dict | None = None) -> tupl
 
 def _recorded_rounds_pair(tid: str) -> dict:
     ref, rset = content.technique_rounds(content.meta("optimization"), _technique(tid))
-    return claims.rounds_pair(_recorded(catalog.rounds_set_id("optimization", rset["id"])),
-                              ref["strategy"], ref["versus"])
+    return claims.rounds_pair(
+        _recorded(catalog.rounds_set_id("optimization", rset["id"])), ref["strategy"], ref["versus"]
+    )
 
 
 def _slow_strategy(rounds: dict, strategy: str, factor: float) -> None:
@@ -46,11 +47,16 @@ def _slow_strategy(rounds: dict, strategy: str, factor: float) -> None:
 
 # --- a check that has nothing to read is "not applied", and that is not a pass ---
 
+
 def test_a_missing_run_is_unapplied_and_withholds_the_verdict():
     run = _recorded("optimization-preset")
-    outcomes = expectations.evaluate([{"check": "peak_phase", "is": ["backward"]},
-                                      {"check": "value", "metric": "peak_ratio", "run": "changed", "baseline": "run",
-                                       "max": 0.8}], {"run": run})
+    outcomes = expectations.evaluate(
+        [
+            {"check": "peak_phase", "is": ["backward"]},
+            {"check": "value", "metric": "peak_ratio", "run": "changed", "baseline": "run", "max": 0.8},
+        ],
+        {"run": run},
+    )
     assert outcomes[0]["holds"] is True
     assert [o["missing"] for o in expectations.unapplied(outcomes)] == ["changed"]
     # A sibling that holds does not make the prompt "checked".
@@ -59,9 +65,13 @@ def test_a_missing_run_is_unapplied_and_withholds_the_verdict():
 
 def test_a_device_skip_is_not_unapplied():
     run = _recorded("optimization-preset")
-    outcomes = expectations.evaluate([{"check": "peak_phase", "is": ["backward"]},
-                                      {"check": "value", "metric": "step_ms", "max": 10, "devices": ["cpu"]}],
-                                     {"run": run})
+    outcomes = expectations.evaluate(
+        [
+            {"check": "peak_phase", "is": ["backward"]},
+            {"check": "value", "metric": "step_ms", "max": 10, "devices": ["cpu"]},
+        ],
+        {"run": run},
+    )
     assert outcomes[1]["skipped"] == "device" and not expectations.unapplied(outcomes)
     assert expectations.verdict(outcomes) is True
     only_skipped = expectations.evaluate([outcomes[1]["spec"]], {"run": run})
@@ -90,9 +100,13 @@ def test_an_absent_category_is_not_zero_and_does_not_pass_a_share_maximum():
 
 def test_a_failing_check_outweighs_an_unapplied_one():
     run = _recorded("optimization-preset")
-    outcomes = expectations.evaluate([{"check": "peak_phase", "is": ["data"]},
-                                      {"check": "value", "metric": "peak_ratio", "run": "changed", "baseline": "run",
-                                       "max": 0.8}], {"run": run})
+    outcomes = expectations.evaluate(
+        [
+            {"check": "peak_phase", "is": ["data"]},
+            {"check": "value", "metric": "peak_ratio", "run": "changed", "baseline": "run", "max": 0.8},
+        ],
+        {"run": run},
+    )
     assert expectations.verdict(outcomes) is False
 
 
@@ -102,24 +116,30 @@ def test_bad_checks_name_the_field():
     with pytest.raises(expectations.ExpectationError, match="category_per needs 'per'"):
         expectations.validate({"check": "value", "metric": "category_per", "category": "gradients", "min": 1})
     with pytest.raises(expectations.ExpectationError, match="profile_params needs a row"):
-        expectations.validate({"check": "value", "metric": "profile_params", "row": "Optimizer.step",
-                               "column": "children", "max": 0})
+        expectations.validate(
+            {"check": "value", "metric": "profile_params", "row": "Optimizer.step", "column": "children", "max": 0}
+        )
     with pytest.raises(expectations.ExpectationError, match="phase_peak_gap_params needs an int versus_step"):
-        expectations.validate({"check": "value", "metric": "phase_peak_gap_params", "step": 1, "phase": "backward",
-                               "min": 1})
+        expectations.validate(
+            {"check": "value", "metric": "phase_peak_gap_params", "step": 1, "phase": "backward", "min": 1}
+        )
     with pytest.raises(expectations.ExpectationError, match="share.category"):
         expectations.validate({"check": "share", "category": ["parameters", "weights"], "max": 1})
 
 
 # --- the new figures against independent computations ---
 
+
 def test_category_per_and_sums_of_categories():
     run = _recorded("analysis-preset")
     b = run["breakdown"]
-    assert metrics.scalar("category_per", run, category="optimizer_state", per="parameters") == \
-        b["optimizer_state"] / b["parameters"]
-    assert metrics.category_share(run, ["parameters", "gradients"]) == \
-        (b["parameters"] + b["gradients"]) / sum(b.values())
+    assert (
+        metrics.scalar("category_per", run, category="optimizer_state", per="parameters")
+        == b["optimizer_state"] / b["parameters"]
+    )
+    assert metrics.category_share(run, ["parameters", "gradients"]) == (b["parameters"] + b["gradients"]) / sum(
+        b.values()
+    )
 
 
 def test_largest_category_names_the_biggest_slice():
@@ -153,8 +173,10 @@ def test_profile_rows_in_parameter_units():
     config = profile["config"]
     params = config["layers"] * (config["width"] ** 2 + config["width"]) * 4
     row = next(r for r in profile["rows"] if r["name"].startswith("Optimizer.zero_grad"))
-    assert metrics.scalar("profile_params", profile, row="Optimizer.zero_grad", column="self") == \
-        row["self_device_memory_bytes"] / params
+    assert (
+        metrics.scalar("profile_params", profile, row="Optimizer.zero_grad", column="self")
+        == row["self_device_memory_bytes"] / params
+    )
     assert metrics.scalar("profile_params", profile, row="no such operator", column="self") is None
 
 
@@ -177,6 +199,7 @@ def test_breakdown_sums_to_peak_holds_on_a_recording_and_fails_when_a_category_i
 
 
 # --- mutations: the shipped data changed so that a sentence is wrong, and that sentence's check fails ---
+
 
 def test_inplace_relu_saving_thirty_percent_fails_the_shown_explanation():
     base = _recorded("optimization-inplace-baseline")
@@ -221,7 +244,7 @@ def _prompt_outcomes(lesson: str, kind: str, field: str, runs: dict) -> list[dic
 
 
 def _prompt_runs(lesson: str, kind: str) -> dict:
-    return {key: _recorded(rid) for key, rid in content.prompt_recorded_ids(lesson, kind).items()}
+    return {key: _recorded(rid) for key, rid in recordings.prompt_recorded_ids(lesson, kind).items()}
 
 
 def _scale_phase_peak(run: dict, step: int, phase: str, factor: float) -> None:
@@ -249,9 +272,15 @@ def _grow_leak(run: dict, nbytes: int) -> None:
 
 MUTATIONS = [
     # "step 1's backward bar is clearly lower than step 2's": 1 % lower is not clearly lower
-    ("analysis", "memory", "try_expect", "changed",
-     lambda r: _scale_phase_peak(r, 1, "backward", 0.99 * metrics.phase_peak(r, 2, "backward") /
-                                 metrics.phase_peak(r, 1, "backward"))),
+    (
+        "analysis",
+        "memory",
+        "try_expect",
+        "changed",
+        lambda r: _scale_phase_peak(
+            r, 1, "backward", 0.99 * metrics.phase_peak(r, 2, "backward") / metrics.phase_peak(r, 1, "backward")
+        ),
+    ),
     # "Gradients are as large as the parameters, Adam's state is twice them"
     ("analysis", "breakdown", "expect", "run", lambda r: _move_bytes(r, "optimizer_state", "temporaries", 0.1)),
     # "a step this size ... reaches only a few TFLOP/s": 15 TFLOP/s is not a few
@@ -263,15 +292,32 @@ MUTATIONS = [
     # "gradients are zero"
     ("optimization", "breakdown", "expect", "run", lambda r: _move_bytes(r, "activations", "gradients", 0.0005)),
     # "parameters and optimizer state keep exactly their bytes"
-    ("monitoring", "breakdown", "try_expect", "changed", lambda r: _move_bytes(r, "optimizer_state", "activations", 0.005)),
+    (
+        "monitoring",
+        "breakdown",
+        "try_expect",
+        "changed",
+        lambda r: _move_bytes(r, "optimizer_state", "activations", 0.005),
+    ),
     # "one 512-byte block on a GPU": two blocks are not one
     ("leaks", "leak", "expect", "append_scalar_loss_after_backward", lambda r: _grow_leak(r, 1024)),
     ("leaks", "leak", "try_expect", "append_scalar_loss_after_backward", lambda r: _grow_leak(r, 1024)),
     # "climbs exactly like cache_outputs: one (batch x width) tensor per step"
-    ("leaks", "leak", "expect", "append_loss_after_backward", lambda r: _grow_leak(r, r["growth_bytes_per_step"] * 1.05)),
+    (
+        "leaks",
+        "leak",
+        "expect",
+        "append_loss_after_backward",
+        lambda r: _grow_leak(r, r["growth_bytes_per_step"] * 1.05),
+    ),
     # "On a GPU the peak drops by about a fifth"
-    ("exercise1", "memory", "try_expect", "changed",
-     lambda r: r.update(peak_bytes=r["baseline_bytes"] + int(metrics.net_peak(r) * 0.88 / 0.8))),
+    (
+        "exercise1",
+        "memory",
+        "try_expect",
+        "changed",
+        lambda r: r.update(peak_bytes=r["baseline_bytes"] + int(metrics.net_peak(r) * 0.88 / 0.8)),
+    ),
     # "On the H200 it fell by ... more than Adam's two states: the foreach temporaries went too"
     ("exercise1", "breakdown", "try_expect", "run", lambda r: _move_bytes(r, "temporaries", "optimizer_state", 1)),
     # "on a GPU the median barely moves": 1.4x is not barely
@@ -281,8 +327,11 @@ MUTATIONS = [
 ]
 
 
-@pytest.mark.parametrize(("lesson", "kind", "field", "key", "mutate"), MUTATIONS,
-                         ids=[f"{m[0]}.{m[1]}.{m[2]}.{m[3]}.{i}" for i, m in enumerate(MUTATIONS)])
+@pytest.mark.parametrize(
+    ("lesson", "kind", "field", "key", "mutate"),
+    MUTATIONS,
+    ids=[f"{m[0]}.{m[1]}.{m[2]}.{m[3]}.{i}" for i, m in enumerate(MUTATIONS)],
+)
 def test_a_recording_that_contradicts_its_sentence_fails_the_check(lesson, kind, field, key, mutate):
     runs = _prompt_runs(lesson, kind)
     assert expectations.verdict(_prompt_outcomes(lesson, kind, field, runs)) is True
@@ -306,19 +355,34 @@ def _slow_down(strategy: str, factor: float):
     return lambda result: _slow_strategy(result, strategy, factor)
 
 
-@pytest.mark.parametrize(("lesson", "name", "rid", "mutate"), [
-    # "each micro-batch of 2048 still keeps the GPU busy, so it costs almost no time": a quarter more is not
-    # (a paired fact: its rounds recording, every round of accumulation a fifth slower)
-    ("exercise2", "accum_time", catalog.rounds_set_id("exercise2", "b8192"), _slow_down("accum4", 1.22)),
-    # "(one allocator block)": two blocks are not one
-    ("exercise3", "scalar_kept_bytes", "leaks-leak-append_scalar_loss_after_backward",
-     lambda r: r.update(growth_bytes_per_step=1024)),
-    ("leaks", "scalar_kept_bytes", "leaks-leak-append_scalar_loss_after_backward",
-     lambda r: r.update(growth_bytes_per_step=1024)),
-    # "On a GPU the peak drops by about a fifth": 14 % is not about a fifth
-    ("exercise1", "fused_saving_pct", "exercise1-adam_fused",
-     lambda r: r.update(peak_bytes=r["baseline_bytes"] + int(metrics.net_peak(r) * 1.08))),
-])
+@pytest.mark.parametrize(
+    ("lesson", "name", "rid", "mutate"),
+    [
+        # "each micro-batch of 2048 still keeps the GPU busy, so it costs almost no time": a quarter more is not
+        # (a paired fact: its rounds recording, every round of accumulation a fifth slower)
+        ("exercise2", "accum_time", catalog.rounds_set_id("exercise2", "b8192"), _slow_down("accum4", 1.22)),
+        # "(one allocator block)": two blocks are not one
+        (
+            "exercise3",
+            "scalar_kept_bytes",
+            "leaks-leak-append_scalar_loss_after_backward",
+            lambda r: r.update(growth_bytes_per_step=1024),
+        ),
+        (
+            "leaks",
+            "scalar_kept_bytes",
+            "leaks-leak-append_scalar_loss_after_backward",
+            lambda r: r.update(growth_bytes_per_step=1024),
+        ),
+        # "On a GPU the peak drops by about a fifth": 14 % is not about a fifth
+        (
+            "exercise1",
+            "fused_saving_pct",
+            "exercise1-adam_fused",
+            lambda r: r.update(peak_bytes=r["baseline_bytes"] + int(metrics.net_peak(r) * 1.08)),
+        ),
+    ],
+)
 def test_a_quoted_fact_leaves_its_range_when_the_recording_contradicts_the_sentence(lesson, name, rid, mutate):
     assert _fact_holds(lesson, name)
     assert not _fact_holds(lesson, name, rid, mutate)
@@ -327,8 +391,14 @@ def test_a_quoted_fact_leaves_its_range_when_the_recording_contradicts_the_sente
 def test_a_gpu_only_check_on_a_run_that_exists_only_on_gpus_is_a_device_skip_beside_cpu_runs():
     """Lesson 6's CPU offload runs on GPUs only, so the CPU recordings have no such run: its GPU-only checks are
     device skips there. The same run missing beside GPU runs is missing, and so is a check without a devices rule."""
-    check = {"check": "value", "metric": "peak_ratio", "run": "offload", "baseline": "zero3", "max": 0.5,
-             "devices": ["cuda"]}
+    check = {
+        "check": "value",
+        "metric": "peak_ratio",
+        "run": "offload",
+        "baseline": "zero3",
+        "max": 0.5,
+        "devices": ["cuda"],
+    }
     cpu, gpu = {"device": {"type": "cpu"}, "peak_bytes": 1}, {"device": {"type": "cuda"}, "peak_bytes": 1}
     assert expectations.evaluate_one(check, {"zero3": cpu}).get("skipped") == "device"
     assert expectations.evaluate_one(check, {"zero3": gpu}).get("missing") == "offload"

@@ -10,7 +10,7 @@ from functools import cache
 import awaiting
 import pytest
 
-from course import catalog, claims, content, expectations, facts
+from course import catalog, claims, content, expectations, facts, recordings
 from experiments.core import metrics
 from experiments.core.config import ExperimentConfig
 from experiments.core.recorded import ROOT as RECORDED_ROOT
@@ -18,19 +18,22 @@ from experiments.core.recorded import load_recorded
 from experiments.jobs.kinds import execute
 
 LESSONS = catalog.LESSON_IDS
-JOBS = content.all_jobs()
+JOBS = recordings.all_jobs()
 PROMPTS = [(lesson, kind) for lesson in LESSONS for kind in sorted(content.meta(lesson).get("prompts") or {})]
 MARKDOWN = sorted(content.lessons_dir().glob("*/*.md"))
 # Rounds sets (meta "rounds_sets") the lead records on the H200; until a file exists, what needs it skips.
-ROUNDS_SET_IDS = {catalog.rounds_set_id(lesson, r["id"]) for lesson in LESSONS
-                  for r in content.rounds_sets(content.meta(lesson))}
+ROUNDS_SET_IDS = {
+    catalog.rounds_set_id(lesson, r["id"]) for lesson in LESSONS for r in content.rounds_sets(content.meta(lesson))
+}
 RECORDED = RECORDED_ROOT / catalog.RECORDED_FOLDER
 
 
 def _record_command(ids) -> str:
     prefixes = " ".join(sorted(ids))
-    return (f"not recorded yet: run `python benchmarks/record_results.py --out recorded/{catalog.RECORDED_FOLDER} "
-            f"--only {prefixes}` on the H200")
+    return (
+        f"not recorded yet: run `python benchmarks/record_results.py --out recorded/{catalog.RECORDED_FOLDER} "
+        f"--only {prefixes}` on the H200"
+    )
 
 
 def _cpu_only_if_applicable(checks: list[dict]) -> bool:
@@ -41,8 +44,12 @@ def _cpu_only_if_applicable(checks: list[dict]) -> bool:
 def _cpu(kind: str, params_json: str) -> dict:
     params = json.loads(params_json)
     job = {"kind": kind, "params": params}
-    return execute(kind, content.device_params(job, "cpu") if kind != "run" else
-                   ExperimentConfig.from_dict(dict(params, device="cpu")).to_dict())
+    return execute(
+        kind,
+        recordings.device_params(job, "cpu")
+        if kind != "run"
+        else ExperimentConfig.from_dict(dict(params, device="cpu")).to_dict(),
+    )
 
 
 def cpu_run(kind: str, params: dict) -> dict:
@@ -73,11 +80,12 @@ def prose_of(meta: dict) -> list[str]:
 
 # --- the lesson data is well formed ---
 
+
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_lesson_data_is_valid(lesson):
     meta = content.meta(lesson)
     assert meta.get("title"), f"{lesson}: meta.json missing or without a title"
-    for job in content.record_jobs(lesson):
+    for job in recordings.record_jobs(lesson):
         if job["kind"] in ("run", "profile"):
             ExperimentConfig.from_dict(job["params"])
         elif job["kind"] == "timing_rounds":
@@ -126,8 +134,11 @@ def test_technique_and_strategy_configs_state_only_differences():
     for lesson in LESSONS:
         meta = content.meta(lesson)
         preset = meta.get("preset") or {}
-        items = [*(meta.get("techniques") or []), *(meta.get("strategies") or []),
-                 *(s for r in content.rounds_sets(meta) for s in r["strategies"])]
+        items = [
+            *(meta.get("techniques") or []),
+            *(meta.get("strategies") or []),
+            *(s for r in content.rounds_sets(meta) for s in r["strategies"]),
+        ]
         for item in items:
             for which in ("config", "baseline"):
                 same = {k for k, v in (item.get(which) or {}).items() if preset.get(k) == v}
@@ -135,6 +146,7 @@ def test_technique_and_strategy_configs_state_only_differences():
 
 
 # --- the recordings are of exactly what the lessons say now ---
+
 
 @pytest.mark.parametrize("job", JOBS, ids=[j["id"] for j in JOBS])
 def test_recorded_result_matches_lesson_data(job):
@@ -144,7 +156,7 @@ def test_recorded_result_matches_lesson_data(job):
     assert path.exists(), f"{job['id']} is not recorded: run benchmarks/record_results.py on the GPU"
     entry = json.loads(path.read_text(encoding="utf-8"))
     assert entry["kind"] == job["kind"]
-    assert entry["params"] == content.device_params(job, "cuda"), f"{job['id']} was recorded from other settings"
+    assert entry["params"] == recordings.device_params(job, "cuda"), f"{job['id']} was recorded from other settings"
 
 
 def test_no_stale_recordings():
@@ -155,9 +167,13 @@ def test_no_stale_recordings():
 
 # --- every prompt holds on the data it is shown with ---
 
+
 def _recorded_runs(lesson: str, kind: str) -> dict:
-    return {key: load_recorded(rid) for key, rid in content.prompt_recorded_ids(lesson, kind).items()
-            if load_recorded(rid) is not None}
+    return {
+        key: load_recorded(rid)
+        for key, rid in recordings.prompt_recorded_ids(lesson, kind).items()
+        if load_recorded(rid) is not None
+    }
 
 
 @pytest.mark.parametrize(("lesson", "kind"), PROMPTS)
@@ -180,8 +196,10 @@ def _cpu_runs(lesson: str, kind: str) -> dict:
     k = content.cpu_scale(meta)
     prompt = meta["prompts"][kind]
     if kind == "leak":
-        return {s["id"]: cpu_run("leak", {"scenario": s["id"], "steps": catalog.RECORDED_LEAK_STEPS})
-                for s in content.leak_scenarios(lesson)}
+        return {
+            s["id"]: cpu_run("leak", {"scenario": s["id"], "steps": catalog.RECORDED_LEAK_STEPS})
+            for s in content.leak_scenarios(lesson)
+        }
     if kind == "rounds":
         strategies = [(s["id"], content.over_preset(meta, s.get("config"), k)) for s in meta["strategies"]]
         return {"rounds": cpu_run("timing_rounds", content.rounds_params(meta, strategies))}
@@ -237,8 +255,9 @@ def test_fragmentation_expectations_hold_on_the_h200_recording():
 
 @pytest.mark.parametrize("lesson", [x for x in LESSONS if content.meta(x).get("profile")])
 def test_profiler_bullets_hold_on_the_h200_table(lesson):
-    outcomes = expectations.evaluate(content.meta(lesson)["profile_expect"],
-                                     {"run": load_recorded(catalog.profile_id(lesson))})
+    outcomes = expectations.evaluate(
+        content.meta(lesson)["profile_expect"], {"run": load_recorded(catalog.profile_id(lesson))}
+    )
     assert not [o for o in outcomes if o["holds"] is False], outcomes
     assert not expectations.unapplied(outcomes) and expectations.verdict(outcomes) is True
 
@@ -268,8 +287,11 @@ def _with_breakdowns() -> list:
             result = json.loads(path.read_text(encoding="utf-8"))["result"]
             if not _drawn_beside_a_peak(result):
                 continue
-            marks = [pytest.mark.xfail(strict=True, reason=f"counts host memory in its breakdown: {awaiting.COMMAND}")] \
-                if path.stem == awaiting.OFFLOAD_RECORDING and awaiting.awaits_offload_recording(result) else []
+            marks = (
+                [pytest.mark.xfail(strict=True, reason=f"counts host memory in its breakdown: {awaiting.COMMAND}")]
+                if path.stem == awaiting.OFFLOAD_RECORDING and awaiting.awaits_offload_recording(result)
+                else []
+            )
             out.append(pytest.param(path, id=f"{folder}/{path.stem}", marks=marks))
     return out
 
@@ -284,6 +306,7 @@ def test_categories_add_up_to_the_peak_they_are_drawn_beside(path):
 
 # --- every number the prose quotes is a recorded one, in the direction the prose states ---
 
+
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_facts_are_recorded_and_in_range(lesson):
     pending = set()
@@ -295,8 +318,9 @@ def test_facts_are_recorded_and_in_range(lesson):
         assert number is not None, f"{lesson}.{name}: no recorded value ({spec.get('run')}, {spec.get('baseline')})"
         summary = facts.paired_summary(spec, load_recorded)
         spread = f" (rounds {summary['lo']:.4g}..{summary['hi']:.4g})" if summary else ""
-        assert facts.holds(spec, number, summary), \
+        assert facts.holds(spec, number, summary), (
             f"{lesson}.{name} = {number:.4g}{spread} is outside {spec.get('min')}..{spec.get('max')}"
+        )
     if pending:
         pytest.skip(f"{lesson}: facts of {sorted(pending)} {_record_command(pending)}")
 
@@ -309,8 +333,9 @@ ROUNDS_JOBS = {j["id"]: j for j in JOBS if j["kind"] == "timing_rounds"}
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_time_ratio_facts_read_paired_interleaved_rounds(lesson):
     for name, spec in (content.meta(lesson).get("facts") or {}).items():
-        assert spec.get("metric") != "step_time_ratio", \
+        assert spec.get("metric") != "step_time_ratio", (
             f"{lesson}.{name} reads a time ratio off one pair of runs; bind it to a rounds recording (paired_ratio)"
+        )
         if spec.get("metric") != facts.PAIRED:
             continue
         job = ROUNDS_JOBS.get(spec.get("run"))
@@ -399,6 +424,7 @@ def test_the_home_pages_lesson_map_names_every_lesson_page():
     for index, language in enumerate(("en", "zh")):
         text = (content.lessons_dir() / "home" / f"lesson.{language}.md").read_text(encoding="utf-8")
         rows = {line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ")}
-        missing = [title[index].split(" · ", 1)[1] for title in pages.values()
-                   if title[index].split(" · ", 1)[1] not in rows]
+        missing = [
+            title[index].split(" · ", 1)[1] for title in pages.values() if title[index].split(" · ", 1)[1] not in rows
+        ]
         assert not missing, f"home/lesson.{language}.md: the lesson map has no row for {missing}"

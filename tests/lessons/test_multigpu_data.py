@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from course import catalog, content, expectations, facts
+from course import catalog, content, expectations, facts, recordings
 from experiments.core.recorded import ROOT as RECORDED_ROOT
 from experiments.core.recorded import load_recorded
 from experiments.distributed.launch import DistributedConfig
@@ -31,26 +31,28 @@ def recording(device: str) -> str:
 
 
 def lesson_jobs(device: str) -> list[dict]:
-    return [job for job in content.record_jobs(LESSON) if job["device"] == device]
+    return [job for job in recordings.record_jobs(LESSON) if job["device"] == device]
 
 
 def runs_by_strategy(device: str) -> dict:
     """Strategy id -> its recorded run on `device` (those recorded), the run keys the lesson's prompts name."""
-    ids = content.prompt_recorded_ids(LESSON, PROMPTS[0], device)
+    ids = recordings.prompt_recorded_ids(LESSON, PROMPTS[0], device)
     return {sid: load_recorded(rid) for sid, rid in ids.items() if load_recorded(rid) is not None}
 
 
 def _need(device: str) -> None:
     if not (RECORDED_ROOT / recording(device)).is_dir():
-        pytest.skip(f"recorded/{recording(device)} does not exist yet: run "
-                    f"`python3 benchmarks/record_distributed.py --device {device}` on a machine with 2 GPUs")
+        pytest.skip(
+            f"recorded/{recording(device)} does not exist yet: run "
+            f"`python3 benchmarks/record_distributed.py --device {device}` on a machine with 2 GPUs"
+        )
 
 
 def test_lesson_data_is_valid():
     assert M["title"]["en"] and M["title"]["zh"]
     for device in DEVICES:
         for job in lesson_jobs(device):
-            DistributedConfig.from_dict(content.device_params(job))
+            DistributedConfig.from_dict(recordings.device_params(job))
     for kind, prompt in M["prompts"].items():
         assert prompt.get("expect") and prompt.get("try_expect"), kind
         for check in prompt["expect"] + prompt["try_expect"]:
@@ -82,7 +84,7 @@ def test_recordings_are_of_what_the_lesson_says_now(device):
         path = folder / f"{job['id']}.json"
         assert path.exists(), f"{job['id']} is not recorded: run benchmarks/record_distributed.py --device {device}"
         entry = json.loads(path.read_text(encoding="utf-8"))
-        assert entry["kind"] == "distributed" and entry["params"] == content.device_params(job), job["id"]
+        assert entry["kind"] == "distributed" and entry["params"] == recordings.device_params(job), job["id"]
         result = entry["result"]
         assert not result["errors"] and len(result["ranks"]) == job["params"]["world_size"], job["id"]
         assert result["update_check"]["ok"], (job["id"], result["update_check"])
@@ -97,8 +99,10 @@ def _offload_awaits() -> bool:
 def test_the_offload_recording_still_awaits_its_re_recording():
     """The marker of tests/lessons/awaiting.py cannot outlive the recording it waits for."""
     assert load_recorded(awaiting.OFFLOAD_RECORDING) is not None, f"{awaiting.OFFLOAD_RECORDING} is not recorded"
-    assert _offload_awaits(), (f"{awaiting.OFFLOAD_RECORDING} now counts host memory apart: delete "
-                               "tests/lessons/awaiting.py and its uses, so that its checks and facts are tested again")
+    assert _offload_awaits(), (
+        f"{awaiting.OFFLOAD_RECORDING} now counts host memory apart: delete "
+        "tests/lessons/awaiting.py and its uses, so that its checks and facts are tested again"
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -133,19 +137,27 @@ def test_facts_are_recorded_and_in_range(name):
         assert number is None, f"{name}: marked awaiting the offload recording, yet it has a value"
         return
     assert number is not None, f"{name}: no recorded value ({spec.get('run')})"
-    assert facts.holds(spec, number, facts.paired_summary(spec, load_recorded)), \
+    assert facts.holds(spec, number, facts.paired_summary(spec, load_recorded)), (
         f"{name} = {number:.4g} is outside {spec.get('min')}..{spec.get('max')}"
+    )
 
 
 # On the CPU (gloo) there is no allocator rounding: the per-rank replay gives the measured peak to the byte, or 64 B
 # below it for FSDP2's ZeRO-3.
 ESTIMATE_GAP_BYTES = 64
-ZERO2_GAP = ("the recorded FSDP2 ZeRO-2 estimate is 2.3 % under the measured rank peak (2.2 MB): the replay misses "
-             "what the unsharded parameters keep between forward and backward (experiments/distributed/replay.py)")
+ZERO2_GAP = (
+    "the recorded FSDP2 ZeRO-2 estimate is 2.3 % under the measured rank peak (2.2 MB): the replay misses "
+    "what the unsharded parameters keep between forward and backward (experiments/distributed/replay.py)"
+)
 
 
-@pytest.mark.parametrize("sid", [pytest.param(s, marks=[pytest.mark.xfail(strict=True, reason=ZERO2_GAP)]
-                                              if s == "fsdp2_zero2" else []) for s in runs_by_strategy("cpu")])
+@pytest.mark.parametrize(
+    "sid",
+    [
+        pytest.param(s, marks=[pytest.mark.xfail(strict=True, reason=ZERO2_GAP)] if s == "fsdp2_zero2" else [])
+        for s in runs_by_strategy("cpu")
+    ],
+)
 def test_the_estimate_is_the_measured_peak_on_every_cpu_recording(sid):
     result = runs_by_strategy("cpu")[sid]
     measured = max(r["peak_bytes"] - (r.get("baseline_bytes") or 0) for r in result["ranks"])

@@ -100,8 +100,13 @@ def test_a_time_claims_text_is_chosen_and_checked_by_its_rounds_not_by_one_pair(
 
     # Every round's technique time set to the baseline's of that round, times 1.0: the claim holds over rounds, and
     # the "why not" text's "several times as long in every round" would now be contradicted by those rounds.
-    even = {**rounds, "strategies": [rounds["strategies"][0], dict(rounds["strategies"][1],
-                                                                    round_ms=list(rounds["strategies"][0]["round_ms"]))]}
+    even = {
+        **rounds,
+        "strategies": [
+            rounds["strategies"][0],
+            dict(rounds["strategies"][1], round_ms=list(rounds["strategies"][0]["round_ms"])),
+        ],
+    }
     key, _ = _shown(technique, tech, base, even)
     assert key == "why_holds"
     outcomes = expectations.evaluate(technique["why_not_expect"], claims.runs(tech, base, rounds=even))

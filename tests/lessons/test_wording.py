@@ -14,7 +14,10 @@ from course import content
 NUMBER = r"(?:\{\{?\s*[\w.]+\s*\}?\}|\d+(?:\.\d+)?|[一二两三四五六七八九十百几好]+)"
 # A comparative directly followed by a multiple: "慢 3 倍", "快了 {{x}} 倍", "慢上好几倍", "缩小 {k} 倍".
 AMBIGUOUS = re.compile(
-    r"(?:缩小|减少|降低|增加|提高|增大|提升|加快|减慢|慢|快|小|大|多|少|低|高|短|长)(?:了|上|出)?\**\s*" + NUMBER + r"\s*倍")
+    r"(?:缩小|减少|降低|增加|提高|增大|提升|加快|减慢|慢|快|小|大|多|少|低|高|短|长)(?:了|上|出)?\**\s*"
+    + NUMBER
+    + r"\s*倍"
+)
 
 
 def zh_strings(value) -> list[str]:
@@ -37,11 +40,26 @@ def lesson_texts() -> list[tuple[str, str]]:
 
 
 def test_the_pattern_catches_the_ambiguous_forms_only():
-    for bad in ("单步慢了 {{accum_slowdown}} 倍", "**慢** {{x}} 倍", "比 fp32 快了 4.8 倍", "会让每一步都慢上好几倍",
-                "都缩小 {k} 倍", "快 2 倍"):
+    for bad in (
+        "单步慢了 {{accum_slowdown}} 倍",
+        "**慢** {{x}} 倍",
+        "比 fp32 快了 4.8 倍",
+        "会让每一步都慢上好几倍",
+        "都缩小 {k} 倍",
+        "快 2 倍",
+    ):
         assert AMBIGUOUS.search(bad), bad
-    for good in ("耗时是基线的 {{amp_slowdown}} 倍", "单步耗时约是原来的 3.5 倍", "是 DDP 的一倍半", "参数的两倍",
-                 "把 batch 提高到八倍", "batch 翻倍", "耗时成倍增加", "缩小到 1/{k}", "大小的 {error} 倍"):
+    for good in (
+        "耗时是基线的 {{amp_slowdown}} 倍",
+        "单步耗时约是原来的 3.5 倍",
+        "是 DDP 的一倍半",
+        "参数的两倍",
+        "把 batch 提高到八倍",
+        "batch 翻倍",
+        "耗时成倍增加",
+        "缩小到 1/{k}",
+        "大小的 {error} 倍",
+    ):
         assert not AMBIGUOUS.search(good), good
 
 

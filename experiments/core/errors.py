@@ -1,0 +1,40 @@
+"""Every rule the engine refuses a configuration value by, and the error that names it: ConfigError carries the
+field, the rule's code and its parameters, so a page words it in its own language. Torch-free."""
+
+from __future__ import annotations
+
+# Every rule the engine refuses a value by, once: code -> the parameters its error carries. A page words each code
+# in its own language (the app's `config.err.<code>`) with these parameters; the message is the engine's English.
+ERROR_CODES = {
+    "choice": ("value", "allowed"),  # not one of the allowed values ("allowed": comma-separated)
+    "range": ("value", "lo", "hi"),  # not an integer (a number) in [lo, hi]
+    "unknown": ("value", "known"),  # a field or name the engine does not know ("known": comma-separated)
+    "batch_accum": ("batch", "accum"),  # the (per-rank) batch does not split into accum micro-batches
+    "heads_divide": ("width", "heads"),
+    "head_dim": ("dim",),  # the transformer's head dimension is not a multiple of 8
+    "cnn_width": ("width",),  # the CNN's channels above 512
+    "cnn_layers": ("layers",),  # the CNN's conv layers above 16
+    "global_batch": ("batch", "world_size"),  # a global batch that the ranks cannot split evenly
+    "fsdp_fused_sgd": (),  # FSDP2's sharded parameters have no fused SGD step
+    "cuda_unavailable": (),  # "cuda" asked for on a machine without one
+    "cuda_only": ("strategy", "allowed"),  # a strategy that needs a GPU, on a CPU run ("allowed": the others)
+    "needs_cuda": (),  # an experiment of the CUDA caching allocator, without a GPU
+    "same_world_size": (),  # configurations launched together differ in world size
+    "same_device": (),  # configurations run together differ in device
+}
+
+
+class ConfigError(ValueError):
+    """A configuration value is out of range; `field` names the offending field.
+
+    `code` and `params` say which rule failed with what values (ERROR_CODES), so a page can word it in its own
+    language (the app's `config.err.<code>`); the message is the engine's English wording of the same."""
+
+    def __init__(self, field: str, message: str, code: str | None = None, **params):
+        if code is not None and (code not in ERROR_CODES or set(params) != set(ERROR_CODES[code])):
+            raise TypeError(f"ConfigError code {code!r} with parameters {sorted(params)}: see ERROR_CODES")
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+        self.code = code
+        self.params = params
