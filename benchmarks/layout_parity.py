@@ -289,7 +289,7 @@ def extras(device: str, seed: int) -> dict:
     return out
 
 
-def measure(root: Path, device: str, n: int, seed: int, threads: int) -> dict:
+def measure(root: Path, device: str, n: int, seed: int, threads: int, with_extras: bool = True) -> dict:
     os.environ["GPU_MEMORY_LAB_CACHE"] = tempfile.mkdtemp(prefix="layout-parity-")  # no workspaces measured yet
     layout, choices, ExperimentConfig, estimate, run_experiment = load_engine(root)
     import torch
@@ -315,7 +315,7 @@ def measure(root: Path, device: str, n: int, seed: int, threads: int) -> dict:
             flush=True,
         )
     t1 = time.perf_counter()
-    extra = extras(device, seed) if layout == "packages" else None
+    extra = extras(device, seed) if layout == "packages" and with_extras else None
     print(f"extras (per-rank estimates, gradient checks, leak runs): {time.perf_counter() - t1:.1f} s", flush=True)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=False)
     meta = {
@@ -416,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1, help="CPU threads (fixed, so CPU sums add in one order)")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--no-extras", action="store_true", help="the grid only (what a flat layout has), no extras")
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("A.json", "B.json"))
     args = ap.parse_args(argv)
     if args.compare:
@@ -424,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--n: got {args.n}; at least 40 configurations")
     if not args.out:
         ap.error("--out is required (or --compare A.json B.json)")
-    data = measure(args.root.resolve(), args.device, args.n, args.seed, args.threads)
+    data = measure(args.root.resolve(), args.device, args.n, args.seed, args.threads, with_extras=not args.no_extras)
     args.out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(
         f"wrote {args.out}: {data['meta']['n']} configurations in {data['meta']['seconds']} s ({data['meta']['layout']})"
