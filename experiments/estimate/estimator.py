@@ -22,9 +22,12 @@ def estimate(
     device_type: str = "cuda",
     method: str = "auto",
     transients: dict[str, int] | None = None,
+    spec=None,
 ) -> dict:
     """The peak a run of cfg reaches on `device_type`, with the categories at that moment and their explanation.
 
+    `spec`: the model where cfg does not name it (an import path, from the command line). Raises CannotPredict
+    (experiments/estimate/unpredictable.py) for what fake tensors cannot replay.
     method "replay" (or "auto") traces the real training step on fake CPU tensors; "replay_device" dispatches as
     CUDA does (a CUDA build only, in the worker process).
     `transients`: scratch bytes of cuDNN's convolutions per op signature, measured on the device. A convolution
@@ -43,6 +46,7 @@ def estimate(
         block=512 if cuda else 1,
         fake_device="cuda" if cuda and method == "replay_device" else "cpu",
         transients=transients if cuda else None,
+        spec=spec,
     )
     categories = {c: int(r["categories"].get(c, 0)) for c in CATS}
     peak, phase, reserved, unmeasured = int(r["peak_bytes"]), r["peak_phase"], None, []
