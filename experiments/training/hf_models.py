@@ -87,8 +87,10 @@ def config_kwargs(model_type: str, base: dict, overrides: dict) -> dict:
 def check_shape(model_type: str, config: dict):
     """The built config, after what its constructor accepts but the model would fail on later. Read off the config
     as built, so that derived defaults (KV heads = heads, head_dim) are the model's own."""
+    import transformers
     from transformers import AutoConfig
 
+    transformers.logging.set_verbosity_error()  # its config warnings (token ids past a small vocabulary)
     default = _defaults(model_type)
     try:
         cfg = AutoConfig.for_model(model_type, **config)
