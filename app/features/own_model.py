@@ -51,9 +51,9 @@ def picker(meta: dict):
     """The configuration the learner picked (an ExperimentConfig), or None after showing why it is not valid."""
     st.subheader(t("ym.pick"))
     presets = om.presets()
-    kind = st.radio(
-        t("ym.source"), ("preset", "hf"), format_func=lambda k: t("ym.source." + k), horizontal=True, key=f"{NS}.kind"
-    )
+    # Labels resolved now: a format_func called later (AppTest does) must not re-read the language.
+    kinds = {k: t("ym.source." + k) for k in ("preset", "hf")}
+    kind = st.radio(t("ym.source"), tuple(kinds), format_func=kinds.__getitem__, horizontal=True, key=f"{NS}.kind")
     if kind == "preset":
         ids = list(presets)
         pid = st.selectbox(
@@ -61,10 +61,14 @@ def picker(meta: dict):
             ids,
             index=ids.index(meta["default_preset"]),
             key=f"{NS}.preset",
-            format_func=lambda p: content.localized(presets[p]["title"], lang()),
+            format_func={p: content.localized(presets[p]["title"], lang()) for p in ids}.__getitem__,
         )
         size = st.radio(
-            t("ym.size"), ("full", "tiny"), format_func=lambda s: t("ym.size." + s), horizontal=True, key=f"{NS}.size"
+            t("ym.size"),
+            ("full", "tiny"),
+            format_func={s: t("ym.size." + s) for s in ("full", "tiny")}.__getitem__,
+            horizontal=True,
+            key=f"{NS}.size",
         )
         source = f"preset:{pid}" + (":tiny" if size == "tiny" else "")
         defaults, task = om.defaults(source), presets[pid]["source"].get("task")
@@ -108,17 +112,21 @@ def picker(meta: dict):
 
 
 def estimate(cfg) -> None:
+    """On a click (a full-size replay takes seconds); shown while the configuration stays the same."""
     st.subheader(t("ym.estimate"))
-    with st.spinner(t("ym.estimating")):
-        est, err = backend.estimate(cfg)
+    if st.button(t("ym.estimate"), key=f"{NS}.estimate", type="primary"):
+        with st.spinner(t("ym.estimating")):
+            st.session_state[f"{NS}.est"] = (cfg.to_dict(), *backend.estimate(cfg))
+    shown = st.session_state.get(f"{NS}.est")
+    if not shown or shown[0] != cfg.to_dict():
+        return
+    _, est, err = shown
     if err:
         (st.warning if "cannot be predicted" in err else engine_error)(err.split(": ", 1)[-1])
         return
     device = t("source.estimated") + f" ({backend.device_type(cfg)})"
     p = est["peak_phase"]
-    st.markdown(
-        t("ym.estimate_result", peak=fmt_bytes(est["peak_bytes"]), phase=t("phase." + p), step=2, device=device)
-    )
+    st.markdown(t("ym.estimate_result", peak=fmt_bytes(est["peak_bytes"]), phase=t("phase." + p), device=device))
     st.altair_chart(breakdown.estimate_chart(breakdown.frame(None, est["categories"])), width="stretch")
 
 

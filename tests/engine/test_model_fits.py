@@ -126,3 +126,30 @@ def test_the_command_line_estimates_a_preset_as_json_and_refuses_bad_names_in_on
         "estimate", "--import", "own_model_toys:data_dependent_shape", "--inputs", "x:float[B,32]", "--device", "cpu"
     )
     assert unpredictable.returncode == 3 and unpredictable.stdout.startswith("cannot be predicted: gate ")
+
+
+def test_the_h200_benchmark_measures_its_plain_loop_as_the_replay_predicts_on_the_cpu(tmp_path):
+    """benchmarks/model_presets.py's CPU path on a tiny preset: its own plain loop (not the engine's step), counted by
+    the engine's tracker, has the replay's steady-state peak; the JSON it writes has the row. (Where the peak is in
+    the optimizer step the engine's step holds one more 0-dim tensor, the loss's clone: a few bytes.)"""
+    out = tmp_path / "presets.json"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/model_presets.py",
+            "--device",
+            "cpu",
+            "--tiny",
+            "--only",
+            "gpt2-amp-bf16",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["measured_peak_bytes"] == row["estimate_peak_bytes"] > 0 and row["peak_diff_percent"] == 0
