@@ -104,20 +104,20 @@ def verdicts(meta: dict) -> dict[str, bool | None]:
 
 
 def table_rows() -> list[dict]:
-    """The recorded estimates, one row each, for the page's table (bytes in GiB)."""
+    """The recorded estimates, one row each, for the page's table: model, sequence, levers, peak in GiB and bytes per
+    parameter at the optimizer step's peak."""
     rows = []
-    for name, e in estimates().items():
+    for e in estimates().values():
         c = e["config"]
+        title = presets()[c["model_source"].split(":")[1]]["title"]["en"].split(" ")[0]
         rows.append(
             {
-                "name": name,
+                "model": f"{title} · {c['precision']}",
                 "seq_len": c["seq_len"],
-                "precision": c["precision"],
                 "optimizer_impl": c["optimizer_impl"],
-                "checkpoint": c["checkpoint"],
-                "peak_gib": round(e["peak_bytes"] / GIB, 3),
-                "bytes_per_parameter": round(e["optimizer_step_peak_bytes"] / e["parameters"], 2),
-                "formula_gib": round(e["formula_bytes"] / GIB, 1),
+                "checkpoint": "✓" if c["checkpoint"] != "none" else "",
+                "peak_gib": round(e["peak_bytes"] / GIB, 2),
+                "bytes_per_parameter": round(e["optimizer_step_peak_bytes"] / e["parameters"], 1),
             }
         )
     return rows

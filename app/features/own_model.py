@@ -42,7 +42,12 @@ def recorded(meta: dict) -> None:
         st.markdown(f"**{t('ym.notice')}**")
         for check in meta.get("checks", []):
             states = [verdicts[name] for name in check["facts"]]
-            mark = "✅" if all(states) else ("⏳" if None in states else "⚠️")
+            # Material icons: headless browsers and some servers have no emoji font.
+            mark = (
+                ":material/check_circle:"
+                if all(states)
+                else (":material/hourglass_empty:" if None in states else ":material/warning:")
+            )
             verdict = t("ym.holds") if all(states) else (t("ym.awaiting") if None in states else t("ym.fails"))
             st.markdown(f"{mark} {facts.render(content.localized(check['text'], lang()), values)} *({verdict})*")
 

@@ -29,7 +29,9 @@ def _texts(at) -> str:
 def test_the_page_estimates_a_tiny_preset_as_the_replay_does(lang):
     at = open_page("yourmodel", lang, state=TINY)
     assert not at.exception and not at.error, [e.value for e in at.error]
-    assert "✅" in _texts(at) and "⚠️" not in _texts(at)  # every checked sentence holds on the table it sits under
+    assert ":material/check_circle:" in _texts(at) and ":material/warning:" not in _texts(
+        at
+    )  # every checked sentence holds on the table it sits under
     at.button(key="ym.estimate").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert fmt_bytes(replay(_cfg())["peak_bytes"]) in _texts(at)
