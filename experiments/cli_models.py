@@ -111,7 +111,8 @@ def print_fits(r: dict) -> None:
     for row in r["grid"]:
         peak = "-" if row["peak_bytes"] is None else f"{row['peak_bytes'] / GIB:9.3f}"
         print(
-            f"{row['precision']:10} {row['optimizer_impl']:9} {row['checkpoint']:10} {row['largest_batch']:>13} {peak:>9}"
+            f"{row['precision']:10} {row['optimizer_impl']:9} {row['checkpoint']:10} "
+            f"{row['largest_batch']:>13} {peak:>9}"
         )
     c = r["cheapest"]
     print(
@@ -136,9 +137,10 @@ def print_estimate(r: dict) -> None:
     )
     for p in r["phases"]:
         micro = "" if p["micro"] is None else f".{p['micro']}"
-        alloc = "" if p["allocator_peak_bytes"] is None else f"  allocator {p['allocator_peak_bytes'] / GIB:9.3f}"
+        alloc = "" if p["allocator_peak_bytes"] is None else f"  allocator {fmt_bytes(p['allocator_peak_bytes']):>11}"
         print(
-            f"  step {p['step']}{micro:3} {p['phase']:15} allocated {p['allocated_bytes'] / GIB:9.3f}  peak {p['peak_bytes'] / GIB:9.3f}{alloc}"
+            f"  step {p['step']}{micro:3} {p['phase']:15} allocated {fmt_bytes(p['allocated_bytes']):>11}  "
+            f"peak {fmt_bytes(p['peak_bytes']):>11}{alloc}"
         )
     print(
         f"peak {fmt_bytes(r['peak_bytes'])} in {r['peak_phase']['phase']} (step {r['peak_phase']['step']}); "

@@ -121,7 +121,8 @@ def estimate(cfg) -> None:
     st.subheader(t("ym.estimate"))
     if st.button(t("ym.estimate"), key=f"{NS}.estimate", type="primary"):
         with st.spinner(t("ym.estimating")):
-            st.session_state[f"{NS}.est"] = (cfg.to_dict(), *backend.estimate(cfg))
+            # For a GPU whatever this server has: the question is whether it fits the learner's card.
+            st.session_state[f"{NS}.est"] = (cfg.to_dict(), *backend.estimate(cfg, for_device="cuda"))
     shown = st.session_state.get(f"{NS}.est")
     if not shown or shown[0] != cfg.to_dict():
         return
@@ -129,7 +130,7 @@ def estimate(cfg) -> None:
     if err:
         (st.warning if "cannot be predicted" in err else engine_error)(err.split(": ", 1)[-1])
         return
-    device = t("source.estimated") + f" ({backend.device_type(cfg)})"
+    device = t("source.estimated") + " (CUDA)"
     p = est["peak_phase"]
     st.markdown(t("ym.estimate_result", peak=fmt_bytes(est["peak_bytes"]), phase=t("phase." + p), device=device))
     st.altair_chart(breakdown.estimate_chart(breakdown.frame(None, est["categories"])), width="stretch")

@@ -5,7 +5,8 @@ N GPUs, the fewest ranks and the strategy (experiments/distributed/estimate.py's
 The optimizer implementation changes only the optimizer step: forward and backward allocate the same storages and
 the state has the same size for every implementation. So one replay per batch gives every implementation's peak:
 
-    peak(impl, b) = max(peak of the other phases at b,  max over steps s of [allocated before step s at b + extra(impl, s)])
+    peak(impl, b) = max(peak of the other phases at b,
+                        max over steps s of [allocated before step s at b + extra(impl, s)])
 
 where extra(impl, s), what step s adds on what is alive before it, comes from the optimizer alone replayed on fake
 parameters and gradients of the model's shapes (the step sees nothing else; tested equal to the whole run's). The

@@ -1,5 +1,6 @@
-"""The "Your model" page in both languages: it opens without an error, estimates a preset's tiny variant to the byte
-of the engine's replay, searches what fits, runs it for real beside its estimate, and words a bad name in one line."""
+"""The "Your model" page in both languages: it opens without an error, estimates a preset's tiny variant for a GPU
+to the byte of the engine's estimate, searches what fits, runs it for real beside its estimate, and words a bad
+name in one line."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from conftest import open_page, run_until
 
 from experiments.core.config import ExperimentConfig
 from experiments.core.units import fmt_bytes
-from experiments.estimate.replay import replay
+from experiments.estimate.estimator import estimate
 
 TINY = {"ym.size": "tiny"}
 
@@ -34,7 +35,7 @@ def test_the_page_estimates_a_tiny_preset_as_the_replay_does(lang):
     )  # every checked sentence holds on the table it sits under
     at.button(key="ym.estimate").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    assert fmt_bytes(replay(_cfg())["peak_bytes"]) in _texts(at)
+    assert fmt_bytes(estimate(_cfg(), device_type="cuda")["peak_bytes"]) in _texts(at)  # the learner's GPU
 
 
 def test_the_page_finds_what_fits_and_runs_a_tiny_preset_beside_its_estimate():
