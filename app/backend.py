@@ -260,7 +260,11 @@ def what_fits(dcfg, capacity: int) -> tuple[dict | None, str | None]:
     (None when nothing up to the largest world size does)."""
     try:
         from experiments.distributed.estimate import what_fits as search
+        from experiments.distributed.model_fits import what_fits as grid
 
+        if isinstance(dcfg, ExperimentConfig):  # one GPU: the levers x batch grid (a model of one's own)
+            key, where = _frozen(dcfg.to_dict()), "cuda"
+            return _estimates.get(("grid", key, capacity, where), lambda: grid(dcfg, capacity, where)), None
         where = device_type(dcfg.config)
         table = workspaces() if where == "cuda" else None
         params = dcfg.config.to_dict()

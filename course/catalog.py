@@ -14,6 +14,9 @@ class Page:
     icon: str
     group: str  # its navigation group (GROUPS)
     data_parallel: bool = False  # its runs span several processes (recorded by benchmarks/record_distributed.py)
+    own_model: bool = (
+        False  # its numbers come from replays and the GPU check of models of one's own (course/own_model.py)
+    )
 
 
 GROUPS = ("start", "lessons", "exercises")
@@ -25,6 +28,7 @@ PAGES = (
     Page("leaks", ":material/water_drop:", "lessons"),
     Page("compare", ":material/compare_arrows:", "lessons"),
     Page("multigpu", ":material/device_hub:", "lessons", data_parallel=True),
+    Page("yourmodel", ":material/model_training:", "lessons", own_model=True),
     Page("exercise1", ":material/edit_note:", "exercises"),
     Page("exercise2", ":material/edit_note:", "exercises"),
     Page("exercise3", ":material/edit_note:", "exercises"),
@@ -33,7 +37,7 @@ PAGE_IDS = tuple(p.id for p in PAGES)
 HOME = PAGES[0].id
 # The pages whose runs are single-device training runs, recorded on one GPU into recorded/<RECORDED_FOLDER>
 # (benchmarks/record_results.py); a data-parallel page's recordings are named in its meta.json ("recordings").
-LESSON_IDS = tuple(p.id for p in PAGES if not p.data_parallel)
+LESSON_IDS = tuple(p.id for p in PAGES if not p.data_parallel and not p.own_model)
 # The lesson that defines every leak scenario once (lessons/<id>/meta.json "leak_scenarios"); others name them.
 LEAK_LESSON = "leaks"
 

@@ -1,4 +1,6 @@
-"""`python -m experiments run|estimate|leak|guard|record` — everything the app shows, as text or JSON."""
+"""`python -m experiments run|estimate|fits|models|leak|guard|record` — everything the app shows, as text or JSON.
+A model of one's own: `--model-preset llama3-8b`, `--model-type qwen2 --set layers=4`, `--import pkg.mod:factory`
+(experiments/cli_models.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import argparse
 import json
 import sys
 
+from .cli_models import add_fits_parser, add_model_flags, model_fields, print_estimate, print_fits, run_fits
 from .core.config import BATCH_MODES, CHOICES, STRATEGIES, ConfigError, ExperimentConfig
 from .core.units import MIB
 from .labs.leaks import DEFAULTS as LEAK_DEFAULTS
@@ -83,7 +86,8 @@ def _config(args) -> ExperimentConfig:
         for k in list(FLAG_FIELDS) + ["zero_grad_to_none", "inplace", "force"]
         if getattr(args, k) is not None
     }
-    return ExperimentConfig.from_dict(data)
+    own, args.spec = model_fields(args) if hasattr(args, "set") else ({}, None)
+    return ExperimentConfig.from_dict({**own, **data})  # a preset's levers, under the ones given
 
 
 def _mb(n) -> str:
@@ -182,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run_p = sub.add_parser("run", help="run one configuration and measure it")
     _add_config_flags(run_p)
+    add_model_flags(run_p)
     _add_distributed_flags(run_p)
     dist_p = sub.add_parser("distributed", help="run one configuration data-parallel (DDP, ZeRO, FSDP2) per rank")
     _add_config_flags(dist_p)
@@ -194,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
         'explanation ("terms").',
     )
     _add_config_flags(est_p)
+    add_model_flags(est_p)
+    fits_p = add_fits_parser(sub)
+    _add_config_flags(fits_p)
+    add_model_flags(fits_p)
+    sub.add_parser("models", help="the presets and the Hugging Face model types a model of your own can name")
     guard_p = sub.add_parser(
         "guard", help="compare the configuration's gradients with the strict fp32 baseline (no TF32)"
     )
@@ -207,16 +217,31 @@ def main(argv: list[str] | None = None) -> int:
     leak_p.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
+    from .estimate.unpredictable import CannotPredict
     from .measure.fits import WouldNotFit
 
+    own = False
     try:
+        if args.command == "models":
+            from .cli_models import list_models
+
+            list_models()
+            return 0
         if args.command == "leak":
             from .labs.leaks import run_leak
 
             result = run_leak(args.scenario, steps=args.steps, device=args.device, batch=args.batch, width=args.width)
         else:
             cfg = _config(args)
-            if args.command == "estimate":
+            own = bool(cfg.model_source or args.spec)
+            if args.command == "fits":
+                result = run_fits(cfg, args)
+            elif args.command == "estimate" and own:
+                from .estimate.own_model import model_estimate
+                from .measure.device import resolve_device
+
+                result = model_estimate(cfg, resolve_device(cfg.device).type, spec=args.spec)
+            elif args.command == "estimate":
                 from .estimate.estimator import estimate
                 from .measure.device import resolve_device
 
@@ -232,10 +257,16 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 from .measure.run import run_experiment
 
-                result = run_experiment(cfg)
+                result = run_experiment(cfg, spec=args.spec)
     except (ConfigError, WouldNotFit) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except CannotPredict as e:
+        print(str(e), file=sys.stderr)
+        return 3
+    if args.command in ("fits", "estimate") and own and not args.json:
+        (print_fits if args.command == "fits" else print_estimate)(result)
+        return 0 if result.get("predicted", True) else 3
     if result.get("kind") == "distributed" and not args.json:
         _print_distributed(result)
         return 0

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, fields
 from types import SimpleNamespace
 
 from .errors import ConfigError
+from .model_sources import validate_source
 
 MODELS = ("mlp", "cnn", "transformer")
 # fp32 is PyTorch's defaults (matmuls in full fp32, cuDNN convolutions in TF32); fp32_strict has no TF32 at all;
@@ -86,6 +87,10 @@ class ExperimentConfig:
     seed: int = 0
     budget_mb: float | None = None
     force: bool = False  # run even if the estimate says it will not fit
+    # A model of the learner's own instead of the built-in family `model` (experiments/core/model_sources.py):
+    # "preset:llama3-8b", "preset:llama3-8b:tiny", "hf:<model_type>", "torchvision:<name>"; "" = the family.
+    model_source: str = ""
+    model_overrides: str = ""  # "layers=4,hidden=512": allow-listed shape overrides of model_source, capped
 
     def __post_init__(self):
         validate(self)
@@ -204,8 +209,12 @@ def validate(cfg: ExperimentConfig, single: str | None = None) -> None:
                 value=getattr(cfg, name),
                 allowed="true, false",
             )
-    if single and single != "budget_mb":
-        return
+    if single in ("model_source", "model_overrides"):
+        return validate_source(cfg, single)
+    if single:
+        return _validate_budget(cfg) if single == "budget_mb" else None
+    if cfg.model_source or cfg.model_overrides:
+        validate_source(cfg)
     if cfg.batch % cfg.accum:
         raise ConfigError(
             "batch",
@@ -214,6 +223,9 @@ def validate(cfg: ExperimentConfig, single: str | None = None) -> None:
             batch=cfg.batch,
             accum=cfg.accum,
         )
+    if cfg.model_source:
+        _validate_budget(cfg)
+        return  # the family's shape rules (width, heads, layers) do not apply to a model of one's own
     if cfg.model == "transformer" and cfg.width % cfg.heads:
         raise ConfigError(
             "heads",
@@ -240,6 +252,10 @@ def validate(cfg: ExperimentConfig, single: str | None = None) -> None:
         raise ConfigError(
             "layers", f"got {cfg.layers}; the cnn allows [1, 16] conv layers", "cnn_layers", layers=cfg.layers
         )
+    _validate_budget(cfg)
+
+
+def _validate_budget(cfg) -> None:
     if cfg.budget_mb is not None:
         lo, hi = BUDGET_MB
         if isinstance(cfg.budget_mb, bool) or not isinstance(cfg.budget_mb, (int, float)):

@@ -36,7 +36,7 @@ from ..core.config import ConfigError, DistributedConfig, ExperimentConfig
 from ..core.vocabulary import RANK_TENSOR_CATEGORIES, TRAINING_PHASES
 from ..estimate.estimator import allocator_peak, estimate
 from ..estimate.explain import step_temporaries
-from ..estimate.replay import replay
+from ..estimate.replay import own_model_replay, replay
 from ..measure.tracker import MemoryTracker
 from ..training.models import build_model, spec_for
 from ..training.strategies import make_optimizer
@@ -75,7 +75,12 @@ def _param_shapes(cfg: ExperimentConfig) -> tuple[list[list[tuple[int, ...]]], l
     """(shapes per block, shapes of the root's own parameters, bytes per element), from the model on meta: the
     blocks its spec names (FSDP2 shards each) and what is left of the model's parameters."""
     spec = spec_for(cfg)
-    model = build_model(cfg, torch.device("meta"), spec)
+    if cfg.model_source:
+        # A model of one's own may read values while it initialises (trunc_normal_): a fake build, neutralised.
+        with FakeTensorMode(allow_non_fake_inputs=True), own_model_replay(spec):
+            model = build_model(cfg, torch.device("cpu"), spec)
+    else:
+        model = build_model(cfg, torch.device("meta"), spec)
     blocks = [list(b.parameters()) for b in spec.blocks(model)]
     in_blocks = {id(p) for b in blocks for p in b}
     root = [tuple(p.shape) for p in model.parameters() if id(p) not in in_blocks]

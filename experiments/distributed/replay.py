@@ -24,8 +24,9 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from ..core.vocabulary import phase_tag
 from ..estimate.allocator_model import replay_trace
-from ..estimate.replay import NeverSkippingScaler, replay_tracker
+from ..estimate.replay import NeverSkippingScaler, own_model_replay, replay_tracker
 from ..training import fp32_math
+from ..training.models import spec_for
 from .rank import RankReplay, local, measure_rank, rank_options
 
 _LOCK = threading.Lock()  # one default process group per process: replays take turns
@@ -81,7 +82,7 @@ def replay_rank(dcfg, block: int = 1, transients: dict[str, int] | None = None, 
         dist.init_process_group("fake", rank=rank, world_size=dcfg.world_size, store=FakeStore())
         try:
             mesh = init_device_mesh("cpu", (dcfg.world_size,))
-            with FakeTensorMode(allow_non_fake_inputs=True):
+            with FakeTensorMode(allow_non_fake_inputs=True), own_model_replay(spec_for(dcfg.config)):
                 result = measure_rank(
                     dcfg,
                     rank,

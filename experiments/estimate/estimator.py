@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..core.config import ExperimentConfig
 from ..core.vocabulary import TENSOR_CATEGORIES as CATS
 from .explain import terms
+from .fast_replay import fast_replay
 from .replay import replay
 
 METHODS = ("auto", "replay", "replay_device")
@@ -22,9 +23,12 @@ def estimate(
     device_type: str = "cuda",
     method: str = "auto",
     transients: dict[str, int] | None = None,
+    spec=None,
 ) -> dict:
     """The peak a run of cfg reaches on `device_type`, with the categories at that moment and their explanation.
 
+    `spec`: the model where cfg does not name it (an import path, from the command line). Raises CannotPredict
+    (experiments/estimate/unpredictable.py) for what fake tensors cannot replay.
     method "replay" (or "auto") traces the real training step on fake CPU tensors; "replay_device" dispatches as
     CUDA does (a CUDA build only, in the worker process).
     `transients`: scratch bytes of cuDNN's convolutions per op signature, measured on the device. A convolution
@@ -38,12 +42,13 @@ def estimate(
     cuda = device_type == "cuda"
     if cuda and cfg.optimizer_impl == "default" and cfg.optimizer != "sgd":
         cfg = cfg.replace(optimizer_impl="foreach")  # torch's default for parameters that are all on CUDA
-    r = replay(
-        cfg,
-        block=512 if cuda else 1,
-        fake_device="cuda" if cuda and method == "replay_device" else "cpu",
-        transients=transients if cuda else None,
-    )
+    block = 512 if cuda else 1
+    if cfg.model_source and spec is None and method == "replay":
+        # A deep model of one's own from 3-, 4- and 5-layer replays where that is exact (else the full replay).
+        r = fast_replay(cfg, block=block, transients=transients if cuda else None)
+    else:
+        fake_device = "cuda" if cuda and method == "replay_device" else "cpu"
+        r = replay(cfg, block=block, fake_device=fake_device, transients=transients if cuda else None, spec=spec)
     categories = {c: int(r["categories"].get(c, 0)) for c in CATS}
     peak, phase, reserved, unmeasured = int(r["peak_bytes"]), r["peak_phase"], None, []
     if cuda:

@@ -10,7 +10,10 @@ the allocation log (for the caching-allocator model), the kernels' scratch memor
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
+import traceback
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -21,9 +24,13 @@ from ..core.config import ExperimentConfig
 from ..measure.phases import PhaseRecorder
 from ..measure.tracker import MemoryTracker
 from ..training import fp32_math
+from ..training.models import ModelSpec, spec_for
+from ..training.source_models import SourceSpec
 from ..training.step import Setup, TrainState, train
 from ..training.strategies import float32_precision
+from . import quirks
 from .allocator_model import AllocationLog, replay_trace
+from .unpredictable import CannotPredict, classify
 from .workspaces import signature
 
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -125,12 +132,53 @@ class StepCounter:
         }
 
 
-def replay_tracker(block: int = 1, transients: dict[str, int] | None = None, **kwargs):
+_prim_device = torch.ops.prim.device.default
+
+
+class ReplayTracker(MemoryTracker):
+    """The tracker of a replay. Autograd's C++ engine asks a fake tensor for its device through the dispatcher: about
+    two thirds of a transformer step's dispatches, none of which allocates; they pass straight through (half a
+    Llama-shaped replay's CPU time)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _prim_device:
+            return func(*args, **(kwargs or {}))
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+def replay_tracker(block: int = 1, transients: dict[str, int] | None = None, sizer=fake_kernel_bytes, **kwargs):
     """(the tracker of a replay, its allocation log, its scratch listener): storages rounded to `block`, fake
     kernels corrected. `kwargs`: the tracker's own options (a rank's categories and shards, ...)."""
     log, scratch = AllocationLog(), Scratch(transients)
     listeners = [log, scratch, *kwargs.pop("listeners", ())]
-    return MemoryTracker(block=block, listeners=listeners, sizer=fake_kernel_bytes, **kwargs), log, scratch
+    return ReplayTracker(block=block, listeners=listeners, sizer=sizer, **kwargs), log, scratch
+
+
+def source_sizer(device_type: str):
+    """fake_kernel_bytes plus the normalisation statistics the fake kernels size wrong (quirks.py, 3)."""
+
+    def sizer(func, args, t):
+        fixed = quirks.stat_nbytes(func, args, t, device_type)
+        return fixed if fixed is not None else fake_kernel_bytes(func, args, t)
+
+    return sizer
+
+
+@contextlib.contextmanager
+def own_model_replay(spec: ModelSpec):
+    """The neutralisations a model of one's own needs (quirks.py); nothing for the built-in families. A fake kernel
+    that refuses its inputs logs a traceback before raising: the result reports it instead."""
+    if not isinstance(spec, SourceSpec):
+        yield None
+        return
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    old = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        with quirks.neutralised(with_transformers=spec.kind == "hf") as report:
+            yield report
+    finally:
+        log.setLevel(old)
 
 
 class NeverSkippingScaler:
@@ -152,30 +200,55 @@ class NeverSkippingScaler:
 
 
 def replay(
-    cfg: ExperimentConfig, block: int = 1, fake_device: str = "cpu", transients: dict[str, int] | None = None
+    cfg: ExperimentConfig,
+    block: int = 1,
+    fake_device: str = "cpu",
+    transients: dict[str, int] | None = None,
+    spec: ModelSpec | None = None,
+    keep_events: bool = False,
 ) -> dict:
     """Two steps of cfg on fake tensors. `block`: round every storage up to a multiple of it (512 for CUDA).
 
     `fake_device="cuda"` dispatches as CUDA does (autocast's CUDA op lists, CUDA attention kernels); it needs
     a CUDA build of torch and creates a CUDA context, so only the worker process may use it.
     `transients`: scratch bytes per op signature measured on the device (experiments/estimate/workspaces.py).
+    `spec`: the model, where the configuration does not name it (an import path, from the command line).
+    `keep_events`: the allocation trace in the result (`events`; experiments/estimate/fast_replay.py reads it).
+    Raises CannotPredict (one line naming the op and the module) for what fake tensors cannot replay.
     """
     # Building a model touches process-wide settings (default dtype, matmul precision, seed). The fp32 modes' lock
     # first: the replay's own mode block takes it inside, and a run's block (holding it) may replay inside.
     with fp32_math.LOCK, _LOCK:
-        return _replay(cfg, block, fake_device, transients)
+        out = _replay(cfg, block, fake_device, transients, spec)
+    events = out.pop("events")
+    if keep_events:
+        out["events"] = events
+    return out
 
 
-def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients) -> dict:
+def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spec) -> dict:
     cfg = cfg.replace(device="cpu", steps=2, timing_steps=0, budget_mb=None, force=True)
+    spec = spec or spec_for(cfg)
+    own = isinstance(spec, SourceSpec)
     counter = StepCounter()
-    tracker, log, scratch = replay_tracker(block, transients, listeners=[counter])
+    sizer = source_sizer("cuda" if block > 1 or fake_device == "cuda" else "cpu") if own else fake_kernel_bytes
+    tracker, log, scratch = replay_tracker(block, transients, sizer=sizer, listeners=[counter])
     # The recorder reads the tracker, never the CUDA allocator: nothing real is allocated.
     rec = PhaseRecorder(torch.device("cpu"), tracker)
-    state = TrainState(cfg, torch.device(fake_device))
-    with FakeTensorMode(allow_non_fake_inputs=True), float32_precision(cfg):
-        train(state, rec, tracker, Setup(scaler=NeverSkippingScaler))
+    state = TrainState(cfg, torch.device(fake_device), spec=spec)
+    with FakeTensorMode(allow_non_fake_inputs=True), float32_precision(cfg), own_model_replay(spec) as report:
+        try:
+            train(state, rec, tracker, Setup(scaler=NeverSkippingScaler))
+        except Exception as e:  # noqa: BLE001 - classified; anything that is not a replay's limit is re-raised
+            info = classify(e, state.model, getattr(rec, "current", ("setup", 0))) if own else None
+            rec.state = None
+            state.clear()
+            if info is None:
+                raise
+            traceback.clear_frames(e.__traceback__)
+            raise CannotPredict(info) from None
         categories, steady = tracker.peak_by_category(), tracker.by_category()
+        n_params = sum(p.numel() for p in state.model.parameters())
         dtypes = sorted({DTYPE_NAMES.get(p.dtype, str(p.dtype)) for p in state.model.parameters()})
         rec.state = None
         state.clear()
@@ -192,5 +265,7 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients) -> 
         "allocator": allocator,
         "signatures": list(dict.fromkeys(scratch.signatures)),
         # What the model phase allocated: the parameters as the setup builds them, and their dtypes.
-        "parameters": {"bytes": rec.phases[0]["allocated_bytes"], "dtypes": dtypes},
+        "parameters": {"bytes": rec.phases[0]["allocated_bytes"], "dtypes": dtypes, "count": n_params},
+        "neutralised": report.to_dict() if report is not None else None,
+        "events": log.events,
     }

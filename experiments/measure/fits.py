@@ -71,17 +71,18 @@ def capacity_bytes(cfg: ExperimentConfig, device: torch.device) -> int | None:
     return capacity(cfg.budget_mb, cpu_available_bytes())
 
 
-def check_fits(cfg: ExperimentConfig, device: torch.device, copies: int = 1) -> tuple[int | None, dict]:
+def check_fits(cfg: ExperimentConfig, device: torch.device, copies: int = 1, spec=None) -> tuple[int | None, dict]:
     """Refuse a configuration whose estimate is far past the capacity (runs, profiles and gradient checks alike:
     on a CPU an unchecked one is killed by the OOM killer, worker and all). `copies`: states alive at once."""
     capacity = capacity_bytes(cfg, device)
-    est = estimate(cfg, capacity_bytes=capacity, device_type=device.type)
+    est = estimate(cfg, capacity_bytes=capacity, device_type=device.type, spec=spec)
     if est["unmeasured"]:
         est = estimate(
             cfg,
             capacity_bytes=capacity,
             device_type=device.type,
             transients=measure_workspaces(est["signatures"], device),
+            spec=spec,
         )
     need = copies * est["peak_bytes"]
     cap = load_limits().max_peak_gib

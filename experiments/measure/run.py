@@ -34,8 +34,9 @@ def _requested_bytes(message: str) -> int | None:
     return int(float(m.group(1)) * scale)
 
 
-def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None, history: bool = True) -> dict:
-    """`history`: also record every allocation of the setup phases and measured steps (result["history"])."""
+def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None, history: bool = True, spec=None) -> dict:
+    """`history`: also record every allocation of the setup phases and measured steps (result["history"]).
+    `spec`: the model where cfg does not name it (an import path, from the command line)."""
     device = resolve_device(cfg.device)
     started = _dt.datetime.now(_dt.timezone.utc)
     t_start = time.perf_counter()
@@ -46,7 +47,7 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None, his
         gc.collect()
         torch.cuda.empty_cache()
         warm_up_cuda(device)
-    capacity, est = check_fits(cfg, device)
+    capacity, est = check_fits(cfg, device, spec=spec)
 
     budget = int(cfg.budget_mb * MIB) if cfg.budget_mb is not None else None
     recording = Recording(device) if history else None
@@ -84,7 +85,7 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None, his
         if budget is not None:
             total = torch.cuda.get_device_properties(device).total_memory
             torch.cuda.set_per_process_memory_fraction(min(1.0, budget / total), device)
-    state = TrainState(cfg, device)
+    state = TrainState(cfg, device, spec=spec)
     try:
         if recording is not None:
             recording.start(tracker)

@@ -1,4 +1,4 @@
-"""The model spec (how a model enters the engine) and the sandbox's three built-in families behind it, with activation
+"""The sandbox's three built-in families behind the model spec (experiments/training/model_spec.py), with activation
 checkpointing built into their forward."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ..core.config import ExperimentConfig
 from ..core.families import CNN_CLASSES, cnn_pools
+from .model_spec import ModelSpec
 
 
 class MLPBlock(nn.Module):
@@ -91,35 +92,6 @@ class Net(nn.Module):
                 segment = functools.partial(_run_blocks, self.blocks[start : start + n])
                 x = checkpoint(segment, x, use_reentrant=False)
         return self.head(x)
-
-
-class ModelSpec:
-    """How a model enters the engine: everything the one setup recipe (experiments/training/step.py) and the one
-    training step need from it, for a configuration. A spec
-
-    - builds the module on a device, directly in its parameters' dtype (no copy from the CPU or from fp32 first:
-      the model phase shows the parameters only, and the fake-tensor replay sees the same allocations);
-    - enables activation checkpointing on it;
-    - makes the batch: a dict of named inputs (the model's keyword arguments) and a dict of targets, both of the
-      whole batch, from their own generator seed (micro-batches are views of them);
-    - computes the loss of a micro-batch (forward included), under whatever autocast the step has entered;
-    - names the repeated blocks (FSDP2 shards each one, so only one block's parameters are whole at a time).
-    """
-
-    def build(self, cfg: ExperimentConfig, device: torch.device) -> nn.Module:
-        raise NotImplementedError
-
-    def enable_checkpointing(self, model: nn.Module, cfg: ExperimentConfig) -> None:
-        raise NotImplementedError
-
-    def batch(self, cfg: ExperimentConfig, device: torch.device, seed: int) -> tuple[dict, dict]:
-        raise NotImplementedError
-
-    def loss(self, cfg: ExperimentConfig, model: nn.Module, inputs: dict, targets: dict) -> torch.Tensor:
-        raise NotImplementedError
-
-    def blocks(self, model: nn.Module) -> list[nn.Module]:
-        raise NotImplementedError
 
 
 class _FamilySpec(ModelSpec):
@@ -204,7 +176,11 @@ BUILTIN_SPECS: dict[str, ModelSpec] = {"mlp": MLPSpec(), "cnn": CNNSpec(), "tran
 
 
 def spec_for(cfg: ExperimentConfig) -> ModelSpec:
-    """The model spec of a configuration: one of the built-in families."""
+    """The model spec of a configuration: its model_source's (a model of one's own), else its built-in family."""
+    if cfg.model_source:
+        from .source_models import spec_of
+
+        return spec_of(cfg)
     return BUILTIN_SPECS[cfg.model]
 
 

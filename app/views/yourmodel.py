@@ -1,0 +1,10 @@
+from app.features import own_model
+
+meta, right = own_model.page("yourmodel")
+with right:
+    own_model.recorded(meta)
+    cfg = own_model.picker(meta)
+    if cfg is not None:
+        own_model.estimate(cfg)
+        own_model.what_fits(meta, cfg)
+        own_model.run(cfg)

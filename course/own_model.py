@@ -1,0 +1,134 @@
+"""The "Your model" lesson's numbers: facts read off the replays it shows (lessons/yourmodel/estimates.json, written by
+`python benchmarks/model_presets.py --estimates ...`) and off the H200 check (lessons/yourmodel/h200_presets.json,
+written by the same script on the GPU). meta.json names each fact once under "model_facts":
+
+    "bf16_bytes": {"estimate": "llama3-8b-s2048-fused", "metric": "bytes_per_parameter", "format": ".1f",
+                   "min": 7.9, "max": 8.1}
+    "ckpt_saving_2048": {"estimate": "llama3-8b-s2048-fused", "versus": "llama3-8b-s2048-fused-ckpt",
+                         "metric": "saving_gib", "format": ".2f", "max": 1}
+    "h200_fused": {"h200": "llama3-8b-bf16-fused", "metric": "measured_gib", "format": ".1f", "min": 59, "max": 61}
+
+min/max pin what the sentence around the number states (course/facts.py's rule). Torch-free."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+from course import content
+from course.facts import formatted, holds
+from course.units import GIB
+from experiments.core import model_sources
+
+LESSON = "yourmodel"
+METRICS = (
+    "peak_gib",
+    "bytes_per_parameter",
+    "step_bytes_per_parameter",
+    "formula_gib",
+    "formula_over_peak",
+    "step_over_peak",
+    "saving_gib",
+    "saving_ratio",
+    "measured_gib",
+    "peak_diff_percent",
+    "reserved_diff_percent",
+    "parameters_b",
+)
+
+
+@functools.lru_cache(maxsize=4)
+def _data(name: str) -> dict:
+    path = content.lessons_dir() / LESSON / name
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def estimates() -> dict:
+    return _data("estimates.json")
+
+
+def h200_rows() -> dict:
+    return {row["case"]: row for row in _data("h200_presets.json").get("rows", [])}
+
+
+def _one(e: dict, metric: str) -> float | None:
+    n = e["parameters"]
+    return {
+        "peak_gib": e["peak_bytes"] / GIB,
+        "bytes_per_parameter": e["bytes_per_parameter"],
+        "step_bytes_per_parameter": e["optimizer_step_peak_bytes"] / n,
+        "formula_gib": e["formula_bytes"] / GIB,
+        "formula_over_peak": e["formula_bytes"] / e["peak_bytes"],
+        "step_over_peak": e["optimizer_step_peak_bytes"] / e["peak_bytes"],
+        "parameters_b": n / 1e9,
+    }.get(metric)
+
+
+def value(spec: dict) -> float | None:
+    """The fact's number, or None where its data is not recorded (yet)."""
+    metric = spec.get("metric")
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; allowed: {', '.join(METRICS)}")
+    if "h200" in spec:
+        row = h200_rows().get(spec["h200"])
+        if row is None or row.get("measured_peak_bytes") is None:
+            return None
+        return row["measured_peak_bytes"] / GIB if metric == "measured_gib" else row.get(metric)
+    e = estimates().get(spec.get("estimate"))
+    if e is None:
+        return None
+    if metric in ("saving_gib", "saving_ratio"):
+        other = estimates().get(spec.get("versus"))
+        if other is None:
+            return None
+        saved = e["peak_bytes"] - other["peak_bytes"]
+        if metric == "saving_gib":
+            return saved / GIB
+        # This pair's saving against another pair's: which lever is the bigger one.
+        a, b = estimates().get(spec["against"]), estimates().get(spec["against_versus"])
+        return None if a is None or b is None else saved / (a["peak_bytes"] - b["peak_bytes"])
+    return _one(e, metric)
+
+
+def facts(meta: dict) -> dict[str, str]:
+    return {name: formatted(spec, value(spec)) for name, spec in (meta.get("model_facts") or {}).items()}
+
+
+def verdicts(meta: dict) -> dict[str, bool | None]:
+    """Each fact: True where it holds on its data, False where the data says otherwise, None where not recorded."""
+    out = {}
+    for name, spec in (meta.get("model_facts") or {}).items():
+        number = value(spec)
+        out[name] = None if number is None else holds(spec, number)
+    return out
+
+
+def table_rows() -> list[dict]:
+    """The recorded estimates, one row each, for the page's table: model, sequence, levers, peak in GiB and bytes per
+    parameter at the optimizer step's peak."""
+    rows = []
+    for e in estimates().values():
+        c = e["config"]
+        title = presets()[c["model_source"].split(":")[1]]["title"]["en"].split(" ")[0]
+        rows.append(
+            {
+                "model": f"{title} · {c['precision']}",
+                "seq_len": c["seq_len"],
+                "optimizer_impl": c["optimizer_impl"],
+                "checkpoint": "✓" if c["checkpoint"] != "none" else "",
+                "peak_gib": round(e["peak_bytes"] / GIB, 2),
+                "bytes_per_parameter": round(e["optimizer_step_peak_bytes"] / e["parameters"], 1),
+            }
+        )
+    return rows
+
+
+def presets() -> dict:
+    """The model presets (experiments/core/model_sources.py's data file): id -> title (en, zh), source, levers."""
+    return model_sources.presets()
+
+
+def defaults(source: str) -> dict:
+    """The levers a preset (or its tiny variant) opens with."""
+    kind, name, size = model_sources.parse_source(source)
+    return model_sources.preset_config(name, size == "tiny")[1] if kind == "preset" else {}

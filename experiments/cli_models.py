@@ -1,0 +1,157 @@
+"""The command line's models of one's own: `--model-preset`, `--model-type`, `--torchvision`, `--set NAME=VALUE`, and
+(here only: it runs the learner's code) `--import package.module:factory --inputs ... --loss ...`; the `fits`
+subcommand and `models` (what can be named)."""
+
+from __future__ import annotations
+
+import argparse
+
+from .core.config import ConfigError
+from .core.model_sources import OVERRIDES, format_overrides, parse_overrides, presets
+from .core.units import GIB, fmt_bytes
+
+
+def add_model_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("a model of your own (instead of --model)")
+    g.add_argument("--model-preset", metavar="ID", help=f"one of {', '.join(presets())} (its default levers apply)")
+    g.add_argument("--tiny", action="store_true", help="the preset's CPU-sized variant")
+    g.add_argument("--model-type", metavar="TYPE", help="a Hugging Face model_type of the installed transformers")
+    g.add_argument("--torchvision", metavar="NAME", help="a torchvision classification model (where it imports)")
+    g.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help=f"a shape override: {', '.join(OVERRIDES)}"
+    )
+    g.add_argument("--import", dest="import_path", metavar="PKG.MOD:FACTORY", help="a factory returning an nn.Module")
+    g.add_argument("--inputs", default="", help="with --import: e.g. 'input_ids:int64[B,S]<128256' (B, S, I: levers)")
+    g.add_argument("--targets", default="", help="with --import: the loss's targets, e.g. 'labels:int64[B]<1000'")
+    g.add_argument("--loss", default="mean", help="with --import: model (its own .loss), ce, mse or mean")
+
+
+def model_fields(args) -> tuple[dict, object]:
+    """(the configuration fields a model flag sets, preset defaults first; the import path's spec or None)."""
+    chosen = [f for f in ("model_preset", "model_type", "torchvision", "import_path") if getattr(args, f, None)]
+    if len(chosen) > 1:
+        flags = ", ".join("--" + f.replace("_", "-").replace("-path", "") for f in chosen)
+        raise ConfigError("model_source", f"choose one of {flags}", "choice", value=chosen[1], allowed=chosen[0])
+    overrides = format_overrides(parse_overrides(",".join(args.set))) if getattr(args, "set", None) else ""
+    if not chosen:
+        if overrides:
+            raise ConfigError(
+                "model_overrides",
+                "--set needs a model",
+                "unknown",
+                value=overrides,
+                known="--model-preset, --model-type",
+            )
+        return {}, None
+    if chosen[0] == "import_path":
+        from .training.source_models import import_spec
+
+        if overrides:
+            raise ConfigError(
+                "model_overrides", "--set applies to presets and model types", "unknown", value=overrides, known=""
+            )
+        return {}, import_spec(args.import_path, args.inputs, args.targets, args.loss)
+    if chosen[0] == "model_preset":
+        from .estimate.own_model import preset_defaults
+
+        source = f"preset:{args.model_preset}" + (":tiny" if args.tiny else "")
+        return {**_checked(source, preset_defaults), "model_source": source, "model_overrides": overrides}, None
+    kind = "hf" if chosen[0] == "model_type" else "torchvision"
+    return {"model_source": f"{kind}:{getattr(args, chosen[0])}", "model_overrides": overrides}, None
+
+
+def _checked(source: str, defaults) -> dict:
+    from .core.config import ExperimentConfig
+
+    ExperimentConfig.field_value("model_source", source)  # an unknown preset: one line naming the field
+    return defaults(source)
+
+
+def add_fits_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "fits",
+        help="what fits a memory size: the largest batch per precision x optimizer implementation x checkpointing, "
+        "the cheapest combination for --batch, and with --world-size the fewest GPUs and the strategy",
+    )
+    p.add_argument("--capacity-gib", type=float, help="memory for tensors; default: this GPU's (H200: about 139.8)")
+    p.add_argument("--precisions", default="", help="comma-separated precisions to try (default: --precision)")
+    p.add_argument("--max-batch", type=int, default=4096)
+    p.add_argument("--device-type", choices=("cuda", "cpu"), default="cuda", help="which device to predict")
+    p.add_argument("--across", type=int, default=0, metavar="N", help="also: the fewest of up to N GPUs")
+    return p
+
+
+def run_fits(cfg, args) -> dict:
+    from .distributed.model_fits import fits_across, what_fits
+
+    capacity = args.capacity_gib
+    if capacity is None:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("capacity_gib", "no GPU here: give --capacity-gib", "needs_cuda")
+        capacity = torch.cuda.mem_get_info()[1] / GIB
+    lo, hi = 0.001, 100_000
+    if not lo <= capacity <= hi:
+        raise ConfigError(
+            "capacity_gib", f"got {capacity}; allowed range is [{lo}, {hi}]", "range", value=capacity, lo=lo, hi=hi
+        )
+    precisions = tuple(p for p in args.precisions.split(",") if p) or None
+    for p in precisions or ():
+        cfg.replace(precision=p)  # each one validated: one line naming the field
+    out = what_fits(cfg, int(capacity * GIB), args.device_type, precisions, max_batch=args.max_batch)
+    if args.across:
+        out["across_gpus"] = fits_across(cfg, int(capacity * GIB), args.across, args.device_type)
+    return out
+
+
+def print_fits(r: dict) -> None:
+    print(f"capacity {r['capacity_bytes'] / GIB:.2f} GiB ({r['device_type']}), batch {r['batch']}")
+    print(f"{'precision':10} {'impl':9} {'checkpoint':10} {'largest batch':>13} {'peak GiB':>9}")
+    for row in r["grid"]:
+        peak = "-" if row["peak_bytes"] is None else f"{row['peak_bytes'] / GIB:9.3f}"
+        print(
+            f"{row['precision']:10} {row['optimizer_impl']:9} {row['checkpoint']:10} "
+            f"{row['largest_batch']:>13} {peak:>9}"
+        )
+    c = r["cheapest"]
+    print(
+        "cheapest: none fits"
+        if c is None
+        else f"cheapest for batch {r['batch']}: {c['precision']}, {c['optimizer_impl']}, checkpoint {c['checkpoint']}, "
+        f"accum {c['accum']} (micro-batch {c['micro_batch']}): {c['peak_bytes'] / GIB:.3f} GiB"
+    )
+    if "across_gpus" in r:
+        a = r["across_gpus"]
+        print("across GPUs: none fits" if a is None else f"across GPUs: {a['world_size']} x {a['strategy']}")
+    print(f"{r['replays']} replays, {r['seconds']} s")
+
+
+def print_estimate(r: dict) -> None:
+    if not r["predicted"]:
+        print(r["cannot_predict"]["message"])
+        return
+    print(
+        f"{r['config']['model_source'] or 'import'}: {r['parameters']:,} parameters, {r['device_type']} "
+        f"estimate ({r['path']}, {r['seconds']} s)"
+    )
+    for p in r["phases"]:
+        micro = "" if p["micro"] is None else f".{p['micro']}"
+        alloc = "" if p["allocator_peak_bytes"] is None else f"  allocator {fmt_bytes(p['allocator_peak_bytes']):>11}"
+        print(
+            f"  step {p['step']}{micro:3} {p['phase']:15} allocated {fmt_bytes(p['allocated_bytes']):>11}  "
+            f"peak {fmt_bytes(p['peak_bytes']):>11}{alloc}"
+        )
+    print(
+        f"peak {fmt_bytes(r['peak_bytes'])} in {r['peak_phase']['phase']} (step {r['peak_phase']['step']}); "
+        f"{r['bytes_per_parameter']:.2f} bytes per parameter; the 16-bytes rule says {fmt_bytes(r['formula_bytes'])}"
+    )
+
+
+def list_models() -> None:
+    for pid, p in presets().items():
+        print(f"preset  {pid:14} {p['title']['en']}  /  {p['title']['zh']}")
+    from .training.hf_models import model_types
+
+    for model_type, tasks in model_types().items():
+        print(f"hf      {model_type:32} {', '.join(tasks)}")

@@ -1,0 +1,229 @@
+"""What fits a memory size, by replay: for each precision x optimizer implementation x checkpointing the largest batch
+that fits, and the cheapest combination that trains the asked-for batch (accumulating gradients where it must); across
+N GPUs, the fewest ranks and the strategy (experiments/distributed/estimate.py's per-rank replay).
+
+The optimizer implementation changes only the optimizer step: forward and backward allocate the same storages and
+the state has the same size for every implementation. So one replay per batch gives every implementation's peak:
+
+    peak(impl, b) = max(peak of the other phases at b,
+                        max over steps s of [allocated before step s at b + extra(impl, s)])
+
+where extra(impl, s), what step s adds on what is alive before it, comes from the optimizer alone replayed on fake
+parameters and gradients of the model's shapes (the step sees nothing else; tested equal to the whole run's). The
+cheapest answer is confirmed by a replay of its own, with the allocator model on CUDA.
+
+"Cheapest" is an order, not a measurement: no recomputation before recomputation (checkpointing costs about one more
+forward), then the fewest micro-batches, then fused < foreach < for-loop (CUDA's speed order for Adam), then the
+precisions in the order asked for.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from ..core.config import ExperimentConfig
+from ..estimate.fast_replay import fast_replay
+from ..estimate.own_model import cuda_config, model_estimate
+from ..estimate.replay import own_model_replay, replay_tracker
+from ..training.models import spec_for
+from ..training.strategies import make_optimizer
+from .estimate import what_fits as fits_across_ranks
+
+IMPL_ORDER = ("fused", "foreach", "for-loop")
+CHECKPOINTS = ("none", "per_layer")
+
+
+class _Grid:
+    def __init__(self, cfg: ExperimentConfig, device_type: str):
+        self.cfg, self.device_type = cfg, device_type
+        self.block = 512 if device_type == "cuda" else 1
+        self.replays = 0
+        self._train: dict = {}
+        self._extra: dict = {}
+
+    def train(self, precision: str, checkpoint: str, batch: int) -> tuple[int, list[int]]:
+        """(peak of every phase but the optimizer steps, allocated before each optimizer step) at this batch."""
+        key = (precision, checkpoint, batch)
+        if key not in self._train:
+            self.replays += 1
+            cfg = self.cfg.replace(precision=precision, checkpoint=checkpoint, batch=batch, accum=1)
+            rows = fast_replay(cfg.replace(optimizer_impl=IMPL_ORDER[0]), block=self.block)["phases"]
+            train = max(p["peak_bytes"] for p in rows if p["phase"] != "optimizer_step")
+            before = [rows[i - 1]["allocated_bytes"] for i, p in enumerate(rows) if p["phase"] == "optimizer_step"]
+            self._train[key] = (train, before, rows)
+        return self._train[key][:2]
+
+    def sample_bytes(self, precision: str, checkpoint: str) -> int:
+        """About what one more sample adds: step 2's forward and backward above what is alive before them."""
+        self.train(precision, checkpoint, 1)
+        rows = self._train[(precision, checkpoint, 1)][2]
+        i = next(i for i, p in enumerate(rows) if p["phase"] == "forward" and p["step"] == 2)
+        top = max(p["peak_bytes"] for p in rows[i:] if p["phase"] in ("forward", "backward"))
+        return top - rows[i - 1]["allocated_bytes"]
+
+    def extra(self, precision: str, impl: str) -> list[int]:
+        key = (precision, impl)
+        if key not in self._extra:
+            self.replays += 1
+            self._extra[key] = optimizer_extras(self.cfg.replace(precision=precision, optimizer_impl=impl), self.block)
+        return self._extra[key]
+
+    def peak(self, precision: str, impl: str, checkpoint: str, batch: int) -> int:
+        train, before = self.train(precision, checkpoint, batch)
+        return max(train, *(b + e for b, e in zip(before, self.extra(precision, impl), strict=True)))
+
+    def largest_batch(self, precision: str, impl: str, checkpoint: str, capacity: int, limit: int) -> int:
+        b = crossing(
+            lambda n: self.train(precision, checkpoint, n)[0], capacity, limit, self.sample_bytes(precision, checkpoint)
+        )
+        while b > 0 and self.peak(precision, impl, checkpoint, b) > capacity:
+            b -= 1  # the step adds a fixed amount on what is alive before it, which grows with the batch by data only
+        return b
+
+
+def optimizer_extras(cfg: ExperimentConfig, block: int) -> list[int]:
+    """What each of two optimizer steps adds on what is alive before it (the state made in step 1, temporaries), on
+    fake parameters and gradients of the model's shapes, dtypes and order. GradScaler's unscale_ (amp_fp16) runs
+    in the step too: the whole run's replay there."""
+    if cfg.precision == "amp_fp16":
+        rows = fast_replay(cfg.replace(batch=1, accum=1, checkpoint="none"), block=block)["phases"]
+        return [
+            p["peak_bytes"] - rows[i - 1]["allocated_bytes"]
+            for i, p in enumerate(rows)
+            if p["phase"] == "optimizer_step"
+        ]
+    spec = spec_for(cfg)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        with own_model_replay(spec):
+            model = spec.build(cfg, torch.device("cpu"))
+        params = [torch.nn.Parameter(torch.empty(p.shape, dtype=p.dtype)) for p in model.parameters()]
+        del model
+        tracker = replay_tracker(block)[0]
+        with tracker:
+            for p in params:
+                p.grad = torch.empty_like(p)
+                tracker.track(p, "parameters")
+                tracker.track(p.grad, "gradients")
+            optimizer = make_optimizer(cfg, params)
+            extras = []
+            for _ in range(2):
+                before = tracker.current
+                tracker.begin_phase("optimizer_step")
+                optimizer.step()
+                extras.append(tracker.phase_peak - before)
+    return extras
+
+
+def crossing(f, capacity: int, limit: int, slope_hint: float = 0.0) -> int:
+    """The largest b in [1, limit] with f(b) <= capacity (0 if none), for f growing with b nearly on a line: each
+    guess is where the line through the two latest points crosses the capacity (the first from `slope_hint`), kept
+    strictly between the largest batch that fits and the smallest that does not."""
+    if f(1) > capacity:
+        return 0
+    lo, hi = 1, limit + 1
+    points = [(1, f(1))]
+    while hi - lo > 1:
+        if len(points) >= 2:
+            (b0, f0), (b1, f1) = points[-2], points[-1]
+            slope = (f1 - f0) / (b1 - b0) if b1 != b0 else 0
+        else:
+            slope = slope_hint
+        b1, f1 = points[-1]
+        guess = b1 + int((capacity - f1) / slope) if slope > 0 else 2 * lo
+        b = min(max(guess, lo + 1), hi - 1)
+        fb = f(b)
+        points.append((b, fb))
+        if fb > capacity:
+            hi = b
+            continue
+        lo = b
+        if b + 1 < hi:  # the crossing is usually right after a good guess
+            fn = f(b + 1)
+            points.append((b + 1, fn))
+            hi, lo = (b + 1, lo) if fn > capacity else (hi, b + 1)
+    return lo
+
+
+def what_fits(
+    cfg: ExperimentConfig,
+    capacity_bytes: int,
+    device_type: str = "cuda",
+    precisions: tuple[str, ...] | None = None,
+    impls: tuple[str, ...] = IMPL_ORDER,
+    max_batch: int = 4096,
+) -> dict:
+    """`cfg`: the learner's levers (its batch is the one to train, its optimizer the one to use). The grid (largest
+    batch per combination, with its peak) and the cheapest combination that trains cfg.batch."""
+    t0 = time.perf_counter()
+    if cfg.optimizer == "sgd":
+        impls = tuple(i for i in impls if i != "fused") or ("foreach",)
+    precisions = precisions or (cfg.precision,)
+    grid = _Grid(cfg, device_type)
+    rows = []
+    for precision in precisions:
+        for checkpoint in CHECKPOINTS:
+            for impl in impls:
+                b = grid.largest_batch(precision, impl, checkpoint, capacity_bytes, max_batch)
+                peak = grid.peak(precision, impl, checkpoint, b) if b else None
+                rows.append(
+                    {
+                        "precision": precision,
+                        "optimizer_impl": impl,
+                        "checkpoint": checkpoint,
+                        "largest_batch": b,
+                        "peak_bytes": peak,
+                    }
+                )
+    rank = {impl: i for i, impl in enumerate(IMPL_ORDER)}
+    options = []
+    for row in rows:
+        accum = next(
+            (a for a in range(1, cfg.batch + 1) if cfg.batch % a == 0 and cfg.batch // a <= row["largest_batch"]), None
+        )
+        if accum is not None and accum <= 64:
+            order = (
+                row["checkpoint"] != "none",
+                accum,
+                rank[row["optimizer_impl"]],
+                precisions.index(row["precision"]),
+            )
+            options.append((order, row, accum))
+    cheapest = None
+    for _order, row, accum in sorted(options, key=lambda o: o[0]):
+        # Accumulation keeps the gradients alive through the later micro-batches: confirmed with its own replay.
+        choice = cfg.replace(
+            precision=row["precision"], optimizer_impl=row["optimizer_impl"], checkpoint=row["checkpoint"], accum=accum
+        )
+        grid.replays += 1
+        est = model_estimate(choice, device_type)
+        if est["predicted"] and est["peak_bytes"] <= capacity_bytes:
+            keys = ("precision", "optimizer_impl", "checkpoint", "accum")
+            cheapest = {
+                **{k: getattr(choice, k) for k in keys},
+                "micro_batch": choice.micro_batch,
+                "peak_bytes": est["peak_bytes"],
+            }
+            break
+    return {
+        "config": cfg.to_dict(),
+        "capacity_bytes": capacity_bytes,
+        "device_type": device_type,
+        "batch": cfg.batch,
+        "grid": rows,
+        "cheapest": cheapest,
+        "replays": grid.replays,
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+
+
+def fits_across(cfg: ExperimentConfig, capacity_bytes: int, max_world_size: int = 8, device_type: str = "cuda"):
+    """The fewest GPUs, then the strategy with the least traffic, whose per-rank peak fits (per-rank batch)."""
+    return fits_across_ranks(
+        cuda_config(cfg).to_dict() if device_type == "cuda" else cfg.to_dict(),
+        capacity_bytes,
+        max_world_size,
+        device_type,
+    )

@@ -1,0 +1,215 @@
+"""Where a library takes another path on fake tensors than on real ones, and how the replay puts it back.
+
+Each patch is active only inside `neutralised()` (the replay of a model of one's own) and only changes what happens to
+fake tensors; a real run in the same process is untouched. Each has a real-vs-fake test on a tiny config
+(tests/engine/test_source_models.py) that fails without it (`DISABLED` switches one off). Never the meta device
+instead: it takes SDPA's math path and breaks checkpointing.
+
+1. transformers' packed-sequence mask (masking_utils.find_packed_sequence_indices). Without a cache (use_cache=False,
+   which activation checkpointing forces) and without an attention mask, transformers checks whether the position
+   ids hold several packed sequences: `if not is_tracing(mask) and (mask[:, -1] == 0).all(): return None`.
+   `is_tracing` is true for a FakeTensor, so the replay skips the check and keeps the packed-sequence mask; the
+   model then materialises a 4-D boolean mask, SDPA gets `attn_mask` instead of `is_causal`, and GQA models
+   repeat K/V instead of `enable_gqa`. The real run never builds that mask. The patch runs the real check's ops
+   (same temporaries) and returns the real answer, None: the replay's position ids are the model's own
+   `arange` (one sequence per row), because the replay's batch passes none.
+2. Value-reading initialisation. torch 2.13's `trunc_normal_` samples by rejection, `while (mask).any(): ...`,
+   which reads values (DataDependentOutputException on fake tensors). The patch runs it on fake tensors with the
+   rejection test answered "nothing rejected", i.e. the allocations of one pass, which is what the real run does
+   whenever the bounds are many standard deviations wide (transformers: std 0.02 in [-2, 2], 100 sigma).
+   `rejection_possible` in the result flags a call where a real run could loop (and so allocate a little more in
+   the model phase only). Any other torch.nn.init function that reads values is skipped on fake tensors (its
+   name is listed in `init_skipped`): initial values do not change memory.
+3. Saved statistics of mixed-dtype normalisations on the CPU. With a bf16/fp16 input and fp32 weights (what CPU
+   autocast leaves to layer_norm, and to batch_norm under any AMP), the CPU kernels of native_layer_norm,
+   native_group_norm and native_batch_norm keep mean and rstd (or save_mean / save_invstd) in fp32; PyTorch's fake
+   kernels give them the input's dtype (torch/_refs: "if input.device.type == 'cpu': mean = convert(mean,
+   input.dtype)"), half the bytes. `stat_nbytes` gives the tracker the real size. These tensors are saved for
+   backward, so the error is in every forward and backward peak (BERT's MLM head, every BatchNorm of a ResNet).
+   For CUDA, the fake kernel already keeps layer_norm's statistics in fp32, as CUDA's kernel does.
+4. Fake kernels that are stricter than the CPU kernel: aten._grouped_mm's meta kernel implements CUDA's checks
+   (bf16 only), so transformers' default MoE experts (grouped_mm) in fp32 or AMP (fp32 expert weights) cannot be
+   replayed, while a real CPU run works. This is reported as "cannot be predicted" with the kernel's message, not
+   patched: on CUDA the real kernel refuses those inputs too (experiments/estimate/unpredictable.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensor
+from torch.utils._python_dispatch import TorchDispatchMode
+
+_local_scalar_dense = torch.ops.aten._local_scalar_dense.default
+aten = torch.ops.aten
+_HALF = (torch.bfloat16, torch.float16)
+# op -> positions of the arguments whose dtype decides the statistics' dtype (the first one given counts)
+_NORMS = {
+    aten.native_layer_norm.default: (2, 3),
+    aten.native_group_norm.default: (1, 2),
+    aten.native_batch_norm.default: (1, 2, 3, 4),
+}
+
+
+def stat_nbytes(func, args, t: torch.Tensor, device_type: str) -> int | None:
+    """The real storage size of a normalisation's saved statistic `t`, where the fake kernel gets its dtype wrong;
+    None where it does not."""
+    if func not in _NORMS or t.dtype not in _HALF or not args or "norm_stats" in DISABLED:
+        return None
+    x = args[0]
+    if not isinstance(x, torch.Tensor) or x.dtype not in _HALF or tuple(t.shape) == tuple(x.shape):
+        return None  # the normalised output itself has the input's dtype on every device
+    if device_type == "cuda":
+        # CUDA's layer_norm keeps its statistics in fp32 for every 16-bit input (the refs' rule for non-CPU
+        # devices); batch_norm and group_norm are left as the fake kernel has them (not checked on a GPU).
+        return t.numel() * 4 if func is aten.native_layer_norm.default else None
+    params = [args[i] for i in _NORMS[func] if i < len(args) and isinstance(args[i], torch.Tensor)]
+    if params and params[0].dtype == torch.float32:
+        return t.numel() * 4
+    return None
+
+
+def is_fake(t) -> bool:
+    return isinstance(t, FakeTensor)
+
+
+class Report:
+    """What the neutralisations did during one replay (shown with its result)."""
+
+    def __init__(self):
+        self.packed_sequence_checks = 0
+        self.trunc_normal_calls = 0
+        self.rejection_possible: list[str] = []
+        self.init_skipped: list[str] = []
+
+    def to_dict(self) -> dict:
+        return {
+            "packed_sequence_checks": self.packed_sequence_checks,
+            "trunc_normal_calls": self.trunc_normal_calls,
+            "rejection_possible": sorted(set(self.rejection_possible)),
+            "init_skipped": sorted(set(self.init_skipped)),
+        }
+
+
+class _NothingRejected(TorchDispatchMode):
+    """Answers a boolean read of a fake tensor with False ("no sample was rejected"); every other op runs."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _local_scalar_dense and is_fake(args[0]) and args[0].dtype is torch.bool:
+            return False
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def _patched(obj, name: str, value):
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
+def _trunc_normal(report: Report):
+    original = torch.nn.init._no_grad_trunc_normal_
+
+    def trunc_normal(tensor, mean, std, a, b, generator=None):
+        if not is_fake(tensor):
+            return original(tensor, mean, std, a, b, generator)
+        report.trunc_normal_calls += 1
+        # Chance that one of the tensor's samples falls outside [a, b] on the first draw (the real loop runs again).
+        z = min((b - mean) / std, (mean - a) / std) if std > 0 else math.inf
+        p_out = math.erfc(z / math.sqrt(2)) if math.isfinite(z) else 0.0
+        if tensor.numel() * p_out > 1e-9:
+            report.rejection_possible.append(f"trunc_normal_(std={std:g}, a={a:g}, b={b:g})")
+        with _NothingRejected():
+            return original(tensor, mean, std, a, b, generator)
+
+    return trunc_normal
+
+
+_INIT_NAMES = (
+    "uniform_",
+    "normal_",
+    "constant_",
+    "ones_",
+    "zeros_",
+    "eye_",
+    "dirac_",
+    "xavier_uniform_",
+    "xavier_normal_",
+    "kaiming_uniform_",
+    "kaiming_normal_",
+    "orthogonal_",
+    "sparse_",
+)
+
+
+def _skipping(name: str, fn, report: Report):
+    def init(tensor, *args, **kwargs):
+        if not is_fake(tensor):
+            return fn(tensor, *args, **kwargs)
+        try:
+            return fn(tensor, *args, **kwargs)
+        except DataDependentOutputException:
+            report.init_skipped.append(name)
+            return tensor
+
+    return init
+
+
+def _packed_sequence(report: Report):
+    from transformers import masking_utils
+
+    original = masking_utils.find_packed_sequence_indices
+
+    def find_packed_sequence_indices(position_ids):
+        mask = original(position_ids)
+        if mask is None or not is_fake(mask):
+            return mask
+        report.packed_sequence_checks += 1
+        (mask[:, -1] == 0).all()  # the real run's check, for its temporaries; its answer on our batch: not packed
+        return None
+
+    return masking_utils, find_packed_sequence_indices
+
+
+# Names of neutralisations switched off, for the tests that show what each one is for.
+DISABLED: set[str] = set()
+NAMES = ("packed_sequence", "trunc_normal", "init_skip", "norm_stats")
+
+
+@contextlib.contextmanager
+def neutralised(with_transformers: bool):
+    """Every patch above, for one replay. Yields the Report."""
+    report = Report()
+    with contextlib.ExitStack() as stack:
+        if "trunc_normal" not in DISABLED:
+            stack.enter_context(_patched(torch.nn.init, "_no_grad_trunc_normal_", _trunc_normal(report)))
+        for name in _INIT_NAMES if "init_skip" not in DISABLED else ():
+            stack.enter_context(_patched(torch.nn.init, name, _skipping(name, getattr(torch.nn.init, name), report)))
+        if with_transformers and "init_skip" not in DISABLED:
+            from transformers import initialization
+
+            for name in _INIT_NAMES:
+                if name in initialization.TORCH_INIT_FUNCTIONS:
+                    fn = initialization.TORCH_INIT_FUNCTIONS[name]
+                    stack.enter_context(
+                        _patched_item(initialization.TORCH_INIT_FUNCTIONS, name, _skipping(name, fn, report))
+                    )
+        if with_transformers and "packed_sequence" not in DISABLED:
+            module, fn = _packed_sequence(report)
+            stack.enter_context(_patched(module, "find_packed_sequence_indices", fn))
+        yield report
+
+
+@contextlib.contextmanager
+def _patched_item(d: dict, key: str, value):
+    old = d[key]
+    d[key] = value
+    try:
+        yield
+    finally:
+        d[key] = old

@@ -1,0 +1,80 @@
+"""What fake tensors cannot replay, said in one line that names the op and the module, instead of a traceback: a value
+read (`.item()`, `bool()`, a Python `if` on a tensor), a shape that depends on the data (`nonzero`, boolean indexing),
+an op with no fake kernel, or a fake kernel that refuses inputs its real kernel takes (aten._grouped_mm's meta
+kernel implements CUDA's bf16-only rule). Anything else is a bug, not the learner's model, and is re-raised."""
+
+from __future__ import annotations
+
+import re
+import traceback
+
+import torch
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    UnsupportedOperatorException,
+)
+
+_KINDS = (DataDependentOutputException, DynamicOutputShapeException, UnsupportedOperatorException)
+_NO_FAKE = re.compile(
+    r"no fake impl registered for <CustomOpDef\((?P<op>[^)]+)\)>|Could not run '(?P<aten>[^']+)' "
+    r"with arguments from the 'Meta' backend"
+)
+WHAT = {
+    "DataDependentOutputException": "reads a tensor's value (.item(), bool(), .tolist() or a Python `if` on a tensor)",
+    "DynamicOutputShapeException": "makes a tensor whose shape depends on the data (nonzero, boolean indexing, unique)",
+    "UnsupportedOperatorException": "has no fake (shape-only) kernel",
+    "refused": "calls an op whose fake kernel refuses these inputs",
+}
+
+
+class CannotPredict(ValueError):
+    """A replay that cannot be done; `info`: {"op", "module", "phase", "step", "where", "reason", "message"}."""
+
+    def __init__(self, info: dict):
+        super().__init__(info["message"])
+        self.info = info
+
+
+def _refused_by_fake_kernel(e: BaseException) -> str | None:
+    op, in_meta = None, False
+    for frame, _ in traceback.walk_tb(e.__traceback__):
+        path = frame.f_code.co_filename.replace("\\", "/")
+        if path.endswith("torch/_subclasses/fake_tensor.py") and frame.f_code.co_name == "_dispatch_impl":
+            op = str(frame.f_locals.get("func", "")) or op
+        if "torch/_meta_registrations.py" in path or "/torch/_refs/" in path or "/torch/_decomp/" in path:
+            in_meta = True
+    return op if (op and in_meta) else None
+
+
+def classify(e: BaseException, model, phase: tuple) -> dict | None:
+    """{"op", "module", ...} when `e` is something fake tensors cannot replay, else None. `model`: for the module's
+    qualified name (the innermost module in the traceback: no hooks, which would change what autograd keeps)."""
+    kind = next((k.__name__ for k in _KINDS if isinstance(e, k)), None)
+    op, detail = str(getattr(e, "func", "") or ""), ""
+    if kind is None:
+        m = _NO_FAKE.search(str(e)) if isinstance(e, (RuntimeError, NotImplementedError)) else None
+        refused = _refused_by_fake_kernel(e)
+        if m:
+            kind, op = "UnsupportedOperatorException", m["op"] or m["aten"]
+        elif refused:
+            kind, op, detail = "refused", refused, f" ({str(e).splitlines()[0][:300]})"
+        else:
+            return None
+    if op.startswith("aten._local_scalar_dense"):
+        op = "aten._local_scalar_dense (.item() / bool() / .tolist())"
+    names = {id(m): n for n, m in model.named_modules()} if isinstance(model, torch.nn.Module) else {}
+    module = where = None
+    for frame, lineno in traceback.walk_tb(e.__traceback__):
+        obj = frame.f_locals.get("self")
+        if isinstance(obj, torch.nn.Module):
+            name = names.get(id(obj))
+            module = (name or f"the model ({type(obj).__name__})") if name is not None else type(obj).__name__
+            where = f"{frame.f_code.co_filename}:{lineno}"
+    name, step = phase[0], phase[1]
+    message = (
+        f"cannot be predicted: {module or 'code outside the model'} {WHAT[kind]}: {op}{detail}, in the {name} phase"
+        + (f" of step {step}" if step else "")
+        + (f" ({where})" if where else "")
+    )
+    return {"op": op, "module": module, "phase": name, "step": step, "where": where, "reason": kind, "message": message}

@@ -1,0 +1,158 @@
+"""Hugging Face architectures by `model_type`, from the installed transformers, offline: a config built with
+`AutoConfig.for_model(model_type, **config)` (shapes only), the matching `AutoModelFor...from_config` built directly
+in the parameters' dtype. The allow-listed overrides (experiments/core/model_sources.py) are mapped to the config
+class's own attribute names; the config class then validates them itself, and its refusal becomes one line."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+
+import torch
+from torch import nn
+
+from ..core.errors import ConfigError
+from ..core.model_sources import HF_TASKS, OVERRIDES
+
+_AUTO = {
+    "masked_lm": ("AutoModelForMaskedLM", "MODEL_FOR_MASKED_LM_MAPPING_NAMES"),
+    "causal_lm": ("AutoModelForCausalLM", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"),
+    "image_classification": ("AutoModelForImageClassification", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
+}
+
+
+def _refused(detail: str) -> ConfigError:
+    return ConfigError("model_source", detail, "model_spec", detail=detail)
+
+
+@functools.lru_cache(maxsize=1)
+def model_types() -> dict[str, tuple[str, ...]]:
+    """model_type -> the tasks the installed transformers has an auto class for (masked LM first)."""
+    from transformers.models.auto import modeling_auto
+
+    out: dict[str, list[str]] = {}
+    for task in HF_TASKS:
+        for model_type in getattr(modeling_auto, _AUTO[task][1]):
+            out.setdefault(model_type, []).append(task)
+    return {k: tuple(v) for k, v in sorted(out.items())}
+
+
+@functools.lru_cache(maxsize=64)
+def _defaults(model_type: str):
+    from transformers import AutoConfig
+
+    return AutoConfig.for_model(model_type)
+
+
+def check_model_type(model_type: str, task: str | None) -> str:
+    """The task this model_type trains with here (the given one, or its first); one line when there is none."""
+    import transformers
+
+    types = model_types()
+    if model_type not in types:
+        close = difflib.get_close_matches(model_type, list(types), n=5)
+        hint = f"; close matches: {', '.join(close)}" if close else ""
+        known = f"{len(types)} model types of transformers {transformers.__version__}"
+        raise ConfigError(
+            "model_source",
+            f"{model_type!r} is not a model type with a masked-LM, causal-LM or image-classification head in the "
+            f"installed transformers {transformers.__version__}{hint} (python -m experiments models lists them)",
+            "unknown",
+            value=model_type,
+            known=known + hint,
+        )
+    task = task or types[model_type][0]
+    if task not in types[model_type]:
+        raise _refused(f"{model_type} has no {task} head here; it has {', '.join(types[model_type])}")
+    return task
+
+
+def config_kwargs(model_type: str, base: dict, overrides: dict) -> dict:
+    """The config's keyword arguments: a preset's (or none), then each override under the config's own name."""
+    default = _defaults(model_type)
+    known = set(default.to_dict()) | set(getattr(default, "attribute_map", {}))
+    config = dict(base)
+    for key, value in overrides.items():
+        names = OVERRIDES[key][0]
+        attr = next((n for n in names if n in known), None)
+        if attr is None:
+            raise _refused(f"{key}: {type(default).__name__} has no such setting (looked for {', '.join(names)})")
+        # A preset may spell it another way (GPT-2's n_layer for num_hidden_layers): one name only.
+        for other in names:
+            config.pop(other, None)
+        config[attr] = value
+    return config
+
+
+def check_shape(model_type: str, config: dict):
+    """The built config, after what its constructor accepts but the model would fail on later. Read off the config
+    as built, so that derived defaults (KV heads = heads, head_dim) are the model's own."""
+    import transformers
+    from transformers import AutoConfig
+
+    transformers.logging.set_verbosity_error()  # its config warnings (token ids past a small vocabulary)
+    default = _defaults(model_type)
+    try:
+        cfg = AutoConfig.for_model(model_type, **config)
+    except Exception as e:  # noqa: BLE001 - the config class's own validation (a strict dataclass), in its words
+        cause = e.__cause__ or e
+        raise _refused(f"{type(default).__name__}: {str(cause).strip().splitlines()[-1][:300]}") from None
+
+    def get(*names):
+        return next((getattr(cfg, n) for n in names if getattr(cfg, n, None) is not None), None)
+
+    hidden, heads = get("hidden_size", "n_embd", "d_model"), get("num_attention_heads", "n_head")
+    if isinstance(hidden, int) and isinstance(heads, int) and getattr(cfg, "head_dim", None) is None and hidden % heads:
+        raise _refused(f"hidden {hidden} must be divisible by heads {heads}")
+    kv = get("num_key_value_heads")
+    if isinstance(kv, int) and isinstance(heads, int) and (kv > heads or heads % kv):
+        raise _refused(f"kv_heads {kv} must divide heads {heads}")
+    experts, top_k = get("num_local_experts", "num_experts", "n_routed_experts"), get("num_experts_per_tok")
+    if isinstance(experts, int) and isinstance(top_k, int) and top_k > experts:
+        raise _refused(f"experts {experts}: the model routes each token to {top_k} experts, so at least {top_k}")
+    return cfg
+
+
+def build(model_type: str, task: str, config, dtype: torch.dtype, attn: str | None, experts: str | None) -> nn.Module:
+    """`config`: the built config (check_shape). Built on the current default device, in `dtype`."""
+    import transformers
+
+    # "use_cache=True is incompatible with checkpointing" and the like: the lesson says what is checkpointed.
+    transformers.logging.set_verbosity_error()
+    kwargs = {"dtype": dtype}
+    if attn:
+        kwargs["attn_implementation"] = attn
+    if experts:
+        kwargs["experts_implementation"] = experts
+    return getattr(transformers, _AUTO[task][0]).from_config(config, **kwargs)
+
+
+def enable_checkpointing(model: nn.Module) -> bool:
+    """transformers' own activation checkpointing (every layer, non-reentrant); False where the model has none."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        return False
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # the 5.x name; gradient_checkpointing_enable warns
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    return True
+
+
+def limits(config) -> dict:
+    """The sequence length and image size the built config allows (None where it sets none)."""
+    seq = next((getattr(config, n) for n in ("max_position_embeddings", "n_positions") if hasattr(config, n)), None)
+    image = getattr(config, "image_size", None)
+    return {
+        "seq_len": seq,
+        "image_size": image if isinstance(image, int) else None,
+        "patch": getattr(config, "patch_size", None),
+    }
+
+
+def vocab_size(config) -> int:
+    return int(config.vocab_size)
+
+
+def classes(config) -> int:
+    return int(getattr(config, "num_labels", 1000))

@@ -1,0 +1,56 @@
+"""The "Your model" page in both languages: it opens without an error, estimates a preset's tiny variant for a GPU
+to the byte of the engine's estimate, searches what fits, runs it for real beside its estimate, and words a bad
+name in one line."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import open_page, run_until
+
+from experiments.core.config import ExperimentConfig
+from experiments.core.units import fmt_bytes
+from experiments.estimate.estimator import estimate
+
+TINY = {"ym.size": "tiny"}
+
+
+def _cfg(**extra) -> ExperimentConfig:
+    """What the page builds for the default preset's tiny variant (its own levers)."""
+    data = {"model_source": "preset:llama3-8b:tiny", "batch": 2, "seq_len": 16, "precision": "bf16"}
+    return ExperimentConfig.from_dict(
+        {**data, "optimizer": "adamw", "optimizer_impl": "fused", "steps": 2, "timing_steps": 0, **extra}
+    )
+
+
+def _texts(at) -> str:
+    return "\n".join([m.value for m in at.markdown] + [s.value for s in at.success] + [i.value for i in at.info])
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_page_estimates_a_tiny_preset_as_the_replay_does(lang):
+    at = open_page("yourmodel", lang, state=TINY)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert ":material/check_circle:" in _texts(at) and ":material/warning:" not in _texts(
+        at
+    )  # every checked sentence holds on the table it sits under
+    at.button(key="ym.estimate").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert fmt_bytes(estimate(_cfg(), device_type="cuda")["peak_bytes"]) in _texts(at)  # the learner's GPU
+
+
+def test_the_page_finds_what_fits_and_runs_a_tiny_preset_beside_its_estimate():
+    at = open_page("yourmodel", "en", state={**TINY, "ym.capacity": 0.0008})
+    at.button(key="ym.fits").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.dataframe and ("Cheapest for batch 2" in _texts(at) or at.warning)
+    at.button(key="ym.run").click().run()
+    at = run_until(at, lambda a: "Measured peak" in _texts(a))
+    assert "The estimate equals the measured peak." in _texts(at)
+
+
+def test_a_model_type_transformers_does_not_have_is_one_line_naming_the_field():
+    at = open_page("yourmodel", "en", state={"ym.kind": "hf", "ym.model_type": "lama"})
+    at.button(key="ym.estimate").click().run()
+    assert not at.exception
+    (err,) = [e.value for e in at.error]
+    assert "model_source" in err and "close matches: llama" in err and "\n" not in err

@@ -1,0 +1,155 @@
+"""What fits, for a model of one's own: every largest batch fits and one more does not, by direct replay; the
+decomposition it relies on (the optimizer step alone adds what it adds in the whole run); the fast replay from 3, 4
+and 5 layers equal to the full replay; per rank across GPUs; the command line's JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.core.config import ExperimentConfig
+from experiments.core.units import MIB
+from experiments.distributed.model_fits import _Grid, fits_across, optimizer_extras, what_fits
+from experiments.estimate import fast_replay as fr
+from experiments.estimate.own_model import model_estimate, preset_defaults
+from experiments.estimate.replay import replay
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tiny(preset: str, **levers) -> ExperimentConfig:
+    source = f"preset:{preset}:tiny"
+    return ExperimentConfig.from_dict({"model_source": source, "device": "cpu", **preset_defaults(source), **levers})
+
+
+def test_what_fits_finds_the_largest_batch_of_every_combination_and_the_cheapest():
+    cfg = tiny("llama3-8b", batch=128)
+    cap = 12 * MIB
+    res = what_fits(cfg, cap, "cpu", impls=("fused", "for-loop"), max_batch=256)
+    assert len(res["grid"]) == 4
+    for row in res["grid"]:
+        at = cfg.replace(optimizer_impl=row["optimizer_impl"], checkpoint=row["checkpoint"], batch=row["largest_batch"])
+        fits, over = replay(at), replay(at.replace(batch=at.batch + 1))
+        assert fits["peak_bytes"] == row["peak_bytes"] <= cap < over["peak_bytes"]
+    plain = max(r["largest_batch"] for r in res["grid"] if r["checkpoint"] == "none")
+    assert plain < 128 <= max(r["largest_batch"] for r in res["grid"] if r["checkpoint"] == "per_layer")
+    # Batch 128 needs accumulation or checkpointing: accumulation recomputes nothing, so it comes first.
+    cheapest = res["cheapest"]
+    assert cheapest["checkpoint"] == "none" and cheapest["accum"] > 1
+    assert 128 // cheapest["accum"] <= plain and cheapest["peak_bytes"] <= cap
+
+
+@pytest.mark.parametrize("preset,precision,impl", [("llama3-8b", "bf16", "foreach"), ("gpt2", "amp_bf16", "for-loop")])
+def test_the_optimizer_alone_adds_what_it_adds_in_the_whole_run(preset, precision, impl):
+    cfg = tiny(preset, precision=precision, optimizer_impl=impl)
+    rows = replay(cfg, block=512)["phases"]
+    whole = [
+        p["peak_bytes"] - rows[i - 1]["allocated_bytes"] for i, p in enumerate(rows) if p["phase"] == "optimizer_step"
+    ]
+    assert whole[0] > 0
+    assert optimizer_extras(cfg, 512) == whole
+    assert _Grid(cfg, "cuda").extra(precision, impl) == whole
+
+
+@pytest.mark.parametrize("preset", ["llama3-8b", "mixtral-8x7b"])
+def test_the_fast_replay_from_three_four_five_layers_equals_the_full_replay(preset, monkeypatch):
+    monkeypatch.setattr(fr, "MIN_LAYERS", 6)
+    cfg = tiny(preset, checkpoint="per_layer", model_overrides="layers=9")
+    fast, full = fr.fast_replay(cfg, block=512), replay(cfg, block=512)
+    assert fast["path"] == "from 3, 4, 5-layer replays to 9 layers"
+    assert [(p["allocated_bytes"], p["peak_bytes"]) for p in fast["phases"]] == [
+        (p["allocated_bytes"], p["peak_bytes"]) for p in full["phases"]
+    ]
+    for key in ("peak_bytes", "peak_phase", "categories", "steady"):
+        assert fast[key] == full[key], key
+    assert fast["parameters"]["count"] == full["parameters"]["count"]
+    marks = [m["peak_allocated_bytes"] for m in full["allocator"]["marks"]]
+    assert [m["peak_allocated_bytes"] for m in fast["allocator"]["marks"]] == marks
+
+
+def _phase(layers: int, act: int, grad: int, loss_peak: int) -> list[int]:
+    """A backward of `layers` alike segments: a loss prefix that peaks high, then each layer frees `act` and makes
+    `grad` (one event each), then a one-event suffix. Bytes alive after each event."""
+    live = layers * act
+    out = [live + loss_peak, live]
+    for _ in range(layers):
+        live += grad
+        out.append(live)
+        live -= act
+        out.append(live)
+    return [*out, live]
+
+
+@pytest.mark.parametrize("grad,moves", [(90, False), (110, True)])
+def test_the_fast_replay_sees_a_peak_that_moves_past_its_samples(grad, moves):
+    """Activations freed (100 per layer) against gradients made (90 or 110): with 110 the end of backward gains 10 per
+    layer on the loss-time peak and passes it past the samples but before 40 layers."""
+    timelines = [[_phase(n, 100, grad, 250)] for n in fr.SAMPLES]
+    figs = [{"phase0.peak": max(t[0])} for t in timelines]
+    assert [f["phase0.peak"] for f in figs] == [550, 650, 750]  # collinear: the loss-time peak in every sample
+    assert (fr._peak_moves(timelines, figs, 40, ["backward"]) == 0) is moves
+
+
+def test_fits_across_gpus_picks_the_fewest_ranks_for_a_model_of_ones_own():
+    cfg = tiny("llama3-8b", precision="fp32", optimizer_impl="foreach")
+    single = model_estimate(cfg, "cuda")["peak_bytes"]
+    best = fits_across(cfg, single - 1, max_world_size=4)
+    assert best is not None and best["world_size"] >= 2 and best["peak_bytes"] <= single - 1
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "experiments", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"PYTHONPATH": f"{ROOT}:{ROOT / 'tests' / 'engine'}", "PATH": "/usr/bin:/bin"},
+    )
+
+
+def test_the_command_line_estimates_a_preset_as_json_and_refuses_bad_names_in_one_line():
+    out = _cli("estimate", "--model-preset", "gpt2", "--tiny", "--device", "cpu", "--json")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["predicted"] and r["config"]["model_source"] == "preset:gpt2:tiny" and r["config"]["batch"] == 2
+    assert r["peak_bytes"] == replay(tiny("gpt2"))["peak_bytes"]
+    bad = _cli("estimate", "--model-type", "lama")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: model_source: ") and bad.stderr.count("\n") == 1
+    bad = _cli("fits", "--model-preset", "gpt2", "--set", "layers=0", "--capacity-gib", "1")
+    assert bad.returncode == 2 and "model_overrides: layers: got '0'" in bad.stderr
+    unpredictable = _cli(
+        "estimate", "--import", "own_model_toys:data_dependent_shape", "--inputs", "x:float[B,32]", "--device", "cpu"
+    )
+    assert unpredictable.returncode == 3 and unpredictable.stdout.startswith("cannot be predicted: gate ")
+
+
+def test_the_h200_benchmark_measures_its_plain_loop_as_the_replay_predicts_on_the_cpu(tmp_path):
+    """benchmarks/model_presets.py's CPU path on a tiny preset: its own plain loop (not the engine's step), counted by
+    the engine's tracker, has the replay's steady-state peak; the JSON it writes has the row. (Where the peak is in
+    the optimizer step the engine's step holds one more 0-dim tensor, the loss's clone: a few bytes.)"""
+    out = tmp_path / "presets.json"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/model_presets.py",
+            "--device",
+            "cpu",
+            "--tiny",
+            "--only",
+            "gpt2-amp-bf16",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["measured_peak_bytes"] == row["estimate_peak_bytes"] > 0 and row["peak_diff_percent"] == 0
