@@ -135,6 +135,20 @@ def _read_result(payload):
     return payload
 
 
+def _file_size(payload) -> int | None:
+    try:
+        return os.path.getsize(payload["result_file"])
+    except (OSError, KeyError, TypeError):
+        return None
+
+
+def _pickled_size(result) -> int | None:
+    try:
+        return len(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # noqa: BLE001 - such a result is not cached
+        return None
+
+
 class Lane:
     """One device. `running`: the job it runs; `held_by`: a multi-GPU job started on lane 0 that uses it too."""
 
@@ -192,7 +206,7 @@ class InlineLane(Lane):
                 progress=progress if job["kind"] in PROGRESS_KINDS else None,
                 should_cancel=should_cancel,
             )
-            client.finish(job_id, "done", result=result)
+            client.finish(job_id, "done", result=result, size=_pickled_size(result))
         except Exception as e:  # noqa: BLE001
             client.finish(job_id, "error", error=errors.message(e), error_info=errors.describe(e))
 
@@ -287,7 +301,8 @@ class ProcessLane(Lane):
             if what == "progress":
                 job["progress"] = payload
             elif what == "done":
-                client.finish(job_id, "done", result=_read_result(payload))
+                size = _file_size(payload)
+                client.finish(job_id, "done", result=_read_result(payload), size=size)
                 return
             elif what == "error":
                 client.finish(job_id, "error", error=payload["error"], error_info=payload["error_info"])

@@ -12,12 +12,14 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import pickle
 import secrets
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from ..core.config import ConfigError
 from ..core.limits import load as load_limits
 from . import errors, policy
 from .errors import QueueFull
@@ -25,6 +27,7 @@ from .lanes import InlineLane, Lane, ProcessLane
 
 LIMITS = load_limits()
 CACHE_SIZE = 256
+CACHE_BYTES = 256 * 2**20  # results kept for the next learner, all together (a run with its timeline: ~1 MB)
 JOB_TTL_S = 600.0  # how long a finished job's status waits for its page; results stay in the bounded cache
 
 _shared: WorkerClient | None = None
@@ -46,6 +49,31 @@ def shared_client() -> WorkerClient:
 def job_key(kind: str, params: dict) -> str:
     """Two submissions are the same job when kind and every parameter are equal: they share one run."""
     return kind + ":" + json.dumps(params, sort_keys=True, default=str)
+
+
+def cacheable(result) -> bool:
+    """Only an experiment's own outcome is served to the next learner: never a cancelled run, nor one whose ranks
+    failed (a killed rank, a collective that timed out), which the next run may well not repeat."""
+    return isinstance(result, dict) and not result.get("cancelled") and not result.get("errors")
+
+
+def check_params(params: dict) -> None:
+    """A job's parameters cross a process boundary: one that cannot be pickled is refused here, at submit, naming
+    it (in the worker's queue it would fail in a feeder thread and the job would never start)."""
+    if not isinstance(params, dict):
+        raise ConfigError("params", f"got {type(params).__name__}; a job's parameters are a dict")
+    for name, value in params.items():
+        try:
+            pickle.dumps(value)
+        except Exception as e:  # noqa: BLE001 - pickling raises many types (TypeError, PicklingError, AttributeError)
+            raise ConfigError(
+                str(name),
+                f"got a {type(value).__name__}, which cannot be sent to the worker ({type(e).__name__}); "
+                "allowed: plain values (numbers, strings, lists, dicts)",
+                "choice",
+                value=type(value).__name__,
+                allowed="numbers, strings, lists, dicts",
+            ) from None
 
 
 def devices_needed(kind: str, params: dict) -> int:
@@ -76,6 +104,7 @@ class WorkerClient:
         self._pending: list[str] = []
         self._by_key: dict[str, str] = {}
         self._cache: OrderedDict[str, dict] = OrderedDict()
+        self._cache_sizes: dict[str, int] = {}  # key -> the result's pickled bytes
         # A random prefix: ids never repeat, not even across a restarted server.
         self._ids = (f"j{secrets.token_hex(3)}-{n}" for n in itertools.count(1))
         self._seq = itertools.count()
@@ -91,6 +120,7 @@ class WorkerClient:
 
     # -- public API -------------------------------------------------------------------------
     def submit(self, kind: str, params: dict, owner: str | None = None) -> str:
+        check_params(params)
         key = job_key(kind, params)
         with self.lock:
             self._expire()
@@ -180,7 +210,9 @@ class WorkerClient:
         return self._lanes[0].proc
 
     # -- what the lanes call ------------------------------------------------------------------
-    def finish(self, job_id: str, state: str, result=None, error=None, error_info=None) -> None:
+    def finish(
+        self, job_id: str, state: str, result=None, error=None, error_info=None, size: int | None = None
+    ) -> None:
         with self.lock:
             job = self._jobs[job_id]
             if state == "done" and result is not None and result.get("cancelled"):
@@ -194,10 +226,8 @@ class WorkerClient:
                     lane.running = None
                 if lane.held_by == job_id:
                     lane.held_by = None
-            if state == "done":
-                self._cache[job["key"]] = result
-                while len(self._cache) > CACHE_SIZE:
-                    self._cache.popitem(last=False)
+            if state == "done" and cacheable(result):
+                self._remember(job["key"], result, size)
             if self._by_key.get(job["key"]) == job_id:
                 del self._by_key[job["key"]]
             self.lock.notify_all()
@@ -206,6 +236,7 @@ class WorkerClient:
         """Stops a running job nobody waits for any more (its pages were closed)."""
         with self.lock:
             if self._abandoned(job_id) and lane.cancel is not None and not lane.cancel.is_set():
+                self._unjoinable(job_id)
                 lane.cancel.set()
 
     def set_device(self, lane: Lane, info: dict) -> None:
@@ -277,9 +308,38 @@ class WorkerClient:
             if self._by_key.get(job["key"]) == job_id:
                 del self._by_key[job["key"]]
         elif job["state"] == "running":
+            self._unjoinable(job_id)
             for lane in self._lanes:
                 if lane.running == job_id and lane.cancel is not None:
                     lane.cancel.set()
+
+    def _unjoinable(self, job_id: str) -> None:
+        """A job being stopped takes no new learner: one who presses Run just after another's Cancel of the same
+        configuration gets a run of their own (queued behind it), not the cancelled one."""
+        key = self._jobs[job_id]["key"]
+        if self._by_key.get(key) == job_id:
+            del self._by_key[key]
+
+    def _remember(self, key: str, result: dict, size: int | None) -> None:
+        """The result cache, bounded by count and by bytes (a distributed result with its ranks' timelines is
+        megabytes: a count alone let it grow to gigabytes)."""
+        if size is None:
+            try:
+                size = len(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+            except Exception:  # noqa: BLE001 - a result that cannot be measured is not kept
+                return
+        if size > CACHE_BYTES:
+            return
+        self._cache[key] = result
+        self._cache.move_to_end(key)
+        self._cache_sizes[key] = size
+        while len(self._cache) > CACHE_SIZE or sum(self._cache_sizes.values()) > CACHE_BYTES:
+            old, _ = self._cache.popitem(last=False)
+            self._cache_sizes.pop(old, None)
+
+    def cache_bytes(self) -> int:
+        with self.lock:
+            return sum(self._cache_sizes.values())
 
     def _expire(self) -> None:
         """Finished jobs are kept JOB_TTL_S for their pages to collect, then dropped: the table stays bounded."""

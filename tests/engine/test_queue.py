@@ -130,3 +130,60 @@ def test_lanes_run_jobs_side_by_side_and_a_multi_gpu_job_holds_every_gpu_it_uses
     _wait(lambda: client.status(after)["state"] == "done")
     # a CPU (gloo) multi-process job needs no GPU and runs beside others
     assert worker.devices_needed("distributed", {"world_size": 2, "device": "cpu"}) == 1
+
+
+def test_a_failed_or_cancelled_job_is_never_served_to_the_next_learner(fake, monkeypatch):
+    client = worker.WorkerClient(inline=True)
+    outcomes = iter([{"errors": ["rank 1: not every rank reported"]}, {"cancelled": True}, {"name": "ok"}])
+    monkeypatch.setattr(
+        fake, "execute", lambda kind, params, progress=None, should_cancel=None: next(outcomes), raising=False
+    )
+    monkeypatch.setattr(jobs, "execute", fake.execute)
+    states = []
+    for owner in ("A", "B", "C", "D"):
+        ticket = client.submit("distributed", {"name": "same"}, owner=owner)
+        _wait(lambda t=ticket: client.status(t)["state"] not in ("queued", "running"))
+        status = client.status(ticket)
+        states.append((status["state"], status["cached"], status["result"]))
+    # the failure and the cancel ran again for the next learner; only the good result is served from the cache
+    assert states[0] == ("done", False, {"errors": ["rank 1: not every rank reported"]})
+    assert states[1][:2] == ("cancelled", False)
+    assert states[2] == ("done", False, {"name": "ok"})
+    assert states[3] == ("done", True, {"name": "ok"})
+
+
+def test_run_just_after_another_learners_cancel_of_the_same_configuration_gets_a_run(fake):
+    client = worker.WorkerClient(inline=True)
+    a = client.submit("run", {"name": "same"}, owner="A")
+    _wait(lambda: fake.started == ["same"])
+    fake.release["same"].clear()
+    client.cancel(a)  # the running job is being stopped ...
+    b = client.submit("run", {"name": "same"}, owner="B")  # ... and B asks for the same configuration now
+    _wait(lambda: client.status(a)["state"] == "cancelled")
+    _wait(lambda: fake.started == ["same", "same"])  # B's own run
+    fake.go("same")
+    _wait(lambda: client.status(b)["state"] == "done")
+    assert client.status(b)["result"] == {"name": "same"}
+
+
+def test_the_result_cache_is_bounded_by_bytes(fake, monkeypatch):
+    monkeypatch.setattr(worker, "CACHE_BYTES", 3 * 2**20)
+    client = worker.WorkerClient(inline=True)
+    big = "x" * 2**20  # each result about 1 MiB
+    monkeypatch.setattr(
+        jobs, "execute", lambda kind, params, progress=None, should_cancel=None: {"blob": big, "n": params["name"]}
+    )
+    for n in range(6):
+        ticket = client.submit("run", {"name": n}, owner="A")
+        _wait(lambda t=ticket: client.status(t)["state"] == "done")
+    assert 2 * 2**20 < client.cache_bytes() <= 3 * 2**20
+    assert client.status(client.submit("run", {"name": 5}, owner="B"))["cached"]  # the newest are kept
+    assert not client.status(client.submit("run", {"name": 0}, owner="B"))["cached"]  # the oldest went
+
+
+def test_an_unpicklable_parameter_is_refused_at_submit_naming_it(fake):
+    client = worker.WorkerClient(inline=True)
+    with pytest.raises(worker.ConfigError) as refused:
+        client.submit("run", {"name": "x", "hook": lambda: None}, owner="A")
+    assert refused.value.field == "hook" and "cannot be sent to the worker" in str(refused.value)
+    assert client.queue_length() == 0
