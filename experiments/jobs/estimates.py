@@ -30,6 +30,7 @@ PROCESSES = 2  # estimates at once: one long estimate leaves the other process t
 MAX_SECONDS = 20.0
 PENDING = "pending: the estimate is being computed"  # what a caller that stopped waiting gets  # an estimate that takes longer is refused: a page waits for none longer than this
 WATCH_S = 0.5
+TAB_GRACE_S = 15.0  # a tab disconnected this long counts as closed (experiments/jobs/worker.py has the same)
 
 
 class EstimateTooLong(RuntimeError):
@@ -110,11 +111,14 @@ class EstimatePool:
     """Thread-safe. `owner_alive(session)`: whether a tab is still there (its waiting requests are dropped, and a
     running one is stopped, when not)."""
 
-    def __init__(self, processes: int = 2, max_seconds: float = MAX_SECONDS, size: int = 2048):
+    def __init__(
+        self, processes: int = 2, max_seconds: float = MAX_SECONDS, size: int = 2048, grace_s: float = TAB_GRACE_S
+    ):
         """`processes=0`: no processes, each estimate runs in the thread that asks (the inline worker, tests)."""
         self.max_seconds, self.size, self.inline = max_seconds, size, processes == 0
         self.lock = threading.Condition()
         self.owner_alive: Callable[[str], bool] | None = None
+        self._presence = policy.Presence(grace_s)
         self._futures: OrderedDict[object, Future] = OrderedDict()
         self._requests: dict[str, dict] = {}  # rid -> {"key", "owner", "seq", "target", "args", "kwargs"}
         self._pending: list[str] = []
@@ -205,7 +209,7 @@ class EstimatePool:
         if owner is None or self.owner_alive is None:
             return True
         try:
-            return bool(self.owner_alive(owner))
+            return not self._presence.gone(owner, bool(self.owner_alive(owner)), time.monotonic())
         except Exception:  # noqa: BLE001 - when in doubt the estimate is still wanted
             return True
 

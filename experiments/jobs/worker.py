@@ -10,7 +10,6 @@ students pressing Run on the same preset cost one run. A failed job's status car
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import pickle
 import secrets
@@ -19,21 +18,23 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from ..core.config import ConfigError
 from ..core.limits import load as load_limits
 from . import errors, policy
+from .admission import cacheable, check_params, devices_needed, job_key
 from .errors import QueueFull
 from .lanes import InlineLane, Lane, ProcessLane
 
 LIMITS = load_limits()
 CACHE_SIZE = 256
 CACHE_BYTES = 256 * 2**20  # results kept for the next learner, all together (a run with its timeline: ~1 MB)
-JOB_TTL_S = 600.0  # how long a finished job's status waits for its page; results stay in the bounded cache
+TAB_GRACE_S = 15.0  # a tab disconnected this long counts as closed (its jobs dropped); a shorter blip does not
+JOB_TTL_S = 600.0
+CLOSED = "cancelled: the page that asked for it was closed"  # how long a finished job's status waits for its page; results stay in the bounded cache
 
 _shared: WorkerClient | None = None
 _shared_lock = threading.Lock()
 
-__all__ = ["QueueFull", "WorkerClient", "shared_client"]
+__all__ = ["QueueFull", "WorkerClient", "devices_needed", "job_key", "shared_client"]
 
 
 def shared_client() -> WorkerClient:
@@ -44,46 +45,6 @@ def shared_client() -> WorkerClient:
         if _shared is None:
             _shared = WorkerClient()
         return _shared
-
-
-def job_key(kind: str, params: dict) -> str:
-    """Two submissions are the same job when kind and every parameter are equal: they share one run."""
-    return kind + ":" + json.dumps(params, sort_keys=True, default=str)
-
-
-def cacheable(result) -> bool:
-    """Only an experiment's own outcome is served to the next learner: never a cancelled run, nor one whose ranks
-    failed (a killed rank, a collective that timed out), which the next run may well not repeat."""
-    return isinstance(result, dict) and not result.get("cancelled") and not result.get("errors")
-
-
-def check_params(params: dict) -> None:
-    """A job's parameters cross a process boundary: one that cannot be pickled is refused here, at submit, naming
-    it (in the worker's queue it would fail in a feeder thread and the job would never start)."""
-    if not isinstance(params, dict):
-        raise ConfigError("params", f"got {type(params).__name__}; a job's parameters are a dict")
-    for name, value in params.items():
-        try:
-            pickle.dumps(value)
-        except Exception as e:  # noqa: BLE001 - pickling raises many types (TypeError, PicklingError, AttributeError)
-            raise ConfigError(
-                str(name),
-                f"got a {type(value).__name__}, which cannot be sent to the worker ({type(e).__name__}); "
-                "allowed: plain values (numbers, strings, lists, dicts)",
-                "choice",
-                value=type(value).__name__,
-                allowed="numbers, strings, lists, dicts",
-            ) from None
-
-
-def devices_needed(kind: str, params: dict) -> int:
-    """A multi-GPU job holds every GPU its ranks use; every other job holds one."""
-    if kind != "distributed" or str(params.get("device", "auto")) == "cpu":
-        return 1
-    try:
-        return max(1, int(params.get("world_size", 2)))  # DistributedConfig's default
-    except (TypeError, ValueError):
-        return 1
 
 
 class WorkerClient:
@@ -115,6 +76,7 @@ class WorkerClient:
         self._finished_at: OrderedDict[str, float] = OrderedDict()
         # Set by the app: tells whether a browser session is still connected.
         self.owner_alive: Callable[[str], bool] | None = None
+        self._presence = policy.Presence(TAB_GRACE_S)
         self._lanes: list[Lane] = []
         self.add_lane()
 
@@ -233,8 +195,11 @@ class WorkerClient:
             self.lock.notify_all()
 
     def watch(self, lane: Lane, job_id: str) -> None:
-        """Stops a running job nobody waits for any more (its pages were closed)."""
+        """Stops a running job nobody waits for any more (its pages were closed), and drops such queued jobs."""
         with self.lock:
+            for queued in list(self._pending):
+                if self._presence_of(queued) == "gone":
+                    self._stop(queued, CLOSED)
             if self._abandoned(job_id) and lane.cancel is not None and not lane.cancel.is_set():
                 self._unjoinable(job_id)
                 lane.cancel.set()
@@ -287,17 +252,26 @@ class WorkerClient:
 
     def _abandoned(self, job_id: str) -> bool:
         """Every session that waits for this job has gone (closed tabs); jobs from the CLI never are."""
+        return self._presence_of(job_id) == "gone"
+
+    def _presence_of(self, job_id: str) -> str:
+        """ "here"; "away": every tab that waits for it is disconnected, for less than TAB_GRACE_S (a queued job
+        does not start then, a running one goes on); "gone": for longer."""
         alive = self.owner_alive
         job = self._jobs.get(job_id)
         if alive is None or job is None:
-            return False
+            return "here"
         owners = {self._owners.get(t) for t in job["subscribers"]}
         if not owners or None in owners:
-            return False
+            return "here"
+        self._presence.grace_s = TAB_GRACE_S
         try:
-            return not any(alive(o) for o in owners)
+            connected = {o: bool(alive(o)) for o in owners}
         except Exception:  # noqa: BLE001 - when in doubt the job is still wanted
-            return False
+            return "here"
+        now = time.monotonic()
+        gone = [self._presence.gone(o, c, now) for o, c in connected.items()]
+        return "here" if any(connected.values()) else "gone" if all(gone) else "away"
 
     def _stop(self, job_id: str, reason: str | None = None) -> None:
         job = self._jobs[job_id]
@@ -354,8 +328,10 @@ class WorkerClient:
     def _candidates(self):
         """The queue in fair order, as the policy reads it; an abandoned job met on the way is dropped."""
         for job_id in self._order():
-            if self._abandoned(job_id):
-                self._stop(job_id, "cancelled: the page that asked for it was closed")
+            presence = self._presence_of(job_id)
+            if presence == "gone":
+                self._stop(job_id, CLOSED)
+            if presence != "here":
                 continue
             yield job_id, self._jobs[job_id]["devices"]
 

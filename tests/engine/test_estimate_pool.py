@@ -19,7 +19,7 @@ CFG = ExperimentConfig(device="cpu", layers=2, width=128, batch=8)
 
 @pytest.fixture
 def pool():
-    p = estimates.EstimatePool(processes=2, max_seconds=120)
+    p = estimates.EstimatePool(processes=2, max_seconds=120, grace_s=1.0)
     assert p.warm(240), "the estimate processes did not start"
     yield p
     for slot in p._slots:

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from experiments.core.config import ConfigError
 from experiments.core.limits import Limits
 from experiments.jobs import kinds as jobs
 from experiments.jobs import lanes, worker
@@ -88,6 +89,7 @@ def test_one_session_may_not_fill_the_queue(fake, monkeypatch):
 
 def test_jobs_of_closed_tabs_leave_the_queue_and_stop_running(fake, monkeypatch):
     monkeypatch.setattr(lanes, "ABANDON_CHECK_S", 0.02)
+    monkeypatch.setattr(worker, "TAB_GRACE_S", 0.05)
     gone: set[str] = set()
     client = worker.WorkerClient(inline=True)
     client.owner_alive = lambda owner: owner not in gone
@@ -99,7 +101,8 @@ def test_jobs_of_closed_tabs_leave_the_queue_and_stop_running(fake, monkeypatch)
     cli = client.submit("run", {"name": "cli"})  # no session: never considered abandoned
     gone.update({"A", "B", "C"})
     _wait(lambda: client.status(running)["state"] == "cancelled")
-    assert client.status(queued)["state"] == "cancelled" and "closed" in client.status(queued)["error"]
+    _wait(lambda: client.status(queued)["state"] == "cancelled")
+    assert "closed" in client.status(queued)["error"]
     _wait(lambda: "shared" in fake.started)
     fake.go("shared")
     _wait(lambda: "cli" in fake.started)
@@ -183,7 +186,26 @@ def test_the_result_cache_is_bounded_by_bytes(fake, monkeypatch):
 
 def test_an_unpicklable_parameter_is_refused_at_submit_naming_it(fake):
     client = worker.WorkerClient(inline=True)
-    with pytest.raises(worker.ConfigError) as refused:
+    with pytest.raises(ConfigError) as refused:
         client.submit("run", {"name": "x", "hook": lambda: None}, owner="A")
     assert refused.value.field == "hook" and "cannot be sent to the worker" in str(refused.value)
     assert client.queue_length() == 0
+
+
+def test_a_network_blip_does_not_cancel_a_running_run_a_closed_tab_does(fake, monkeypatch):
+    monkeypatch.setattr(lanes, "ABANDON_CHECK_S", 0.02)
+    monkeypatch.setattr(worker, "TAB_GRACE_S", 1.5)
+    gone: set[str] = set()
+    client = worker.WorkerClient(inline=True)
+    client.owner_alive = lambda owner: owner not in gone
+    run = client.submit("run", {"name": "blip"}, owner="A")
+    _wait(lambda: fake.started == ["blip"])
+    gone.add("A")  # the connection drops for 0.5 s, checked 25 times meanwhile
+    time.sleep(0.5)
+    gone.discard("A")
+    time.sleep(0.2)
+    assert client.status(run)["state"] == "running"
+    gone.add("A")  # and now for good: cancelled once the grace has passed
+    t0 = time.monotonic()
+    _wait(lambda: client.status(run)["state"] == "cancelled", 30)
+    assert time.monotonic() - t0 >= 1.4
