@@ -53,14 +53,14 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 
 def claim_device() -> bool:
-    """One lab worker per GPU: a second server on the same machine would share the device and spoil both
-    servers' measurements. Returns False when another worker holds the device's lock file."""
+    """One lab worker per GPU, and one per machine's CPU: a second server on the same machine would share the
+    device (or the cores and the memory) and spoil both servers' measurements and fit checks. Returns False when
+    another worker holds the device's lock file."""
     global _device_lock
     import torch
 
-    if not torch.cuda.is_available():
-        return True
-    path = os.path.join(tempfile.gettempdir(), f"gpu-memory-lab-cuda{torch.cuda.current_device()}.lock")
+    name = f"cuda{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
+    path = os.path.join(tempfile.gettempdir(), f"gpu-memory-lab-{name}.lock")
     _device_lock = open(path, "a")  # noqa: SIM115 - held for the life of the worker
     try:
         fcntl.flock(_device_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

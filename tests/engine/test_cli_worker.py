@@ -296,3 +296,20 @@ def test_a_joined_run_stops_only_when_its_last_learner_cancels():
         assert time.time() < deadline
         time.sleep(0.05)
     assert client.status(first)["state"] == "cancelled"
+
+
+def test_a_second_worker_on_the_same_cpu_is_detected(monkeypatch, tmp_path):
+    import tempfile
+
+    import torch
+
+    from experiments.jobs import lanes
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert lanes.claim_device()  # the first server's CPU worker holds the machine's lock
+    first = lanes._device_lock
+    assert not lanes.claim_device()  # a second server on the same CPU is told (its sidebar says so)
+    assert (tmp_path / "gpu-memory-lab-cpu.lock").exists()
+    lanes._device_lock.close()
+    first.close()
