@@ -92,12 +92,12 @@ def submit(specs: list[dict]) -> tuple[list[str] | None, Failure | None]:
         return None, classify(getattr(exc, "error_info", None), _text(exc), getattr(exc, "per_session", False))
 
 
-def status(job_id: str) -> dict:
+def status(job_id: str, result: bool = True) -> dict:
     c, err = get_client()
     if err:
         return {"state": "error", "error": err, "result": None}
     try:
-        return c.status(job_id)
+        return c.status(job_id, result=result)
     except Exception as exc:  # noqa: BLE001
         return {"state": "error", "error": _text(exc), "result": None}
 

@@ -107,7 +107,7 @@ def worker_main(
             result = execute(
                 kind, params, progress=progress if kind in PROGRESS_KINDS else None, should_cancel=cancel.is_set
             )
-            events.put(("done", job_id, _result_file(result)))
+            events.put(("done", job_id, _result_file(result) | _flags(result)))
         except Exception as e:  # noqa: BLE001 - every failure is reported to the page, never raised there
             events.put(("error", job_id, {"error": errors.message(e)[:2000], "error_info": errors.describe(e)}))
         _report_device(events, rates=rates)
@@ -123,30 +123,26 @@ def _result_file(result) -> dict:
     return {"result_file": path}
 
 
-def _read_result(payload):
-    if isinstance(payload, dict) and set(payload) == {"result_file"}:
-        path = payload["result_file"]
-        try:
-            with open(path, "rb") as f:
-                return pickle.load(f)
-        finally:
-            with contextlib.suppress(OSError):
-                os.remove(path)
-    return payload
+def _flags(result) -> dict:
+    """Read off the result where it is made, so the server need not unpickle it to know them."""
+    from .admission import cacheable
+
+    cancelled = isinstance(result, dict) and bool(result.get("cancelled"))
+    return {"flags": {"cancelled": cancelled, "cacheable": cacheable(result)}}
 
 
-def _file_size(payload) -> int | None:
+def _read_blob(payload) -> tuple[bytes | None, dict | None]:
+    """The pickled result a worker wrote (its bytes, not unpickled) and its flags; (None, None) for a payload
+    that is not a result file."""
+    if not (isinstance(payload, dict) and "result_file" in payload):
+        return None, None
+    path = payload["result_file"]
     try:
-        return os.path.getsize(payload["result_file"])
-    except (OSError, KeyError, TypeError):
-        return None
-
-
-def _pickled_size(result) -> int | None:
-    try:
-        return len(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
-    except Exception:  # noqa: BLE001 - such a result is not cached
-        return None
+        with open(path, "rb") as f:
+            return f.read(), payload.get("flags") or {}
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(path)
 
 
 class Lane:
@@ -206,7 +202,7 @@ class InlineLane(Lane):
                 progress=progress if job["kind"] in PROGRESS_KINDS else None,
                 should_cancel=should_cancel,
             )
-            client.finish(job_id, "done", result=result, size=_pickled_size(result))
+            client.finish(job_id, "done", result=result)
         except Exception as e:  # noqa: BLE001
             client.finish(job_id, "error", error=errors.message(e), error_info=errors.describe(e))
 
@@ -301,8 +297,11 @@ class ProcessLane(Lane):
             if what == "progress":
                 job["progress"] = payload
             elif what == "done":
-                size = _file_size(payload)
-                client.finish(job_id, "done", result=_read_result(payload), size=size)
+                blob, flags = _read_blob(payload)
+                if blob is None:
+                    client.finish(job_id, "done", result=payload)
+                else:
+                    client.finish(job_id, "done", blob=blob, flags=flags)
                 return
             elif what == "error":
                 client.finish(job_id, "error", error=payload["error"], error_info=payload["error_info"])

@@ -28,13 +28,20 @@ LIMITS = load_limits()
 CACHE_SIZE = 256
 CACHE_BYTES = 256 * 2**20  # results kept for the next learner, all together (a run with its timeline: ~1 MB)
 TAB_GRACE_S = 15.0  # a tab disconnected this long counts as closed (its jobs dropped); a shorter blip does not
-JOB_TTL_S = 600.0
-CLOSED = "cancelled: the page that asked for it was closed"  # how long a finished job's status waits for its page; results stay in the bounded cache
+JOB_TTL_S = 600.0  # how long a finished job's status waits for its page; results stay in the bounded cache
+CLOSED = "cancelled: the page that asked for it was closed"
 
 _shared: WorkerClient | None = None
 _shared_lock = threading.Lock()
 
 __all__ = ["QueueFull", "WorkerClient", "devices_needed", "job_key", "shared_client"]
+
+
+def _pickled(result) -> bytes | None:
+    try:
+        return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - such a result is kept as the object, and not cached
+        return None
 
 
 def shared_client() -> WorkerClient:
@@ -64,8 +71,8 @@ class WorkerClient:
         self._jobs: dict[str, dict] = {}
         self._pending: list[str] = []
         self._by_key: dict[str, str] = {}
-        self._cache: OrderedDict[str, dict] = OrderedDict()
-        self._cache_sizes: dict[str, int] = {}  # key -> the result's pickled bytes
+        self._cache: OrderedDict[str, bytes] = OrderedDict()  # key -> the result, pickled
+        self._cache_sizes: dict[str, int] = {}
         # A random prefix: ids never repeat, not even across a restarted server.
         self._ids = (f"j{secrets.token_hex(3)}-{n}" for n in itertools.count(1))
         self._seq = itertools.count()
@@ -89,9 +96,8 @@ class WorkerClient:
             job_id = next(self._ids)
             if key in self._cache:
                 self._cache.move_to_end(key)
-                self._jobs[job_id] = self._new(
-                    kind, params, key, owner, state="done", result=self._cache[key], cached=True
-                )
+                self._jobs[job_id] = self._new(kind, params, key, owner, state="done", cached=True)
+                self._jobs[job_id]["blob"] = self._cache[key]
                 self._finished_at[job_id] = time.monotonic()
                 return self._ticket(job_id, job_id, owner)
             twin = self._by_key.get(key)
@@ -116,8 +122,9 @@ class WorkerClient:
             self.lock.notify_all()
             return job_id
 
-    def status(self, ticket: str) -> dict:
-        """{"state", "position", "progress", "result", "error", "error_info", "cached"}."""
+    def status(self, ticket: str, result: bool = True) -> dict:
+        """{"state", "position", "progress", "result", "error", "error_info", "cached"}; `result=False`: without
+        the result (a page polling a group of jobs reads the results once, when all have ended)."""
         with self.lock:
             job_id = self._tickets.get(ticket, ticket)
             job = self._jobs.get(job_id)
@@ -134,9 +141,13 @@ class WorkerClient:
             if job_id in self._pending:
                 busy = any(not lane.idle for lane in self._lanes)
                 position = self._order().index(job_id) + (1 if busy else 0)
-            return {k: job[k] for k in ("state", "progress", "result", "error", "error_info", "cached")} | {
-                "position": position
-            }
+            out = {k: job[k] for k in ("state", "progress", "result", "error", "error_info", "cached")}
+            blob = job.get("blob")
+        # Results are held pickled (a few times smaller than the objects, shared by the cache and every job that
+        # got it) and read here, outside the lock, for the page that asks.
+        if not result:
+            return out | {"position": position, "result": None}
+        return out | {"position": position, "result": pickle.loads(blob) if blob is not None else out["result"]}
 
     def cancel(self, ticket: str) -> None:
         """Withdraws one submission; the job stops only when no other learner still waits for it."""
@@ -172,24 +183,33 @@ class WorkerClient:
         return self._lanes[0].proc
 
     # -- what the lanes call ------------------------------------------------------------------
-    def finish(
-        self, job_id: str, state: str, result=None, error=None, error_info=None, size: int | None = None
-    ) -> None:
+    def finish(self, job_id: str, state: str, result=None, error=None, error_info=None, blob=None, flags=None) -> None:
+        """`result` (an object), or `blob`: the result pickled, with `flags` {"cancelled", "cacheable"} read off it
+        where it was made (a worker process), so that the server never unpickles a result nobody reads."""
+        if state == "done" and blob is None:
+            blob = _pickled(result)
+            flags = {
+                "cancelled": bool(isinstance(result, dict) and result.get("cancelled")),
+                "cacheable": cacheable(result),
+            }
+            if blob is not None:
+                result = None
+        flags = flags or {}
         with self.lock:
             job = self._jobs[job_id]
-            if state == "done" and result is not None and result.get("cancelled"):
+            if state == "done" and flags.get("cancelled"):
                 state = "cancelled"
             if state == "cancelled" and error_info is None:
                 error_info = errors.cancelled()
-            job.update(state=state, result=result, error=error, error_info=error_info)
+            job.update(state=state, result=result, error=error, error_info=error_info, blob=blob)
             self._finished_at[job_id] = time.monotonic()
             for lane in self._lanes:
                 if lane.running == job_id:
                     lane.running = None
                 if lane.held_by == job_id:
                     lane.held_by = None
-            if state == "done" and cacheable(result):
-                self._remember(job["key"], result, size)
+            if state == "done" and blob is not None and flags.get("cacheable"):
+                self._remember(job["key"], blob)
             if self._by_key.get(job["key"]) == job_id:
                 del self._by_key[job["key"]]
             self.lock.notify_all()
@@ -294,19 +314,14 @@ class WorkerClient:
         if self._by_key.get(key) == job_id:
             del self._by_key[key]
 
-    def _remember(self, key: str, result: dict, size: int | None) -> None:
+    def _remember(self, key: str, blob: bytes) -> None:
         """The result cache, bounded by count and by bytes (a distributed result with its ranks' timelines is
         megabytes: a count alone let it grow to gigabytes)."""
-        if size is None:
-            try:
-                size = len(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
-            except Exception:  # noqa: BLE001 - a result that cannot be measured is not kept
-                return
-        if size > CACHE_BYTES:
+        if len(blob) > CACHE_BYTES:
             return
-        self._cache[key] = result
+        self._cache[key] = blob
         self._cache.move_to_end(key)
-        self._cache_sizes[key] = size
+        self._cache_sizes[key] = len(blob)
         while len(self._cache) > CACHE_SIZE or sum(self._cache_sizes.values()) > CACHE_BYTES:
             old, _ = self._cache.popitem(last=False)
             self._cache_sizes.pop(old, None)

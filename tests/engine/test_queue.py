@@ -4,6 +4,7 @@ The jobs here are stand-ins (experiments.jobs.kinds.execute replaced) so that th
 what is tested, in milliseconds; real jobs through the same client are tested in test_cli_worker.py.
 """
 
+import sys
 import threading
 import time
 
@@ -209,3 +210,17 @@ def test_a_network_blip_does_not_cancel_a_running_run_a_closed_tab_does(fake, mo
     t0 = time.monotonic()
     _wait(lambda: client.status(run)["state"] == "cancelled", 30)
     assert time.monotonic() - t0 >= 1.4
+
+
+def test_results_are_held_once_pickled_and_a_poll_without_the_result_reads_none(fake, monkeypatch):
+    client = worker.WorkerClient(inline=True)
+    result = {"timeline": [{"t": i, "bytes": i * 512} for i in range(20_000)]}
+    monkeypatch.setattr(jobs, "execute", lambda kind, params, progress=None, should_cancel=None: result)
+    a = client.submit("run", {"name": "big"}, owner="A")
+    _wait(lambda: client.status(a, result=False)["state"] == "done")
+    b = client.submit("run", {"name": "big"}, owner="B")  # served from the cache
+    assert client.status(b, result=False)["result"] is None and client.status(b)["cached"]
+    assert client.status(a)["result"] == result == client.status(b)["result"]
+    held = client._jobs[client._tickets[b]]["blob"]
+    assert held is client._jobs[a]["blob"] and isinstance(held, bytes)  # one copy, shared by both jobs
+    assert len(held) < sys.getsizeof(result["timeline"]) + sum(sys.getsizeof(e) for e in result["timeline"])
