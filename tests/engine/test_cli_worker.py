@@ -138,7 +138,8 @@ def test_worker_runs_in_a_spawned_process_dedupes_and_caches():
     # An identical queued job is joined, not run twice: two tickets, one job, one result.
     assert a != b and c._tickets[a] == c._tickets[b]
     assert _wait(c, a)["state"] == "done"
-    assert c.status(b)["result"] is c.status(a)["result"]
+    assert c.status(b)["result"] == c.status(a)["result"]  # one job: one result, held once (pickled)
+    assert isinstance(c._jobs[c._tickets[a]]["blob"], bytes)
     again = c.status(c.submit("run", params))
     assert again["state"] == "done" and again["cached"]
     bad = _wait(c, c.submit("run", dict(params, batch=7, accum=2)))
