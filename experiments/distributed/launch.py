@@ -31,7 +31,7 @@ from .estimate import estimate_sharded
 from .fit_check import check_ranks_fit
 
 RANK_TIMEOUT_S = 120  # a rank that waits this long in a collective gives up (a peer died or ran out of memory)
-FAILED_GRACE_S = 3.0  # after a rank failed or died, how long the others may still report before they are stopped
+FAILED_GRACE_S = 5.0  # after a rank failed or died, how long the others may still report before they are stopped
 STOP_GRACE_S = 2.0  # after SIGTERM, how long a process has before SIGKILL
 
 
