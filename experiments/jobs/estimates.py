@@ -30,6 +30,7 @@ PROCESSES = 2  # estimates at once: one long estimate leaves the other process t
 MAX_SECONDS = 20.0
 PENDING = "pending: the estimate is being computed"  # what a caller that stopped waiting gets  # an estimate that takes longer is refused: a page waits for none longer than this
 WATCH_S = 0.5
+START_RETRY_S = 5.0
 TAB_GRACE_S = 15.0  # a tab disconnected this long counts as closed (experiments/jobs/worker.py has the same)
 
 
@@ -239,6 +240,8 @@ class EstimatePool:
             with self.lock:
                 rid = None
                 while rid is None:
+                    if slot.proc is not None and not slot.proc.is_alive() and not slot.ready.is_set():
+                        self._failed_start(slot)
                     if slot.proc is None or not slot.proc.is_alive():
                         slot.start()
                     if not slot.ready.is_set():
@@ -253,6 +256,15 @@ class EstimatePool:
             self._wait_reply(slot, rid, req)
             with self.lock:
                 slot.running = None
+
+    def _failed_start(self, slot: _Slot) -> None:
+        """A process that died before it was ready fails what waits (no page says "estimating" forever), and is
+        started again only after a pause (no loop of processes that cannot start)."""
+        why = RuntimeError(f"the estimate process could not start (exit status {slot.proc.exitcode}; see the log)")
+        for rid in list(self._pending):
+            self._pending.remove(rid)
+            self._forget(rid, why)
+        self.lock.wait(timeout=START_RETRY_S)
 
     def _wait_ready(self, slot: _Slot) -> None:
         try:
