@@ -126,6 +126,7 @@ class EstimatePool:
         self._served: dict[str, float] = {}
         self._ids = (f"e{n}" for n in itertools.count(1))
         self._seq = itertools.count()
+        self._closed = False
         self._slots = [_Slot(i) for i in range(processes)]
         for slot in self._slots:
             threading.Thread(target=self._serve, args=(slot,), name=f"gml-estimates-{slot.index}", daemon=True).start()
@@ -187,6 +188,17 @@ class EstimatePool:
             self.lock.notify_all()
         return all(slot.ready.wait(max(0.0, deadline - time.monotonic())) for slot in self._slots)
 
+    def close(self) -> None:
+        """Stops the processes for good (a test's end); what still waits fails."""
+        with self.lock:
+            self._closed = True
+            for rid in list(self._pending):
+                self._pending.remove(rid)
+                self._forget(rid, EstimateCancelled("the estimate pool was closed"))
+            for slot in self._slots:
+                slot.stop()
+            self.lock.notify_all()
+
     def busy(self) -> int:
         with self.lock:
             return len(self._pending) + sum(1 for s in self._slots if s.running)
@@ -240,6 +252,8 @@ class EstimatePool:
             with self.lock:
                 rid = None
                 while rid is None:
+                    if self._closed:
+                        return
                     if slot.proc is not None and not slot.proc.is_alive() and not slot.ready.is_set():
                         self._failed_start(slot)
                     if slot.proc is None or not slot.proc.is_alive():

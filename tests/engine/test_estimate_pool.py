@@ -22,8 +22,7 @@ def pool():
     p = estimates.EstimatePool(processes=2, max_seconds=120, grace_s=1.0)
     assert p.warm(240), "the estimate processes did not start"
     yield p
-    for slot in p._slots:
-        slot.stop()
+    p.close()
 
 
 def test_a_page_opens_in_about_a_second_while_another_session_estimates_for_minutes(pool):
