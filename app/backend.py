@@ -21,6 +21,7 @@ from experiments.core import timeline as _timeline
 from experiments.core.config import BOOLS, CHOICES, RANGES, ConfigError, ExperimentConfig
 from experiments.core.metrics import VERDICT_MIN_ROUNDS, net_peak, paired
 from experiments.core.vocabulary import CATEGORIES, PHASES
+from experiments.jobs.estimates import PENDING, shared_pool
 
 __all__ = [
     "BOOLS",
@@ -91,12 +92,12 @@ def submit(specs: list[dict]) -> tuple[list[str] | None, Failure | None]:
         return None, classify(getattr(exc, "error_info", None), _text(exc), getattr(exc, "per_session", False))
 
 
-def status(job_id: str) -> dict:
+def status(job_id: str, result: bool = True) -> dict:
     c, err = get_client()
     if err:
         return {"state": "error", "error": err, "result": None}
     try:
-        return c.status(job_id)
+        return c.status(job_id, result=result)
     except Exception as exc:  # noqa: BLE001
         return {"state": "error", "error": _text(exc), "result": None}
 
@@ -188,12 +189,14 @@ def field_value(field_name: str, raw):
 
 def capacity_bytes(cfg) -> int | None:
     """What the estimate is compared with: the runner's rule (experiments/core/capacity.py) on the worker's device."""
-    from experiments.core.capacity import capacity
+    from experiments.core.capacity import capacity, cpu_free_for_tensors
 
     info, _ = safe_device_info()
     if info and info.get("type") == "cuda" and cfg.device == "cpu":
         # The worker reports its GPU; free RAM for a forced-CPU run is not known here: the budget alone.
         return capacity(cfg.budget_mb, None)
+    if info and info.get("type") == "cpu":  # the worker's own growth during a run counts, as in the runner
+        return capacity(cfg.budget_mb, cpu_free_for_tensors(info.get("free_bytes")))
     return capacity(cfg.budget_mb, (info or {}).get("free_bytes"), (info or {}).get("cached_free_bytes", 0))
 
 
@@ -224,30 +227,34 @@ def device_type(cfg) -> str:
     return "cuda" if gpu_worker() else "cpu"
 
 
-# The one estimate cache: every estimate the pages show (a run's, a data-parallel run's, a "what fits" search),
-# keyed by everything it depends on.
-_estimates = Memo(2048)
+# The one estimate cache, of every estimate the pages show: experiments/jobs/estimates.py's, whose processes run them
+# off this server's threads (inline worker, tests: in the calling thread). A page waits a moment, then polls.
+ESTIMATE_WAIT_S = 0.8
+
+
+def pending(err: str | None) -> bool:
+    """Whether an estimate's error only says it is not ready yet (the page polls and shows it when it is)."""
+    return err == PENDING
 
 
 def estimate(
-    cfg, capacity: int | None = None, *, for_device: str | None = None, measured_workspaces: bool = True
+    cfg,
+    capacity: int | None = None,
+    *,
+    for_device: str | None = None,
+    measured_workspaces: bool = True,
+    wait: float | None = ESTIMATE_WAIT_S,
 ) -> tuple[dict | None, str | None]:
-    """(estimate, None) or (None, error message) for an ExperimentConfig or a data-parallel DistributedConfig, on
-    the device its run would use (or `for_device`): a fake-tensor replay, exact in tensor bytes, with the scratch
-    memory the worker measured on its GPU. Cached; an op not measured yet is measured for the next call."""
+    """(estimate, None), (None, PENDING) while it is computed, or (None, error message) for an ExperimentConfig or a
+    DistributedConfig on the device its run would use (or `for_device`): a fake-tensor replay, exact in tensor bytes,
+    with the scratch memory the worker measured on its GPU; an op not measured yet is measured for the next call."""
     try:
-        from experiments.distributed.estimate import estimate_sharded
-        from experiments.estimate.estimator import estimate as run_estimate
-
         distributed = not isinstance(cfg, ExperimentConfig)
         where = for_device or device_type(cfg.config if distributed else cfg)
         table = workspaces() if where == "cuda" and measured_workspaces else None
-        scratch = dict(table or ())
-        if distributed:
-            key, compute = (), lambda: estimate_sharded(cfg, device_type=where, transients=scratch)
-        else:
-            key, compute = (capacity,), lambda: run_estimate(cfg, capacity, device_type=where, transients=scratch)
-        est = _estimates.get((type(cfg).__name__, _frozen(cfg.to_dict()), *key, where, table), compute)
+        est = shared_pool(_session_alive).estimate(cfg, capacity, where, table, owner=session_id(), wait=wait)
+        if est is PENDING:
+            return None, PENDING
         if est.get("unmeasured") and measured_workspaces:
             measure_later(est["unmeasured"])
         return est, None
@@ -255,25 +262,17 @@ def estimate(
         return None, _text(exc)
 
 
-def what_fits(dcfg, capacity: int) -> tuple[dict | None, str | None]:
+def what_fits(dcfg, capacity: int, wait: float | None = ESTIMATE_WAIT_S) -> tuple[dict | None, str | None]:
     """The fewest devices, then the strategy with the least traffic, that hold dcfg's configuration by the estimate
-    (None when nothing up to the largest world size does)."""
+    (None when nothing up to the largest world size does); PENDING as estimate's."""
     try:
-        from experiments.distributed.estimate import what_fits as search
-        from experiments.distributed.model_fits import what_fits as grid
-
         if isinstance(dcfg, ExperimentConfig):  # one GPU: the levers x batch grid (a model of one's own)
-            key, where = _frozen(dcfg.to_dict()), "cuda"
-            return _estimates.get(("grid", key, capacity, where), lambda: grid(dcfg, capacity, where)), None
+            found = shared_pool(_session_alive).model_fits(dcfg, capacity, "cuda", owner=session_id(), wait=wait)
+            return (None, PENDING) if found is PENDING else (found, None)
         where = device_type(dcfg.config)
         table = workspaces() if where == "cuda" else None
-        params = dcfg.config.to_dict()
-        return _estimates.get(
-            ("what_fits", _frozen(params), capacity, dcfg.batch_mode, where, table),
-            lambda: search(
-                params, capacity, device_type=where, batch_mode=dcfg.batch_mode, transients=dict(table or ())
-            ),
-        ), None
+        found = shared_pool(_session_alive).what_fits(dcfg, capacity, where, table, owner=session_id(), wait=wait)
+        return (None, PENDING) if found is PENDING else (found, None)
     except Exception as exc:  # noqa: BLE001
         return None, _text(exc)
 

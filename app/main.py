@@ -75,6 +75,8 @@ def device_caption(slot, info: dict | None) -> None:
                 st.warning(t("sidebar.shared_gpu"))
         else:
             st.caption(t("sidebar.cpu"))
+            if info.get("shared_with_another_server"):
+                st.warning(t("sidebar.shared_cpu"))
 
 
 # The worker process is started with spawn, which re-imports the parent's __main__ module (this

@@ -72,6 +72,8 @@ def controls(meta: dict):
 
 def show_estimate(dcfg) -> None:
     est, err = backend.estimate(dcfg)
+    if sandbox.pending_estimate(err, lambda: backend.estimate(dcfg, wait=0)[1]):
+        return
     if err:
         engine_error(err)
         return
@@ -122,7 +124,7 @@ def show_what_fits(dcfg) -> None:
         asked = (dcfg.config.to_dict(), capacity, dcfg.batch_mode)
         if st.button(t("multigpu.fits_run"), key=f"{NS}.fits"):
             with st.spinner(t("multigpu.fits_running")):
-                fit, err = backend.what_fits(dcfg, capacity)
+                fit, err = backend.what_fits(dcfg, capacity, wait=60)  # asked for: this tab waits, no other
             if err:
                 engine_error(err)
                 return

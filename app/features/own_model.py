@@ -122,7 +122,8 @@ def estimate(cfg) -> None:
     if st.button(t("ym.estimate"), key=f"{NS}.estimate", type="primary"):
         with st.spinner(t("ym.estimating")):
             # For a GPU whatever this server has: the question is whether it fits the learner's card.
-            st.session_state[f"{NS}.est"] = (cfg.to_dict(), *backend.estimate(cfg, for_device="cuda"))
+            # The replay runs in the server's estimate processes; this click waits for it (bounded there).
+            st.session_state[f"{NS}.est"] = (cfg.to_dict(), *backend.estimate(cfg, for_device="cuda", wait=None))
     shown = st.session_state.get(f"{NS}.est")
     if not shown or shown[0] != cfg.to_dict():
         return
@@ -142,7 +143,7 @@ def what_fits(meta: dict, cfg) -> None:
     if not st.button(t("ym.fits_search"), key=f"{NS}.fits"):
         return
     with st.spinner(t("ym.fits_searching")):
-        res, err = backend.what_fits(cfg, int(cap * GIB))
+        res, err = backend.what_fits(cfg, int(cap * GIB), wait=None)
     if err:
         engine_error(err)
         return

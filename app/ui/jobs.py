@@ -87,8 +87,9 @@ def _poll_body(ns: str) -> None:
     group = st.session_state.get(_pending_key(ns))
     if not group:
         return
-    statuses = [backend.status(job_id) for job_id in group["ids"]]
+    statuses = [backend.status(job_id, result=False) for job_id in group["ids"]]
     if all(s.get("state") in TERMINAL for s in statuses):
+        statuses = [backend.status(job_id) for job_id in group["ids"]]  # the results, read once
         if _done_key(ns) in st.session_state:
             # The run before is what a "try this" prompt's prediction is checked against.
             st.session_state[_previous_key(ns)] = st.session_state[_done_key(ns)]

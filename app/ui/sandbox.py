@@ -162,9 +162,28 @@ def show_time(cfg: ExperimentConfig, est: dict) -> None:
     st.caption(t("estimate.bound." + step["bound"]))
 
 
+@st.fragment(run_every=1.0)
+def _poll(ask) -> None:
+    """While an estimate is computed elsewhere: every second, rerun the page once it is ready (never blocks)."""
+    if not backend.pending(ask()):
+        st.rerun()
+
+
+def pending_estimate(err: str | None, ask) -> bool:
+    """True (and "estimating" shown, the page polling) when err says the estimate is not ready; `ask()` asks again
+    without waiting and returns its error."""
+    if not backend.pending(err):
+        return False
+    st.caption(t("estimate.pending"))
+    _poll(ask)
+    return True
+
+
 def show_estimate(cfg: ExperimentConfig) -> dict | None:
     capacity = backend.capacity_bytes(cfg)
     est, err = backend.estimate(cfg, capacity)
+    if pending_estimate(err, lambda: backend.estimate(cfg, capacity, wait=0)[1]):
+        return None
     if err:
         engine_error(err)
         return None

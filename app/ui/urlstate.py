@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.i18n import t
+
 
 def init(key: str, default, parse) -> None:
     """Before a widget is drawn: its value comes from the URL if the session has none yet, else the default.
@@ -21,8 +23,13 @@ def init(key: str, default, parse) -> None:
         raw = st.query_params.get_all(key)
         try:
             value = parse(raw if len(raw) > 1 else raw[0])
-        except (ValueError, TypeError, IndexError):
+        except (ValueError, TypeError, IndexError) as exc:
             value = default
+            # Said on the page: a link whose value was silently replaced shows something else than was shared.
+            shown = ", ".join(raw)[:80]
+            code = getattr(exc, "code", None)  # a ConfigError: worded in the learner's language by its rule
+            why = (code and t("config.err." + code, default="", **exc.params)) or getattr(exc, "message", str(exc))
+            st.warning(t("url.replaced", field=key, value=shown, fallback=default, why=why[:200]))
     st.session_state[key] = value
 
 

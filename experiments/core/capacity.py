@@ -4,6 +4,25 @@ from __future__ import annotations
 
 from .units import MIB
 
+# What a CPU run costs the worker process beyond its tensors (allocator slack, autograd's bookkeeping, code and
+# kernels loaded on first use): a fixed part and a share of the tensors; and what a fresh process with torch and the
+# engine holds before any tensor (a data-parallel rank). Measured by benchmarks/worker_rss.py (docs/worker-rss.json:
+# 114 MB beyond 143 MB of tensors on a first run, 306 MB beyond 1.79 GB; torch imported: 218 MB), rounded up.
+PROCESS_MARGIN_BYTES = 128 * MIB
+PROCESS_MARGIN_SHARE = 0.10
+PROCESS_BASE_BYTES = 256 * MIB
+
+
+def process_margin_bytes(tensor_bytes: int = 0, fresh: bool = False) -> int:
+    """Memory a CPU run of `tensor_bytes` needs besides them: the margin, plus a new process's own (`fresh`: a rank)."""
+    return int(PROCESS_MARGIN_BYTES + PROCESS_MARGIN_SHARE * tensor_bytes + (PROCESS_BASE_BYTES if fresh else 0))
+
+
+def cpu_free_for_tensors(free_bytes: int | None) -> int | None:
+    """The machine's free memory less the worker's own margin: what a CPU run's tensors may use (on a CPU running
+    past the free memory is a kill by the system, not an error a learner can read)."""
+    return None if free_bytes is None else max(0, int((free_bytes - PROCESS_MARGIN_BYTES) / (1 + PROCESS_MARGIN_SHARE)))
+
 
 def capacity(budget_mb: float | None, free_bytes: int | None, cached_free_bytes: int = 0) -> int | None:
     """The learner's budget if set, capped by what the device has: free memory plus what this process's

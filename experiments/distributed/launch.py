@@ -28,8 +28,36 @@ import time
 from ..core.config import CUDA_ONLY, STRATEGIES, ConfigError, DistributedConfig
 from ..measure.device import device_info
 from .estimate import estimate_sharded
+from .fit_check import check_ranks_fit
 
 RANK_TIMEOUT_S = 120  # a rank that waits this long in a collective gives up (a peer died or ran out of memory)
+FAILED_GRACE_S = 5.0  # after a rank failed or died, how long the others may still report before they are stopped
+STOP_GRACE_S = 2.0  # after SIGTERM, how long a process has before SIGKILL
+
+
+PARENT_ENV = "GPU_MEMORY_LAB_LAUNCHER_PARENT"
+
+
+def exit_with_parent(parent: int | None = None, on_orphan=None) -> None:
+    """A daemon thread: when this process's parent (`parent`, the pid that started it) dies, even by SIGKILL,
+    `on_orphan` runs and the process exits, so no launcher or rank outlives the worker that started it and runs
+    beside the next job. Given the pid, a parent that died while this process was still importing counts too."""
+    parent = os.getppid() if parent is None else parent
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        if on_orphan is not None:
+            with contextlib.suppress(Exception):
+                on_orphan()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="gml-parent-watch", daemon=True).start()
+
+
+def _kill_own_group() -> None:
+    """The launcher runs in a session of its own (the worker starts it so): its group is it and its ranks."""
+    os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
 def device_type_for(dcfg: DistributedConfig) -> str:
@@ -76,8 +104,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_main(rank: int, plans: list[dict], device_type: str, port: int, out) -> None:
+def _rank_main(rank: int, plans: list[dict], device_type: str, port: int, out, parent: int | None = None) -> None:
     """Entry point of one rank (a spawned process): every plan in turn, on one process group."""
+    exit_with_parent(parent)
     import torch
     import torch.distributed as dist
 
@@ -130,7 +159,11 @@ def _spawn(plans: list[dict], device_type: str, progress=None, should_cancel=Non
     world = plans[0]["world_size"]
     out = multiprocessing.get_context("spawn").Queue()
     ctx = mp.start_processes(
-        _rank_main, args=(plans, device_type, _free_port(), out), nprocs=world, join=False, start_method="spawn"
+        _rank_main,
+        args=(plans, device_type, _free_port(), out, os.getpid()),
+        nprocs=world,
+        join=False,
+        start_method="spawn",
     )
     got = [{"results": {}, "update": None, "errors": {}, "cancelled": False} for _ in plans]
     failed_at = None
@@ -154,14 +187,17 @@ def _spawn(plans: list[dict], device_type: str, progress=None, should_cancel=Non
             pass
         if all(not p.is_alive() for p in ctx.processes):
             break
+        # A rank that died (killed, or by the OOM killer) is seen from its exit, not when its peers' collective
+        # times out two minutes later: they are stopped after a short grace, freeing the lane.
+        if failed_at is None and any(p.exitcode not in (None, 0) for p in ctx.processes):
+            failed_at = time.monotonic()
         cancel = should_cancel is not None and should_cancel()
         # A rank that failed leaves the others waiting in a collective: stop them after a short grace.
-        if cancel or (failed_at is not None and time.monotonic() - failed_at > 5):
+        if cancel or (failed_at is not None and time.monotonic() - failed_at > FAILED_GRACE_S):
             for g in got:
                 g["cancelled"] = g["cancelled"] or cancel
-            for p in ctx.processes:
-                if p.is_alive():
-                    p.terminate()
+            _stop(ctx.processes)
+            break
     for p in ctx.processes:
         p.join()
     for g in got:
@@ -171,9 +207,21 @@ def _spawn(plans: list[dict], device_type: str, progress=None, should_cancel=Non
     return got
 
 
+def _stop(processes) -> None:
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
+    for p in processes:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+
+
 def _spawn_via_child(plans: list[dict], device_type: str, progress=None, should_cancel=None) -> list[dict]:
     """The same spawn from a fresh interpreter, for callers that may not have children (daemonic processes)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([_root(), os.environ.get("PYTHONPATH", "")]))
+    env[PARENT_ENV] = str(os.getpid())
     proc = subprocess.Popen(
         [sys.executable, "-m", "experiments.distributed.launch", device_type],
         stdin=subprocess.PIPE,
@@ -200,8 +248,7 @@ def _spawn_via_child(plans: list[dict], device_type: str, progress=None, should_
         elif message and "got" in message:
             got = message["got"]
         if should_cancel is not None and should_cancel():
-            os.killpg(proc.pid, signal.SIGTERM)  # the child and the ranks it started: its own session
-            proc.wait()
+            stop_group(proc)
             return [{"results": {}, "update": None, "errors": {}, "cancelled": True} for _ in plans]
     proc.wait()
     if got is None:
@@ -218,6 +265,19 @@ def _spawn_via_child(plans: list[dict], device_type: str, progress=None, should_
         g["results"] = {int(k): v for k, v in g["results"].items()}
         g["errors"] = {int(k): v for k, v in g["errors"].items()}
     return got
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """The launcher and the ranks it started (its own session): SIGTERM, then SIGKILL after a short grace."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # ranks that ignored SIGTERM, even after the launcher exited
+    proc.wait()
 
 
 def _root() -> str:
@@ -242,6 +302,8 @@ def run_distributed_many(plans: list[dict], progress=None, should_cancel=None) -
     started = _dt.datetime.now(_dt.timezone.utc)
     t0 = time.perf_counter()
     estimates = [estimate_sharded(d, device_type=device_type) for d in dcfgs]
+    for d, est in zip(dcfgs, estimates, strict=True):
+        check_ranks_fit(d, est, device_type)
     spawn = _spawn_via_child if multiprocessing.current_process().daemon else _spawn
     gots = spawn([d.to_dict() for d in dcfgs], device_type, progress, should_cancel)
     duration = round(time.perf_counter() - t0, 3)
@@ -302,14 +364,24 @@ def _assemble(dcfg: DistributedConfig, device_type: str, got: dict, est: dict, s
 
 def _child_main() -> None:
     """`python -m experiments.distributed.launch <device_type>` with the parameters as JSON on stdin (see above)."""
+    parent = os.environ.get(PARENT_ENV, "")
+    exit_with_parent(
+        int(parent) if parent.isdigit() else None, _kill_own_group
+    )  # the worker died (or was killed at max_job_seconds): so do the ranks
     device_type = sys.argv[1]
     plans = json.loads(sys.stdin.read())
 
-    def progress(done, total, label):
-        print(json.dumps({"progress": [done, total, label]}), flush=True)
+    def say(message: dict) -> None:
+        try:
+            print(json.dumps(message, default=str), flush=True)
+        except (BrokenPipeError, OSError):
+            # The worker is gone and nobody reads this pipe: stop quietly, ranks and all (no traceback).
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            _kill_own_group()
 
-    got = _spawn(plans, device_type, progress)
-    print(json.dumps({"got": got}, default=str), flush=True)
+    got = _spawn(plans, device_type, lambda done, total, label: say({"progress": [done, total, label]}))
+    say({"got": got})
 
 
 if __name__ == "__main__":

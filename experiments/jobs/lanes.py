@@ -53,14 +53,14 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 
 def claim_device() -> bool:
-    """One lab worker per GPU: a second server on the same machine would share the device and spoil both
-    servers' measurements. Returns False when another worker holds the device's lock file."""
+    """One lab worker per GPU, and one per machine's CPU: a second server on the same machine would share the
+    device (or the cores and the memory) and spoil both servers' measurements and fit checks. Returns False when
+    another worker holds the device's lock file."""
     global _device_lock
     import torch
 
-    if not torch.cuda.is_available():
-        return True
-    path = os.path.join(tempfile.gettempdir(), f"gpu-memory-lab-cuda{torch.cuda.current_device()}.lock")
+    name = f"cuda{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
+    path = os.path.join(tempfile.gettempdir(), f"gpu-memory-lab-{name}.lock")
     _device_lock = open(path, "a")  # noqa: SIM115 - held for the life of the worker
     try:
         fcntl.flock(_device_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -107,7 +107,7 @@ def worker_main(
             result = execute(
                 kind, params, progress=progress if kind in PROGRESS_KINDS else None, should_cancel=cancel.is_set
             )
-            events.put(("done", job_id, _result_file(result)))
+            events.put(("done", job_id, _result_file(result) | _flags(result)))
         except Exception as e:  # noqa: BLE001 - every failure is reported to the page, never raised there
             events.put(("error", job_id, {"error": errors.message(e)[:2000], "error_info": errors.describe(e)}))
         _report_device(events, rates=rates)
@@ -123,16 +123,26 @@ def _result_file(result) -> dict:
     return {"result_file": path}
 
 
-def _read_result(payload):
-    if isinstance(payload, dict) and set(payload) == {"result_file"}:
-        path = payload["result_file"]
-        try:
-            with open(path, "rb") as f:
-                return pickle.load(f)
-        finally:
-            with contextlib.suppress(OSError):
-                os.remove(path)
-    return payload
+def _flags(result) -> dict:
+    """Read off the result where it is made, so the server need not unpickle it to know them."""
+    from .admission import cacheable
+
+    cancelled = isinstance(result, dict) and bool(result.get("cancelled"))
+    return {"flags": {"cancelled": cancelled, "cacheable": cacheable(result)}}
+
+
+def _read_blob(payload) -> tuple[bytes | None, dict | None]:
+    """The pickled result a worker wrote (its bytes, not unpickled) and its flags; (None, None) for a payload
+    that is not a result file."""
+    if not (isinstance(payload, dict) and "result_file" in payload):
+        return None, None
+    path = payload["result_file"]
+    try:
+        with open(path, "rb") as f:
+            return f.read(), payload.get("flags") or {}
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(path)
 
 
 class Lane:
@@ -287,7 +297,11 @@ class ProcessLane(Lane):
             if what == "progress":
                 job["progress"] = payload
             elif what == "done":
-                client.finish(job_id, "done", result=_read_result(payload))
+                blob, flags = _read_blob(payload)
+                if blob is None:
+                    client.finish(job_id, "done", result=payload)
+                else:
+                    client.finish(job_id, "done", blob=blob, flags=flags)
                 return
             elif what == "error":
                 client.finish(job_id, "error", error=payload["error"], error_info=payload["error_info"])

@@ -39,3 +39,19 @@ def next_job(lane: int, idle: list[bool], candidates: Iterable[tuple[str, int]])
             return job_id, list(range(1, need))
         return None  # keep this GPU free for the multi-GPU job at the head of the queue
     return None
+
+
+class Presence:
+    """Whether a browser session still waits for its jobs. A tab whose connection dropped counts as closed only
+    after `grace_s` without it coming back: a two-second network blip must not cancel a learner's running run.
+    Not thread-safe by itself: its callers hold their own lock."""
+
+    def __init__(self, grace_s: float):
+        self.grace_s = grace_s
+        self._gone_since: dict[str, float] = {}
+
+    def gone(self, owner: str, connected: bool, now: float) -> bool:
+        if connected:
+            self._gone_since.pop(owner, None)
+            return False
+        return now - self._gone_since.setdefault(owner, now) >= self.grace_s

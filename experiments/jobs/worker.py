@@ -10,8 +10,8 @@ students pressing Run on the same preset cost one run. A failed job's status car
 from __future__ import annotations
 
 import itertools
-import json
 import os
+import pickle
 import secrets
 import threading
 import time
@@ -20,17 +20,28 @@ from collections.abc import Callable
 
 from ..core.limits import load as load_limits
 from . import errors, policy
+from .admission import cacheable, check_params, devices_needed, job_key
 from .errors import QueueFull
 from .lanes import InlineLane, Lane, ProcessLane
 
 LIMITS = load_limits()
 CACHE_SIZE = 256
+CACHE_BYTES = 256 * 2**20  # results kept for the next learner, all together (a run with its timeline: ~1 MB)
+TAB_GRACE_S = 15.0  # a tab disconnected this long counts as closed (its jobs dropped); a shorter blip does not
 JOB_TTL_S = 600.0  # how long a finished job's status waits for its page; results stay in the bounded cache
+CLOSED = "cancelled: the page that asked for it was closed"
 
 _shared: WorkerClient | None = None
 _shared_lock = threading.Lock()
 
-__all__ = ["QueueFull", "WorkerClient", "shared_client"]
+__all__ = ["QueueFull", "WorkerClient", "devices_needed", "job_key", "shared_client"]
+
+
+def _pickled(result) -> bytes | None:
+    try:
+        return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - such a result is kept as the object, and not cached
+        return None
 
 
 def shared_client() -> WorkerClient:
@@ -41,21 +52,6 @@ def shared_client() -> WorkerClient:
         if _shared is None:
             _shared = WorkerClient()
         return _shared
-
-
-def job_key(kind: str, params: dict) -> str:
-    """Two submissions are the same job when kind and every parameter are equal: they share one run."""
-    return kind + ":" + json.dumps(params, sort_keys=True, default=str)
-
-
-def devices_needed(kind: str, params: dict) -> int:
-    """A multi-GPU job holds every GPU its ranks use; every other job holds one."""
-    if kind != "distributed" or str(params.get("device", "auto")) == "cpu":
-        return 1
-    try:
-        return max(1, int(params.get("world_size", 2)))  # DistributedConfig's default
-    except (TypeError, ValueError):
-        return 1
 
 
 class WorkerClient:
@@ -75,7 +71,8 @@ class WorkerClient:
         self._jobs: dict[str, dict] = {}
         self._pending: list[str] = []
         self._by_key: dict[str, str] = {}
-        self._cache: OrderedDict[str, dict] = OrderedDict()
+        self._cache: OrderedDict[str, bytes] = OrderedDict()  # key -> the result, pickled
+        self._cache_sizes: dict[str, int] = {}
         # A random prefix: ids never repeat, not even across a restarted server.
         self._ids = (f"j{secrets.token_hex(3)}-{n}" for n in itertools.count(1))
         self._seq = itertools.count()
@@ -86,20 +83,21 @@ class WorkerClient:
         self._finished_at: OrderedDict[str, float] = OrderedDict()
         # Set by the app: tells whether a browser session is still connected.
         self.owner_alive: Callable[[str], bool] | None = None
+        self._presence = policy.Presence(TAB_GRACE_S)
         self._lanes: list[Lane] = []
         self.add_lane()
 
     # -- public API -------------------------------------------------------------------------
     def submit(self, kind: str, params: dict, owner: str | None = None) -> str:
+        check_params(params)
         key = job_key(kind, params)
         with self.lock:
             self._expire()
             job_id = next(self._ids)
             if key in self._cache:
                 self._cache.move_to_end(key)
-                self._jobs[job_id] = self._new(
-                    kind, params, key, owner, state="done", result=self._cache[key], cached=True
-                )
+                self._jobs[job_id] = self._new(kind, params, key, owner, state="done", cached=True)
+                self._jobs[job_id]["blob"] = self._cache[key]
                 self._finished_at[job_id] = time.monotonic()
                 return self._ticket(job_id, job_id, owner)
             twin = self._by_key.get(key)
@@ -124,8 +122,9 @@ class WorkerClient:
             self.lock.notify_all()
             return job_id
 
-    def status(self, ticket: str) -> dict:
-        """{"state", "position", "progress", "result", "error", "error_info", "cached"}."""
+    def status(self, ticket: str, result: bool = True) -> dict:
+        """{"state", "position", "progress", "result", "error", "error_info", "cached"}; `result=False`: without
+        the result (a page polling a group of jobs reads the results once, when all have ended)."""
         with self.lock:
             job_id = self._tickets.get(ticket, ticket)
             job = self._jobs.get(job_id)
@@ -142,9 +141,13 @@ class WorkerClient:
             if job_id in self._pending:
                 busy = any(not lane.idle for lane in self._lanes)
                 position = self._order().index(job_id) + (1 if busy else 0)
-            return {k: job[k] for k in ("state", "progress", "result", "error", "error_info", "cached")} | {
-                "position": position
-            }
+            out = {k: job[k] for k in ("state", "progress", "result", "error", "error_info", "cached")}
+            blob = job.get("blob")
+        # Results are held pickled (a few times smaller than the objects, shared by the cache and every job that
+        # got it) and read here, outside the lock, for the page that asks.
+        if not result:
+            return out | {"position": position, "result": None}
+        return out | {"position": position, "result": pickle.loads(blob) if blob is not None else out["result"]}
 
     def cancel(self, ticket: str) -> None:
         """Withdraws one submission; the job stops only when no other learner still waits for it."""
@@ -180,32 +183,45 @@ class WorkerClient:
         return self._lanes[0].proc
 
     # -- what the lanes call ------------------------------------------------------------------
-    def finish(self, job_id: str, state: str, result=None, error=None, error_info=None) -> None:
+    def finish(self, job_id: str, state: str, result=None, error=None, error_info=None, blob=None, flags=None) -> None:
+        """`result` (an object), or `blob`: the result pickled, with `flags` {"cancelled", "cacheable"} read off it
+        where it was made (a worker process), so that the server never unpickles a result nobody reads."""
+        if state == "done" and blob is None:
+            blob = _pickled(result)
+            flags = {
+                "cancelled": bool(isinstance(result, dict) and result.get("cancelled")),
+                "cacheable": cacheable(result),
+            }
+            if blob is not None:
+                result = None
+        flags = flags or {}
         with self.lock:
             job = self._jobs[job_id]
-            if state == "done" and result is not None and result.get("cancelled"):
+            if state == "done" and flags.get("cancelled"):
                 state = "cancelled"
             if state == "cancelled" and error_info is None:
                 error_info = errors.cancelled()
-            job.update(state=state, result=result, error=error, error_info=error_info)
+            job.update(state=state, result=result, error=error, error_info=error_info, blob=blob)
             self._finished_at[job_id] = time.monotonic()
             for lane in self._lanes:
                 if lane.running == job_id:
                     lane.running = None
                 if lane.held_by == job_id:
                     lane.held_by = None
-            if state == "done":
-                self._cache[job["key"]] = result
-                while len(self._cache) > CACHE_SIZE:
-                    self._cache.popitem(last=False)
+            if state == "done" and blob is not None and flags.get("cacheable"):
+                self._remember(job["key"], blob)
             if self._by_key.get(job["key"]) == job_id:
                 del self._by_key[job["key"]]
             self.lock.notify_all()
 
     def watch(self, lane: Lane, job_id: str) -> None:
-        """Stops a running job nobody waits for any more (its pages were closed)."""
+        """Stops a running job nobody waits for any more (its pages were closed), and drops such queued jobs."""
         with self.lock:
+            for queued in list(self._pending):
+                if self._presence_of(queued) == "gone":
+                    self._stop(queued, CLOSED)
             if self._abandoned(job_id) and lane.cancel is not None and not lane.cancel.is_set():
+                self._unjoinable(job_id)
                 lane.cancel.set()
 
     def set_device(self, lane: Lane, info: dict) -> None:
@@ -256,17 +272,26 @@ class WorkerClient:
 
     def _abandoned(self, job_id: str) -> bool:
         """Every session that waits for this job has gone (closed tabs); jobs from the CLI never are."""
+        return self._presence_of(job_id) == "gone"
+
+    def _presence_of(self, job_id: str) -> str:
+        """ "here"; "away": every tab that waits for it is disconnected, for less than TAB_GRACE_S (a queued job
+        does not start then, a running one goes on); "gone": for longer."""
         alive = self.owner_alive
         job = self._jobs.get(job_id)
         if alive is None or job is None:
-            return False
+            return "here"
         owners = {self._owners.get(t) for t in job["subscribers"]}
         if not owners or None in owners:
-            return False
+            return "here"
+        self._presence.grace_s = TAB_GRACE_S
         try:
-            return not any(alive(o) for o in owners)
+            connected = {o: bool(alive(o)) for o in owners}
         except Exception:  # noqa: BLE001 - when in doubt the job is still wanted
-            return False
+            return "here"
+        now = time.monotonic()
+        gone = [self._presence.gone(o, c, now) for o, c in connected.items()]
+        return "here" if any(connected.values()) else "gone" if all(gone) else "away"
 
     def _stop(self, job_id: str, reason: str | None = None) -> None:
         job = self._jobs[job_id]
@@ -277,9 +302,33 @@ class WorkerClient:
             if self._by_key.get(job["key"]) == job_id:
                 del self._by_key[job["key"]]
         elif job["state"] == "running":
+            self._unjoinable(job_id)
             for lane in self._lanes:
                 if lane.running == job_id and lane.cancel is not None:
                     lane.cancel.set()
+
+    def _unjoinable(self, job_id: str) -> None:
+        """A job being stopped takes no new learner: one who presses Run just after another's Cancel of the same
+        configuration gets a run of their own (queued behind it), not the cancelled one."""
+        key = self._jobs[job_id]["key"]
+        if self._by_key.get(key) == job_id:
+            del self._by_key[key]
+
+    def _remember(self, key: str, blob: bytes) -> None:
+        """The result cache, bounded by count and by bytes (a distributed result with its ranks' timelines is
+        megabytes: a count alone let it grow to gigabytes)."""
+        if len(blob) > CACHE_BYTES:
+            return
+        self._cache[key] = blob
+        self._cache.move_to_end(key)
+        self._cache_sizes[key] = len(blob)
+        while len(self._cache) > CACHE_SIZE or sum(self._cache_sizes.values()) > CACHE_BYTES:
+            old, _ = self._cache.popitem(last=False)
+            self._cache_sizes.pop(old, None)
+
+    def cache_bytes(self) -> int:
+        with self.lock:
+            return sum(self._cache_sizes.values())
 
     def _expire(self) -> None:
         """Finished jobs are kept JOB_TTL_S for their pages to collect, then dropped: the table stays bounded."""
@@ -294,8 +343,10 @@ class WorkerClient:
     def _candidates(self):
         """The queue in fair order, as the policy reads it; an abandoned job met on the way is dropped."""
         for job_id in self._order():
-            if self._abandoned(job_id):
-                self._stop(job_id, "cancelled: the page that asked for it was closed")
+            presence = self._presence_of(job_id)
+            if presence == "gone":
+                self._stop(job_id, CLOSED)
+            if presence != "here":
                 continue
             yield job_id, self._jobs[job_id]["devices"]
 

@@ -8,7 +8,7 @@ import gc
 
 import torch
 
-from ..core.capacity import capacity
+from ..core.capacity import capacity, cpu_free_for_tensors, process_margin_bytes
 from ..core.config import ExperimentConfig
 from ..core.limits import load as load_limits
 from ..core.units import GIB, MIB, fmt_gib
@@ -68,7 +68,7 @@ def capacity_bytes(cfg: ExperimentConfig, device: torch.device) -> int | None:
         free, _total = torch.cuda.mem_get_info(device)
         cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
         return capacity(cfg.budget_mb, free, cached)
-    return capacity(cfg.budget_mb, cpu_available_bytes())
+    return capacity(cfg.budget_mb, cpu_free_for_tensors(cpu_available_bytes()))
 
 
 def check_fits(cfg: ExperimentConfig, device: torch.device, copies: int = 1, spec=None) -> tuple[int | None, dict]:
@@ -96,17 +96,22 @@ def check_fits(cfg: ExperimentConfig, device: torch.device, copies: int = 1, spe
             limit_bytes=int(cap * GIB),
         )
     host = cpu_available_bytes() if device.type == "cpu" else None
-    simulated = cfg.budget_mb is not None and host is not None and cfg.budget_mb * MIB < host
-    if cfg.force and host is not None and not simulated and need > REFUSE_FACTOR * host:
-        # On a CPU nothing reports an out-of-memory error: the system kills the process, worker and all.
-        # A budget below the host's memory makes the tracker raise a simulated one instead.
+    margin = process_margin_bytes(need)
+    # A budget whose use still leaves the worker's own margin free makes the tracker raise a simulated
+    # out-of-memory error: on a CPU, the way to teach one.
+    budget = None if cfg.budget_mb is None else cfg.budget_mb * MIB
+    simulated = budget is not None and host is not None and budget + process_margin_bytes(budget) < host
+    if host is not None and not simulated and need + margin > host:
+        # On a CPU nothing reports an out-of-memory error: the system kills the process, worker and all. So no
+        # slack past the free memory here, forced or not, and the worker's own growth during a run counts.
         raise WouldNotFit(
-            f"estimated peak {fmt_gib(need)} does not fit the {fmt_gib(host)} of memory this machine has free; on a "
-            "CPU, running past it is stopped by the system, not reported, so force cannot run it: set budget_mb "
-            "below the free memory to see a simulated out-of-memory error",
+            f"estimated peak {fmt_gib(need)} plus the {fmt_gib(margin)} the worker process itself needs during a run "
+            f"does not fit the {fmt_gib(host)} of memory this machine has free; on a CPU, running past it is stopped "
+            "by the system, not reported: reduce batch, width or layers, or set budget_mb below the free memory to "
+            "see a simulated out-of-memory error",
             est,
             "host_memory",
-            peak_bytes=need,
+            peak_bytes=need + margin,
             available_bytes=host,
         )
     if not cfg.force and capacity is not None and need > REFUSE_FACTOR * capacity:

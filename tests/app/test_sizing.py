@@ -37,3 +37,14 @@ def test_a_cpu_page_starts_sized_and_its_prompts_name_the_sized_values():
     assert not any(f"{k}× smaller" in i.value for i in at.info)
     at.button(key="monitoring.sizing.cpu").click().run()
     assert at.select_slider(key="monitoring_width").value == small["width"]
+
+
+def test_a_hostile_link_value_replaced_by_the_default_is_said_on_the_page():
+    at = open_page("monitoring", query={"monitoring_batch": "-1e9'; DROP", "monitoring_width": "128"})
+    warnings = [w.value for w in at.warning if "monitoring_batch" in w.value]
+    assert len(warnings) == 1 and "-1e9'; DROP" in warnings[0] and "default" in warnings[0], [
+        w.value for w in at.warning
+    ]
+    assert at.select_slider(key="monitoring_width").value == 128  # a good value of the same link is kept
+    zh = open_page("monitoring", lang="zh", query={"monitoring_batch": "abc"})
+    assert any("monitoring_batch" in w.value and "默认值" in w.value for w in zh.warning)

@@ -138,7 +138,8 @@ def test_worker_runs_in_a_spawned_process_dedupes_and_caches():
     # An identical queued job is joined, not run twice: two tickets, one job, one result.
     assert a != b and c._tickets[a] == c._tickets[b]
     assert _wait(c, a)["state"] == "done"
-    assert c.status(b)["result"] is c.status(a)["result"]
+    assert c.status(b)["result"] == c.status(a)["result"]  # one job: one result, held once (pickled)
+    assert isinstance(c._jobs[c._tickets[a]]["blob"], bytes)
     again = c.status(c.submit("run", params))
     assert again["state"] == "done" and again["cached"]
     bad = _wait(c, c.submit("run", dict(params, batch=7, accum=2)))
@@ -296,3 +297,20 @@ def test_a_joined_run_stops_only_when_its_last_learner_cancels():
         assert time.time() < deadline
         time.sleep(0.05)
     assert client.status(first)["state"] == "cancelled"
+
+
+def test_a_second_worker_on_the_same_cpu_is_detected(monkeypatch, tmp_path):
+    import tempfile
+
+    import torch
+
+    from experiments.jobs import lanes
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert lanes.claim_device()  # the first server's CPU worker holds the machine's lock
+    first = lanes._device_lock
+    assert not lanes.claim_device()  # a second server on the same CPU is told (its sidebar says so)
+    assert (tmp_path / "gpu-memory-lab-cpu.lock").exists()
+    lanes._device_lock.close()
+    first.close()

@@ -4,11 +4,13 @@ The jobs here are stand-ins (experiments.jobs.kinds.execute replaced) so that th
 what is tested, in milliseconds; real jobs through the same client are tested in test_cli_worker.py.
 """
 
+import sys
 import threading
 import time
 
 import pytest
 
+from experiments.core.config import ConfigError
 from experiments.core.limits import Limits
 from experiments.jobs import kinds as jobs
 from experiments.jobs import lanes, worker
@@ -88,6 +90,7 @@ def test_one_session_may_not_fill_the_queue(fake, monkeypatch):
 
 def test_jobs_of_closed_tabs_leave_the_queue_and_stop_running(fake, monkeypatch):
     monkeypatch.setattr(lanes, "ABANDON_CHECK_S", 0.02)
+    monkeypatch.setattr(worker, "TAB_GRACE_S", 0.05)
     gone: set[str] = set()
     client = worker.WorkerClient(inline=True)
     client.owner_alive = lambda owner: owner not in gone
@@ -99,7 +102,8 @@ def test_jobs_of_closed_tabs_leave_the_queue_and_stop_running(fake, monkeypatch)
     cli = client.submit("run", {"name": "cli"})  # no session: never considered abandoned
     gone.update({"A", "B", "C"})
     _wait(lambda: client.status(running)["state"] == "cancelled")
-    assert client.status(queued)["state"] == "cancelled" and "closed" in client.status(queued)["error"]
+    _wait(lambda: client.status(queued)["state"] == "cancelled")
+    assert "closed" in client.status(queued)["error"]
     _wait(lambda: "shared" in fake.started)
     fake.go("shared")
     _wait(lambda: "cli" in fake.started)
@@ -130,3 +134,93 @@ def test_lanes_run_jobs_side_by_side_and_a_multi_gpu_job_holds_every_gpu_it_uses
     _wait(lambda: client.status(after)["state"] == "done")
     # a CPU (gloo) multi-process job needs no GPU and runs beside others
     assert worker.devices_needed("distributed", {"world_size": 2, "device": "cpu"}) == 1
+
+
+def test_a_failed_or_cancelled_job_is_never_served_to_the_next_learner(fake, monkeypatch):
+    client = worker.WorkerClient(inline=True)
+    outcomes = iter([{"errors": ["rank 1: not every rank reported"]}, {"cancelled": True}, {"name": "ok"}])
+    monkeypatch.setattr(
+        fake, "execute", lambda kind, params, progress=None, should_cancel=None: next(outcomes), raising=False
+    )
+    monkeypatch.setattr(jobs, "execute", fake.execute)
+    states = []
+    for owner in ("A", "B", "C", "D"):
+        ticket = client.submit("distributed", {"name": "same"}, owner=owner)
+        _wait(lambda t=ticket: client.status(t)["state"] not in ("queued", "running"))
+        status = client.status(ticket)
+        states.append((status["state"], status["cached"], status["result"]))
+    # the failure and the cancel ran again for the next learner; only the good result is served from the cache
+    assert states[0] == ("done", False, {"errors": ["rank 1: not every rank reported"]})
+    assert states[1][:2] == ("cancelled", False)
+    assert states[2] == ("done", False, {"name": "ok"})
+    assert states[3] == ("done", True, {"name": "ok"})
+
+
+def test_run_just_after_another_learners_cancel_of_the_same_configuration_gets_a_run(fake):
+    client = worker.WorkerClient(inline=True)
+    a = client.submit("run", {"name": "same"}, owner="A")
+    _wait(lambda: fake.started == ["same"])
+    fake.release["same"].clear()
+    client.cancel(a)  # the running job is being stopped ...
+    b = client.submit("run", {"name": "same"}, owner="B")  # ... and B asks for the same configuration now
+    _wait(lambda: client.status(a)["state"] == "cancelled")
+    _wait(lambda: fake.started == ["same", "same"])  # B's own run
+    fake.go("same")
+    _wait(lambda: client.status(b)["state"] == "done")
+    assert client.status(b)["result"] == {"name": "same"}
+
+
+def test_the_result_cache_is_bounded_by_bytes(fake, monkeypatch):
+    monkeypatch.setattr(worker, "CACHE_BYTES", 3 * 2**20)
+    client = worker.WorkerClient(inline=True)
+    big = "x" * 2**20  # each result about 1 MiB
+    monkeypatch.setattr(
+        jobs, "execute", lambda kind, params, progress=None, should_cancel=None: {"blob": big, "n": params["name"]}
+    )
+    for n in range(6):
+        ticket = client.submit("run", {"name": n}, owner="A")
+        _wait(lambda t=ticket: client.status(t)["state"] == "done")
+    assert 2 * 2**20 < client.cache_bytes() <= 3 * 2**20
+    assert client.status(client.submit("run", {"name": 5}, owner="B"))["cached"]  # the newest are kept
+    assert not client.status(client.submit("run", {"name": 0}, owner="B"))["cached"]  # the oldest went
+
+
+def test_an_unpicklable_parameter_is_refused_at_submit_naming_it(fake):
+    client = worker.WorkerClient(inline=True)
+    with pytest.raises(ConfigError) as refused:
+        client.submit("run", {"name": "x", "hook": lambda: None}, owner="A")
+    assert refused.value.field == "hook" and "cannot be sent to the worker" in str(refused.value)
+    assert client.queue_length() == 0
+
+
+def test_a_network_blip_does_not_cancel_a_running_run_a_closed_tab_does(fake, monkeypatch):
+    monkeypatch.setattr(lanes, "ABANDON_CHECK_S", 0.02)
+    monkeypatch.setattr(worker, "TAB_GRACE_S", 1.5)
+    gone: set[str] = set()
+    client = worker.WorkerClient(inline=True)
+    client.owner_alive = lambda owner: owner not in gone
+    run = client.submit("run", {"name": "blip"}, owner="A")
+    _wait(lambda: fake.started == ["blip"])
+    gone.add("A")  # the connection drops for 0.5 s, checked 25 times meanwhile
+    time.sleep(0.5)
+    gone.discard("A")
+    time.sleep(0.2)
+    assert client.status(run)["state"] == "running"
+    gone.add("A")  # and now for good: cancelled once the grace has passed
+    t0 = time.monotonic()
+    _wait(lambda: client.status(run)["state"] == "cancelled", 30)
+    assert time.monotonic() - t0 >= 1.4
+
+
+def test_results_are_held_once_pickled_and_a_poll_without_the_result_reads_none(fake, monkeypatch):
+    client = worker.WorkerClient(inline=True)
+    result = {"timeline": [{"t": i, "bytes": i * 512} for i in range(20_000)]}
+    monkeypatch.setattr(jobs, "execute", lambda kind, params, progress=None, should_cancel=None: result)
+    a = client.submit("run", {"name": "big"}, owner="A")
+    _wait(lambda: client.status(a, result=False)["state"] == "done")
+    b = client.submit("run", {"name": "big"}, owner="B")  # served from the cache
+    assert client.status(b, result=False)["result"] is None and client.status(b)["cached"]
+    assert client.status(a)["result"] == result == client.status(b)["result"]
+    held = client._jobs[client._tickets[b]]["blob"]
+    assert held is client._jobs[a]["blob"] and isinstance(held, bytes)  # one copy, shared by both jobs
+    assert len(held) < sys.getsizeof(result["timeline"]) + sum(sys.getsizeof(e) for e in result["timeline"])

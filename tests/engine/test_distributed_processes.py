@@ -1,0 +1,144 @@
+"""A data-parallel run's processes (experiments/distributed/launch.py): a dead rank is seen from its exit, not from
+gloo's two-minute timeout; the launcher and its ranks never outlive the process that started them, and end quietly;
+a launch whose ranks cannot fit is refused before any rank starts.
+
+Cheap on a loaded CPU: the ranks are killed or stopped seconds after they start; the bounds are generous (tens of
+seconds) and still far below what the old behaviour took (gloo's 120 s, or the whole run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from experiments.core.config import DistributedConfig
+from experiments.distributed import fit_check, launch
+from experiments.measure.fits import WouldNotFit
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = {"model": "mlp", "layers": 2, "width": 64, "batch": 8, "steps": 3, "timing_steps": 1, "device": "cpu"}
+LONG = {"model": "mlp", "layers": 8, "width": 1024, "batch": 256, "steps": 50, "timing_steps": 50, "device": "cpu"}
+
+
+def _procs() -> list[dict]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] != "Z":
+            out.append({"pid": int(d.name), "ppid": int(fields[1]), "pgrp": int(fields[2]), "cmd": cmd})
+    return out
+
+
+def _ranks_of(parent: int) -> list[int]:
+    return [p["pid"] for p in _procs() if p["ppid"] == parent and "spawn_main" in p["cmd"]]
+
+
+def _group_alive(pgrp: int) -> bool:
+    return any(p["pgrp"] == pgrp for p in _procs())
+
+
+def _wait(cond, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_dead_rank_is_seen_from_its_exit_not_from_gloos_timeout():
+    plans = [DistributedConfig.from_dict(TINY | {"world_size": 2, "strategy": "ddp"}).to_dict()]
+    killed = []
+
+    def kill_a_rank():  # called by the launcher's loop every 0.1 s: kill one rank as soon as it exists
+        if not killed:
+            ranks = _ranks_of(os.getpid())
+            if len(ranks) == 2:
+                os.kill(ranks[1], signal.SIGKILL)
+                killed.append(time.monotonic())
+        return False
+
+    got = launch._spawn(plans, "cpu", should_cancel=kill_a_rank)
+    assert killed, "the ranks never started"
+    took = time.monotonic() - killed[0]
+    # the survivor waits at the rendezvous for a peer that will never come: before, until gloo's 120 s timeout
+    assert took < 40, f"the dead rank was noticed after {took:.0f} s"
+    assert got[0]["errors"] and not got[0]["cancelled"]
+    assert _wait(lambda: not _ranks_of(os.getpid()), 10)
+
+
+def test_the_launcher_and_its_ranks_end_quietly_with_the_process_that_started_them(tmp_path):
+    """The worker killed at max_job_seconds (or by the OOM killer): its launcher and ranks are gone in seconds,
+    with no BrokenPipeError; before, they ran the whole run beside the next job."""
+    plans = json.dumps([DistributedConfig.from_dict(LONG | {"world_size": 2, "strategy": "ddp"}).to_dict()])
+    starter = (
+        "import os, subprocess, sys, time\n"
+        "env = dict(os.environ, GPU_MEMORY_LAB_LAUNCHER_PARENT=str(os.getpid()))\n"
+        "p = subprocess.Popen([sys.executable, '-m', 'experiments.distributed.launch', 'cpu'], stdin=subprocess.PIPE,"
+        " stdout=subprocess.PIPE, text=True, start_new_session=True, env=env)\n"
+        "p.stdin.write(sys.argv[1]); p.stdin.close()\n"
+        "print(p.pid, flush=True)\n"
+        "p.stdout.readline()\n"  # the first progress line: the ranks measure
+        "print('running', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    stderr = (tmp_path / "stderr").open("w")
+    parent = subprocess.Popen(
+        [sys.executable, "-c", starter, plans],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    try:
+        launcher = int(parent.stdout.readline())
+        assert parent.stdout.readline().strip() == "running"
+        assert len(_ranks_of(launcher)) == 2
+        parent.kill()
+        parent.wait()
+        killed = time.monotonic()
+        assert _wait(lambda: not _group_alive(launcher), 20), "the launcher or a rank outlived its parent"
+        assert time.monotonic() - killed < 20
+    finally:
+        parent.kill()
+        for p in _procs():
+            if p["pgrp"] == parent.pid or (p["pgrp"] != os.getpgrp() and "experiments.distributed.launch" in p["cmd"]):
+                with __import__("contextlib").suppress(ProcessLookupError):
+                    os.killpg(p["pgrp"], signal.SIGKILL)
+    time.sleep(0.5)
+    text = (tmp_path / "stderr").read_text()
+    assert "BrokenPipeError" not in text and "Traceback" not in text, text[-2000:]
+
+
+def test_a_launch_no_rank_can_hold_is_refused_before_any_rank_starts(monkeypatch):
+    # world size 8 of a model whose every rank needs more than the machine has free: one message, not 8 OOM kills
+    big = {"model": "mlp", "layers": 16, "width": 4096, "batch": 64, "device": "cpu", "world_size": 8}
+    monkeypatch.setattr(fit_check, "cpu_available_bytes", lambda: 4 * 2**30)
+    monkeypatch.setattr(launch, "_spawn", lambda *a, **k: pytest.fail("ranks were started"))
+    with pytest.raises(WouldNotFit) as refused:
+        launch.run_distributed(big | {"strategy": "ddp"})
+    assert refused.value.code == "host_memory" and "8 ranks" in str(refused.value)
+    assert refused.value.params["peak_bytes"] > refused.value.params["available_bytes"] == 4 * 2**30
+    # on GPUs each rank against its own device's free memory
+    monkeypatch.setattr(fit_check, "gpu_free_bytes", lambda world: [80 * 2**30] * (world - 1) + [2**30])
+    dcfg = DistributedConfig.from_dict(big | {"device": "auto", "strategy": "fsdp2_zero3"})
+    est = {"peak_bytes": 3 * 2**30}
+    with pytest.raises(WouldNotFit) as on_gpu:
+        fit_check.check_ranks_fit(dcfg, est, "cuda")
+    assert on_gpu.value.code == "capacity" and "GPU 7" in str(on_gpu.value)
+    fit_check.check_ranks_fit(dcfg, {"peak_bytes": 2**30}, "cuda")  # one that fits goes on
