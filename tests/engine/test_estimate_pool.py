@@ -53,3 +53,13 @@ def test_an_estimate_past_the_time_limit_is_refused_naming_it(pool):
     pool.max_seconds = 120
     assert pool.request(("next",), "math:factorial", (5,), owner="A").result(timeout=120) == 120  # served again
     assert pool.request(("slow",), "math:factorial", (6,), owner="A").result(timeout=60) == 720  # not kept
+
+
+def test_a_request_with_its_own_limit_runs_past_the_pools(pool):
+    """A model of one's own is estimated on a click with a longer limit (OWN_MODEL_SECONDS) than a slider's estimate:
+    the same sleep that the pool's limit refuses finishes under the request's own, and the pool's still holds."""
+    pool.max_seconds = 1.0
+    assert pool.request(("own",), "time:sleep", (2.5,), owner="A", max_seconds=30).result(timeout=60) is None
+    with pytest.raises(estimates.EstimateTooLong, match=r"more than 1 s to estimate"):
+        pool.request(("pools",), "time:sleep", (2.5,), owner="A").result(timeout=60)
+    assert estimates.OWN_MODEL_SECONDS > estimates.MAX_SECONDS
