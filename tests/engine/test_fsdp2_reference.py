@@ -10,6 +10,9 @@ replay counts (experiments/estimate/replay.py fake_kernel_bytes) and a tracker o
 
 from __future__ import annotations
 
+import concurrent.futures
+import multiprocessing
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -94,7 +97,12 @@ def _config(case: dict) -> DistributedConfig:
 
 @pytest.fixture(scope="module")
 def references() -> dict[str, int]:
-    return {str(case): _reference_peak(_config(case)) for case in CASES}
+    """PyTorch's tracker in a fresh process: its module hooks are process-wide, and a test that ran before in this
+    process can leave the module hierarchy it tracks inconsistent ("The Module hierarchy tracking is wrong")."""
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+        peaks = list(pool.map(_reference_peak, [_config(case) for case in CASES]))
+    return {str(case): peak for case, peak in zip(CASES, peaks, strict=True)}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c['strategy']}-{c['world_size']}")
