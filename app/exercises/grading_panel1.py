@@ -9,7 +9,7 @@ from app.backend import CHOICES, PHASES, RANGES
 from app.charts import breakdown
 from app.exercises import grading_view
 from app.i18n import t
-from app.ui import jobs, options, results, sandbox, urlstate
+from app.ui import jobs, options, results, sandbox, sizing, urlstate
 from app.ui.errors import engine_error
 from course.grading import ex1
 from course.units import fmt_bytes
@@ -95,6 +95,11 @@ def render(meta: dict) -> None:
     with st.form(f"{NS}.form"):
         st.subheader(t("ex1.title"))
         st.markdown(t("ex1.intro"))
+        if sizing.active(meta):
+            full_cfg, _ = sandbox.base_config(meta, full=True)
+            st.info(
+                t("ex1.scaled", **ex1.sized_words(full_cfg, base_cfg, sizing.scale(meta))), icon=":material/straighten:"
+            )
         config = _config_widgets(s, base)
         st.markdown(f"**{t('ex1.predictions')}**")
         preds = _prediction_widgets(s)

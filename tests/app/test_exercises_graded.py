@@ -300,6 +300,30 @@ def test_exercise1_page_grades_a_run_and_keeps_progress_in_the_url():
     assert at.query_params["exercise1_progress"] == "4"
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_exercise1_on_a_cpu_says_the_graded_model_is_cpu_sized_with_its_numbers(lang):
+    """The lesson asks about 20 x Linear(2048), batch 32; a CPU grades a smaller model: the page must say which."""
+    meta = content.meta("exercise1")
+    k = content.cpu_scale(meta)
+    full, sized = content.over_preset(meta, None), content.over_preset(meta, None, k)
+    at = open_page("exercise1", lang=lang)
+    assert at.number_input(key="ex1g_layers").value == sized["layers"]
+    assert at.selectbox(key="ex1g_width").value == sized["width"] != full["width"]
+    note = [i.value for i in at.info if f"Linear({sized['width']})" in i.value]
+    assert len(note) == 1, [i.value for i in at.info]
+    params = ex1.sized_words(ExperimentConfig.from_dict(full), ExperimentConfig.from_dict(sized), k)
+    for value in (
+        f"Linear({full['width']})",
+        str(full["batch"]),
+        str(sized["batch"]),
+        params["params"],
+        params["full_params"],
+    ):
+        assert value in note[0]
+    # the lesson's own model: about 320 MiB of parameters (the number a learner computes from the lesson)
+    assert params["full_params"].startswith("320")
+
+
 def test_exercise2_page_runs_the_challenge_and_scores_it(monkeypatch):
     budget = _est(TINY, "cpu")["peak_bytes"]  # the unoptimized baseline just fits: the page's logic, small
     monkeypatch.setattr(
