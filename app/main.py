@@ -7,6 +7,7 @@ import streamlit as st
 # `app`, `course` and `experiments` are an installed project (requirements.txt installs it with `-e .`).
 from app import backend
 from app.i18n import LANGS, t
+from app.ui import widget_state
 from course import catalog
 
 # Half-width lesson columns on a projector (1024-1280 px): lesson code wraps instead of hiding its
@@ -44,6 +45,7 @@ def main() -> None:
             format_func={"zh": "中文", "en": "English"}.__getitem__,
             horizontal=True,
             key="lang",
+            on_change=widget_state.relabel,
         )
     if st.query_params.get("lang") != st.session_state["lang"]:
         st.query_params["lang"] = st.session_state["lang"]

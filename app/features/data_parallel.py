@@ -8,7 +8,7 @@ import streamlit as st
 from app import backend
 from app.charts import categories
 from app.i18n import t
-from app.ui import sandbox, urlstate
+from app.ui import sandbox, urlstate, widget_state
 from app.ui.errors import engine_error
 from course.units import MIB, fmt_bytes
 
@@ -20,6 +20,9 @@ STAGES = (("ddp", "ddp"), ("z1", "zero1"), ("z2", "zero2"), ("z3", "zero3"))
 def _choice(field: str, options, default, label: str, widget, **kw):
     k = f"{NS}_{field}"
     urlstate.init(k, default, lambda raw: type(default)(raw) if type(default)(raw) in options else default)
+    if "labels" in kw:  # resolved now, in this run's language (a format_func calling t() later would not be)
+        kw["format_func"] = kw.pop("labels").__getitem__
+        widget_state.labelled(k)
     value = widget(label, options, key=k, persist_state="session", **kw)
     urlstate.sync(k, value, default)
     return value
@@ -39,7 +42,7 @@ def controls(meta: dict):
             "ddp",
             t("multigpu.strategy"),
             cols[0].selectbox,
-            format_func=lambda s: t("multigpu.opt." + s),
+            labels={s: t("multigpu.opt." + s) for s in options["strategy"]},
         )
         world = _choice(
             "world_size",
@@ -54,7 +57,7 @@ def controls(meta: dict):
             dist.get("batch_mode", "per_rank"),
             t("multigpu.batch_mode"),
             st.radio,
-            format_func=lambda m: t("multigpu.mode." + m),
+            labels={m: t("multigpu.mode." + m) for m in options["batch_mode"]},
             horizontal=True,
         )
         values, _slots = sandbox.config_widgets(NS, base)

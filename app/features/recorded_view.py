@@ -7,7 +7,7 @@ import streamlit as st
 from app import backend
 from app.features import fragmentation_view, leak_sandbox, rounds_view
 from app.i18n import lang, t
-from app.ui import expect_view, results
+from app.ui import expect_view, results, widget_state
 from app.ui.errors import engine_error
 from course import catalog, content
 
@@ -37,7 +37,9 @@ def browser(lesson: str | None, expanded: bool = False) -> None:
         ns = f"recorded.{lesson or 'all'}"
         by_id = {e["id"]: e for e in entries}
         labels = {i: _label(e) for i, e in by_id.items()}
-        chosen = st.selectbox(t("recorded.pick"), list(by_id), format_func=labels.__getitem__, key=ns)
+        chosen = st.selectbox(
+            t("recorded.pick"), list(by_id), format_func=labels.__getitem__, key=widget_state.labelled(ns)
+        )
         entry = by_id[chosen]
         result, err = backend.safe_load_recorded(chosen)
         if err:

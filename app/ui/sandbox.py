@@ -35,6 +35,7 @@ def _widget(ns: str, field: str, default, container) -> object:
         choices = list(CHOICES[field])
         # Labels are resolved now: a format_func called later (AppTest does) must not re-read the language.
         labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in choices}
+        widget_state.labelled(k)
         return container.selectbox(label, choices, format_func=labels.__getitem__, **common)
     if field in options.LISTS:
         # A keyed select_slider keeps its identity when its options change, so a shared odd value
