@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import backend
-from app.features import fragmentation_view, leak_sandbox, rounds_view
+from app.features import data_parallel_result, fragmentation_view, leak_sandbox, rounds_view
 from app.i18n import lang, t
 from app.ui import expect_view, results, widget_state
 from app.ui.errors import engine_error
@@ -19,22 +19,56 @@ def _label(entry: dict) -> str:
     return " · ".join(p for p in parts if p)
 
 
+# The home page's groups: a distributed run (ranks, a communication category) is drawn per rank, and a recording
+# made on a CPU is not a GPU run.
+GROUPS = (
+    ("gpu", "recorded.title", "recorded.explain"),
+    ("cpu", "recorded.title_cpu", "recorded.explain_cpu"),
+    ("distributed", "recorded.title_distributed", "recorded.explain_distributed"),
+)
+
+
+def group(entry: dict) -> str:
+    if entry.get("kind") == "distributed":
+        return "distributed"
+    return "gpu" if (entry.get("device") or {}).get("type") == "cuda" else "cpu"
+
+
+def _order(entry: dict) -> tuple[int, bool]:
+    """In the course's order, each lesson's plain runs first: the home page opens on lesson 1's preset."""
+    lesson = entry.get("lesson")
+    return (catalog.PAGE_IDS.index(lesson) if lesson in catalog.PAGE_IDS else len(catalog.PAGE_IDS)), (
+        entry.get("kind", "run") != "run"
+    )
+
+
 def browser(lesson: str | None, expanded: bool = False) -> None:
-    """All recorded results (lesson=None) or those of one lesson; nothing if there are none."""
+    """All recorded results (lesson=None) or those of one lesson, one expander per group (GROUPS) that has any;
+    nothing for a lesson that has none. Only the first shown opens expanded."""
     entries, err = backend.safe_list_recorded()
     if lesson is not None:
         entries = [e for e in entries if e.get("lesson") == lesson]
-    if not entries and lesson is not None:
-        return
-    with st.expander(t("recorded.title"), expanded=expanded, icon=":material/history:"):
-        st.caption(t("recorded.explain"))
+        if not entries:
+            return
+    shown = False
+    for g in GROUPS:
+        mine = sorted((e for e in entries if group(e) == g[0]), key=_order)
+        if mine or (g is GROUPS[0] and not entries):
+            ns = f"recorded.{lesson or 'all'}" + ("" if g is GROUPS[0] else f".{g[0]}")
+            _browse(mine, err, ns, g, expanded and not shown)
+            shown = True
+
+
+def _browse(entries: list[dict], err: str | None, ns: str, grp: tuple, expanded: bool) -> None:
+    _, title, explain = grp
+    with st.expander(t(title), expanded=expanded, icon=":material/history:"):
+        st.caption(t(explain))
         if err:
             engine_error(err)
             return
         if not entries:
             st.info(t("recorded.none"))
             return
-        ns = f"recorded.{lesson or 'all'}"
         by_id = {e["id"]: e for e in entries}
         labels = {i: _label(e) for i, e in by_id.items()}
         chosen = st.selectbox(
@@ -67,6 +101,8 @@ def browser(lesson: str | None, expanded: bool = False) -> None:
                 (r for r in content.rounds_sets(meta) if catalog.rounds_set_id(lesson_id, r["id"]) == chosen), None
             )
             rounds_view.show(result, meta, key=ns, rset=rset)
+        elif kind == "distributed":
+            data_parallel_result.show_result(result, meta, key=ns)
         elif kind == "profile":
             results.device_label(result, entry.get("recorded_at"))
             results.render_profile(result)
