@@ -90,6 +90,7 @@ def render(lesson_id: str, meta: dict) -> None:
         jobs.poll(ns)
         done = jobs.finished(ns)
         if done:
+            jobs.explain_cached(done)
             status = done["statuses"][0]
             if status.get("state") == "done" and status.get("result"):
                 show(status["result"], meta, key=ns)

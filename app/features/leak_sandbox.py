@@ -114,6 +114,7 @@ def render(lesson_id: str, meta: dict) -> None:
     jobs.poll(ns)
     done = jobs.finished(ns)
     if done:
+        jobs.explain_cached(done)
         show_results(done, meta, known, ns=ns)
     recorded(lesson_id, meta, known)
 
