@@ -109,9 +109,9 @@ def show_estimate(dcfg) -> None:
 def show_what_fits(dcfg) -> None:
     """The fewest devices, then the strategy with the least traffic, that hold this configuration by the estimate."""
     info, _ = backend.safe_device_info()
-    # MiB, the unit of every figure here: a CPU-sized lesson's configuration needs only a few.
-    gpu = backend.device_type(dcfg.config) == "cuda"
-    default = int((info or {}).get("total_bytes", 80 * 2**30) // MIB) if gpu else 80 * 1024
+    # MiB, the unit of every figure here: the worker's own device (its GPU, or the CPU's memory) to start with.
+    total = (info or {}).get("total_bytes")
+    default = min(int(backend.BUDGET_MB[1]), int(total // MIB)) if total else 80 * 1024
     with st.expander(t("multigpu.fits_title"), icon=":material/straighten:"):
         mib = st.number_input(
             t("multigpu.capacity"),
@@ -121,6 +121,8 @@ def show_what_fits(dcfg) -> None:
             step=1024,
             key=f"{NS}_capacity",
         )
+        if total:
+            st.caption(t("multigpu.capacity_default", capacity=fmt_bytes(default * MIB)))
         capacity = int(mib) * MIB
         asked = (dcfg.config.to_dict(), capacity, dcfg.batch_mode)
         if st.button(t("multigpu.fits_run"), key=f"{NS}.fits"):
@@ -134,7 +136,7 @@ def show_what_fits(dcfg) -> None:
         if shown and shown[0] == asked:
             fit, cap = shown[1], fmt_bytes(capacity)
             if fit is None:
-                st.warning(t("multigpu.fits_none", capacity=cap))
+                st.warning(_nothing_fits(dcfg, cap))
             elif fit["strategy"] == "single":
                 st.success(t("multigpu.fits_single", capacity=cap, peak=fmt_bytes(fit["peak_bytes"])))
             else:
@@ -148,3 +150,21 @@ def show_what_fits(dcfg) -> None:
                     )
                 )
         st.caption(t("multigpu.fits_how"))
+
+
+def _nothing_fits(dcfg, capacity: str) -> str:
+    """Why nothing fits, and what could help: where communication buffers are the largest part of the most sharded
+    rank, a smaller batch or checkpointing (the usual advice) cannot."""
+    most = max(backend.distributed_options()["world_size"])
+    sharded, err = backend.distributed_config(dcfg.config, "fsdp2_zero3", most, dcfg.batch_mode)
+    est = None if err else backend.estimate(sharded)[0]
+    cats = (est or {}).get("categories") or {}
+    if cats and max(cats, key=cats.get) == "communication":
+        return t(
+            "multigpu.fits_none_comm",
+            n=most,
+            capacity=capacity,
+            peak=fmt_bytes(est["peak_bytes"]),
+            comm=fmt_bytes(cats["communication"]),
+        )
+    return t("multigpu.fits_none", capacity=capacity)
