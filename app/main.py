@@ -7,7 +7,7 @@ import streamlit as st
 # `app`, `course` and `experiments` are an installed project (requirements.txt installs it with `-e .`).
 from app import backend
 from app.i18n import LANGS, t
-from app.ui import widget_state
+from app.ui import layout, widget_state
 from course import catalog
 
 # Half-width lesson columns on a projector (1024-1280 px): lesson code wraps instead of hiding its
@@ -31,7 +31,7 @@ def browser_language() -> str:
 
 
 def main() -> None:
-    st.set_page_config(page_title="GPU Memory Lab · 显存实验室", page_icon=":material/memory:", layout="wide")
+    st.set_page_config(page_title="GPU Memory Lab · 显存实验室", page_icon=str(layout.FAVICON), layout="wide")
 
     st.html(STYLE)
     if "lang" not in st.session_state:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from app.i18n import lang, t
 from app.ui import expect_view
 from course import content, facts
+
+# Shipped, not a material icon or an emoji: Streamlit fetches those favicons from a font CDN, which fails offline.
+FAVICON = Path(__file__).resolve().parents[1] / "static" / "favicon.png"
 
 
 def lesson_meta(lesson_id: str) -> dict:
