@@ -12,7 +12,9 @@ from course import catalog
 
 # Half-width lesson columns on a projector (1024-1280 px): lesson code wraps instead of hiding its
 # expected-output comments off the right edge, a metric shows its whole value, and a lesson's table
-# stays inside its column (its code cells wrap) instead of drawing over the experiment beside it.
+# stays inside its column (its code cells wrap) instead of drawing over the experiment beside it. A row of widgets
+# or metrics inside a column wraps to one per line when each would get less than 15rem (a selectbox cut to "MLP（Li");
+# below 1360 px the page's side margins give their room to the two columns.
 STYLE = """<style>
 [data-testid="stMarkdownContainer"] pre, [data-testid="stMarkdownContainer"] pre code {
   white-space: pre-wrap !important; overflow-wrap: anywhere; }
@@ -22,6 +24,9 @@ STYLE = """<style>
 [data-testid="stMarkdownContainer"] table { display: block; max-width: 100%; overflow-x: auto; }
 [data-testid="stMarkdownContainer"] td code, [data-testid="stMarkdownContainer"] th code {
   white-space: normal; overflow-wrap: anywhere; }
+[data-testid="stColumn"] [data-testid="stHorizontalBlock"] { flex-wrap: wrap; }
+[data-testid="stColumn"] [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] { min-width: min(100%, 15rem); }
+@media (max-width: 1360px) { [data-testid="stMainBlockContainer"] { padding-left: 1.5rem; padding-right: 1.5rem; } }
 </style>"""
 
 

@@ -13,10 +13,13 @@ from course import catalog, content
 
 
 def _label(entry: dict) -> str:
+    return content.localized(entry.get("label"), lang(), entry.get("id", "?"))
+
+
+def _where(entry: dict) -> str:
+    """Device and date, under the picker: in the label they would cut it in a half-width column on a projector."""
     device = entry.get("device") or {}
-    date = str(entry.get("recorded_at") or "")[:10]
-    parts = [content.localized(entry.get("label"), lang(), entry.get("id", "?")), device.get("name"), date]
-    return " · ".join(p for p in parts if p)
+    return " · ".join(p for p in (device.get("name"), str(entry.get("recorded_at") or "")[:10]) if p)
 
 
 # The home page's groups: a distributed run (ranks, a communication category) is drawn per rank, and a recording
@@ -75,6 +78,7 @@ def _browse(entries: list[dict], err: str | None, ns: str, grp: tuple, expanded:
             t("recorded.pick"), list(by_id), format_func=labels.__getitem__, key=widget_state.labelled(ns)
         )
         entry = by_id[chosen]
+        st.caption(_where(entry))
         result, err = backend.safe_load_recorded(chosen)
         if err:
             engine_error(err)
