@@ -27,6 +27,8 @@ STYLE = """<style>
 [data-testid="stColumn"] [data-testid="stHorizontalBlock"] { flex-wrap: wrap; }
 [data-testid="stColumn"] [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] { min-width: min(100%, 15rem); }
 @media (max-width: 1360px) { [data-testid="stMainBlockContainer"] { padding-left: 1.5rem; padding-right: 1.5rem; } }
+[data-testid="stSidebarNavLink"] span { white-space: normal !important; overflow: visible !important;
+  text-overflow: clip !important; }
 </style>"""
 
 

@@ -67,13 +67,10 @@ def render(lesson_id: str, meta: dict) -> None:
         for name, default in defaults.items():
             urlstate.init(f"{ns}_{name}", default, parsers[name])
         common = {"persist_state": "session"}
-        chosen = st.multiselect(
-            t("leak.scenarios"),
-            list(known),
-            format_func=titles.__getitem__,
-            key=widget_state.labelled(f"{ns}_scenarios"),
-            **common,
-        )
+        # The picker names each scenario (its id); what it does is listed under it, where a sentence can wrap.
+        chosen = st.multiselect(t("leak.scenarios"), list(known), key=f"{ns}_scenarios", **common)
+        if chosen:
+            st.caption("\n".join(f"- {titles[s]}" for s in chosen))
         cols = st.columns(2)
         steps = cols[0].slider(t("leak.steps"), *STEPS, key=f"{ns}_steps", **common)
         device = cols[1].selectbox(
