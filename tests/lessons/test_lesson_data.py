@@ -418,7 +418,6 @@ def test_the_lint_catches_what_it_should():
 def test_the_home_page_has_one_lesson_map_drawn_from_the_catalog():
     """The home page draws its map from course/catalog.py (every page, by its sidebar name: lesson 6 was missing
     from a hand-written one once); the lesson text must not repeat it as a table of its own."""
-    from course import catalog
 
     for language in ("en", "zh"):
         text = (content.lessons_dir() / "home" / f"lesson.{language}.md").read_text(encoding="utf-8")
