@@ -37,7 +37,7 @@ def group(entry: dict) -> str:
     return "gpu" if (entry.get("device") or {}).get("type") == "cuda" else "cpu"
 
 
-def _order(entry: dict) -> tuple[int, bool]:
+def order(entry: dict) -> tuple[int, bool]:
     """In the course's order, each lesson's plain runs first: the home page opens on lesson 1's preset."""
     lesson = entry.get("lesson")
     return (catalog.PAGE_IDS.index(lesson) if lesson in catalog.PAGE_IDS else len(catalog.PAGE_IDS)), (
@@ -55,7 +55,7 @@ def browser(lesson: str | None, expanded: bool = False) -> None:
             return
     shown = False
     for g in GROUPS:
-        mine = sorted((e for e in entries if group(e) == g[0]), key=_order)
+        mine = sorted((e for e in entries if group(e) == g[0]), key=order)
         if mine or (g is GROUPS[0] and not entries):
             ns = f"recorded.{lesson or 'all'}" + ("" if g is GROUPS[0] else f".{g[0]}")
             _browse(mine, err, ns, g, expanded and not shown)

@@ -6,6 +6,7 @@ import pytest
 from conftest import PAGES, open_page
 
 from app import backend, i18n
+from app.features import recorded_view
 from course import catalog, content
 from experiments.core.recorded import list_recorded, load_recorded
 
@@ -13,10 +14,11 @@ from experiments.core.recorded import list_recorded, load_recorded
 def _errors_by_design(page: str, lang: str) -> list[str]:
     """What a page shows as an error on opening because its lesson is about it: a recorded allocator pattern that
     ran out of memory, in the allocator's words. A page opens on its allocator panel's first pattern and on the
-    first of its recorded results in the browser below."""
+    first of its recorded results in the browser below (in its order: lesson 1's preset first)."""
     patterns = content.meta(page).get("fragmentation") or []
     shown = [catalog.fragmentation_id(page, patterns[0]["id"])] if patterns else []
-    shown += [e["id"] for e in list_recorded() if e.get("lesson") == page][:1]
+    mine = sorted((e for e in list_recorded() if e.get("lesson") == page), key=recorded_view.order)
+    shown += [e["id"] for e in mine if recorded_view.group(e) == recorded_view.GROUPS[0][0]][:1]
     out = []
     for rid in shown:
         result = load_recorded(rid) or {}
