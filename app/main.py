@@ -7,11 +7,14 @@ import streamlit as st
 # `app`, `course` and `experiments` are an installed project (requirements.txt installs it with `-e .`).
 from app import backend
 from app.i18n import LANGS, t
+from app.ui import layout, widget_state
 from course import catalog
 
 # Half-width lesson columns on a projector (1024-1280 px): lesson code wraps instead of hiding its
 # expected-output comments off the right edge, a metric shows its whole value, and a lesson's table
-# stays inside its column (its code cells wrap) instead of drawing over the experiment beside it.
+# stays inside its column (its code cells wrap) instead of drawing over the experiment beside it. A row of widgets
+# or metrics inside a column wraps to one per line when each would get less than 15rem (a selectbox cut to "MLP（Li");
+# below 1360 px the page's side margins give their room to the two columns.
 STYLE = """<style>
 [data-testid="stMarkdownContainer"] pre, [data-testid="stMarkdownContainer"] pre code {
   white-space: pre-wrap !important; overflow-wrap: anywhere; }
@@ -21,6 +24,11 @@ STYLE = """<style>
 [data-testid="stMarkdownContainer"] table { display: block; max-width: 100%; overflow-x: auto; }
 [data-testid="stMarkdownContainer"] td code, [data-testid="stMarkdownContainer"] th code {
   white-space: normal; overflow-wrap: anywhere; }
+[data-testid="stColumn"] [data-testid="stHorizontalBlock"] { flex-wrap: wrap; }
+[data-testid="stColumn"] [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] { min-width: min(100%, 15rem); }
+@media (max-width: 1360px) { [data-testid="stMainBlockContainer"] { padding-left: 1.5rem; padding-right: 1.5rem; } }
+[data-testid="stSidebarNavLink"] span { white-space: normal !important; overflow: visible !important;
+  text-overflow: clip !important; }
 </style>"""
 
 
@@ -30,7 +38,7 @@ def browser_language() -> str:
 
 
 def main() -> None:
-    st.set_page_config(page_title="GPU Memory Lab · 显存实验室", page_icon=":material/memory:", layout="wide")
+    st.set_page_config(page_title="GPU Memory Lab · 显存实验室", page_icon=str(layout.FAVICON), layout="wide")
 
     st.html(STYLE)
     if "lang" not in st.session_state:
@@ -44,6 +52,7 @@ def main() -> None:
             format_func={"zh": "中文", "en": "English"}.__getitem__,
             horizontal=True,
             key="lang",
+            on_change=widget_state.relabel,
         )
     if st.query_params.get("lang") != st.session_state["lang"]:
         st.query_params["lang"] = st.session_state["lang"]

@@ -8,6 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from course import catalog
+from experiments.core.config import ExperimentConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,6 +85,7 @@ def over_preset(meta: dict, diff: dict | None, scale: int = 1) -> dict:
 # dividing both by k keeps every category's share of the peak (and where the peak is), while a step's
 # matmul work falls by k^3 and the optimizer's by k^2.
 SIZED_FIELDS = ("width", "batch")
+DEFAULT_HEADS = ExperimentConfig.heads
 
 
 def cpu_scale(meta: dict) -> int:
@@ -106,9 +108,10 @@ def sized(config: dict, scale: int) -> dict:
     accum = int(out.get("accum") or 1)
     if "batch" in out and out["batch"] % accum:
         out["batch"] = max(accum, out["batch"] // accum * accum)
-    heads = int(out.get("heads") or 1)
-    if out.get("model") == "transformer" and "width" in out and out["width"] % heads:
-        out["width"] = max(heads, out["width"] // heads * heads)
+    # A transformer's width must be a multiple of heads x 8 (its head dimension a multiple of 8).
+    step = int(out.get("heads") or DEFAULT_HEADS) * 8
+    if out.get("model") == "transformer" and "width" in out and out["width"] % step:
+        out["width"] = max(step, out["width"] // step * step)
     return out
 
 

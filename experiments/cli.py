@@ -1,6 +1,8 @@
-"""`python -m experiments run|estimate|fits|models|leak|guard|record` — everything the app shows, as text or JSON.
-A model of one's own: `--model-preset llama3-8b`, `--model-type qwen2 --set layers=4`, `--import pkg.mod:factory`
-(experiments/cli_models.py)."""
+"""`python -m experiments run|distributed|estimate|fits|models|guard|leak` — everything the app shows, as text or JSON
+(--json). A model of one's own: `--model-preset llama3-8b`, `--model-type qwen2 --set layers=4`, `--import
+pkg.mod:factory` (experiments/cli_models.py).
+
+`guard` exits 1 when the gradients differ beyond the precision's tolerance, so that a script can tell."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from .cli_models import add_fits_parser, add_model_flags, model_fields, print_es
 from .core.config import BATCH_MODES, CHOICES, STRATEGIES, ConfigError, ExperimentConfig
 from .core.units import MIB
 from .labs.leaks import DEFAULTS as LEAK_DEFAULTS
+from .labs.leaks import SCENARIOS as LEAK_SCENARIOS
 
 FLAG_FIELDS = {
     "device": str,
@@ -209,7 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     _add_config_flags(guard_p)
     leak_p = sub.add_parser("leak", help="run a leak scenario and print allocated memory per step")
-    leak_p.add_argument("--scenario", required=True)
+    leak_p.add_argument(
+        "--scenario",
+        required=True,
+        choices=LEAK_SCENARIOS,
+        metavar="SCENARIO",
+        help="one of: " + ", ".join(LEAK_SCENARIOS),
+    )
     leak_p.add_argument("--steps", type=int, default=LEAK_DEFAULTS["steps"])
     leak_p.add_argument("--device", default="auto")
     leak_p.add_argument("--batch", type=int, default=LEAK_DEFAULTS["batch"])
@@ -270,9 +279,25 @@ def main(argv: list[str] | None = None) -> int:
     if result.get("kind") == "distributed" and not args.json:
         _print_distributed(result)
         return 0
-    if args.json or args.command != "run":
+    if args.command == "estimate" and not args.json:
+        _print_estimate(result)
+    elif args.json or args.command != "run":
         json.dump(result, sys.stdout, indent=None if args.json else 2, default=str)
         print()
     else:
         _print_run(result)
+    if args.command == "guard" and not result.get("ok", True):
+        return 1  # the gradients differ: a script (or CI) must be able to tell
     return 0
+
+
+def _print_estimate(e: dict) -> None:
+    """A person's summary of the estimate; --json prints all of it (its terms, phases and method)."""
+    phase = f" (in {e['peak_phase']})" if e.get("peak_phase") else ""
+    print(f"estimated peak: {e['peak_bytes'] / MIB:,.1f} MiB{phase}  [{e.get('method')} on {e.get('device_type')}]")
+    for category, size in (e.get("categories") or {}).items():
+        if size:
+            print(f"  {category:<16} {size / MIB:>10,.1f} MiB")
+    if e.get("fits") is not None:
+        print(f"fits the budget of {e['capacity_bytes'] / MIB:,.1f} MiB: {'yes' if e['fits'] else 'no'}")
+    print("(--json for the whole estimate: each category's terms, the steady state, the method)")

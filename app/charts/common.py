@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import altair as alt
+
 from app import backend
 from app.i18n import t
 from course.units import MIB
@@ -23,6 +25,15 @@ CATEGORY_COLORS = {c: RANK_COLORS[c] for c in backend.CATEGORIES}
 # The allocation timeline and the segment view: what was allocated before the run, free space.
 BASELINE_COLOR = "#bab0ac"
 FREE_COLOR = "#dcdcdc"
+
+
+def labelled_bars(bars, field: str = "label"):
+    """A horizontal bar chart whose names are written above each bar across the chart's whole width, instead of
+    as axis labels that take (and are cut to) the left half of a projector's half-width column."""
+    names = bars.mark_text(align="left", baseline="bottom", dx=2, dy=-11, fontSize=12).encode(
+        x=alt.value(0), text=f"{field}:N", color=alt.value("#31333f")
+    )
+    return alt.layer(bars, names)
 
 
 def mib(value) -> float | None:

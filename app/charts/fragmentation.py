@@ -56,7 +56,7 @@ def chart(df: pd.DataFrame) -> alt.Chart:
             color=alt.Color(
                 "allocator:N",
                 title=None,
-                legend=alt.Legend(orient="top"),
+                legend=alt.Legend(orient="top", columns=1, labelLimit=0),  # "expandable_segments:True" whole
                 scale=alt.Scale(range=["#e45756", "#4c78a8"]),
             ),
             strokeDash=alt.StrokeDash("series:N", title=None, legend=alt.Legend(orient="top")),

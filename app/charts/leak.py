@@ -44,7 +44,16 @@ def chart(df: pd.DataFrame) -> alt.Chart:
             x=alt.X("step:Q", title=t("axis.step"), axis=alt.Axis(tickMinStep=1)),
             y=alt.Y("mib:Q", title=t("axis.allocated_mib"), scale=alt.Scale(zero=False)),
             color=alt.Color(
-                "scenario:N", title=t("axis.scenario"), legend=alt.Legend(orient="bottom", columns=1, labelLimit=480)
+                "scenario:N",
+                title=t("axis.scenario"),
+                legend=alt.Legend(
+                    orient="bottom",
+                    columns=1,
+                    labelLimit=0,
+                    # The scenario's name only: its whole description is in the picker above the chart and
+                    # in the tooltip, and would be cut in a half-width column on a projector.
+                    labelExpr="split(split(datum.label, '：')[0], ': ')[0]",
+                ),
             ),
             # Scenarios that grow alike draw on top of each other; dashes keep both visible.
             strokeDash=alt.StrokeDash("scenario:N", legend=None),

@@ -53,8 +53,8 @@ def chart(df: pd.DataFrame, y_max: float | None = None) -> alt.Chart:
     """df from `long`: order, label, ms, series, mib. `y_max`: a shared scale for charts side by side."""
     order = list(dict.fromkeys(df.sort_values("order")["label"]))
     peak_name = t("series.peak")
-    # Every phase label is shown (Vega hides overlapping ones by default, dropping whole steps).
-    axis = alt.Axis(labelAngle=-60, labelLimit=140, labelOverlap=False, labelFontSize=10)
+    # Upright labels at 12 px, readable on a projector; only where even those would collide does Vega thin them.
+    axis = alt.Axis(labelAngle=-90, labelLimit=140, labelOverlap="greedy", labelFontSize=12)
     x = alt.X("label:N", sort=order, title=t("axis.phase"), axis=axis)
     y = alt.Y("mib:Q", title=t("axis.mib"), scale=alt.Scale(domain=[0, y_max]) if y_max else alt.Undefined)
     tooltip = [

@@ -7,7 +7,7 @@ import altair as alt
 import pandas as pd
 
 from app.backend import net_peak
-from app.charts.common import MIB_FMT, mib
+from app.charts.common import MIB_FMT, labelled_bars, mib
 from app.i18n import t
 
 COLUMNS = ["label", "peak_mib", "peak_abs_mib", "median", "p10", "p90", "samples_per_s", "oom"]
@@ -50,11 +50,11 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def chart(df: pd.DataFrame) -> alt.Chart:
-    return (
+    bars = (
         alt.Chart(df)
-        .mark_bar()
+        .mark_bar(size=14)
         .encode(
-            y=alt.Y("label:N", sort=list(df["label"]), title=None, axis=alt.Axis(labelLimit=260)),
+            y=alt.Y("label:N", sort=list(df["label"]), title=None, axis=alt.Axis(labels=False, ticks=False)),
             x=alt.X("peak_mib:Q", title=t("axis.net_peak_mib")),
             color=alt.condition(alt.datum.oom, alt.value("#e45756"), alt.value("#4c78a8")),
             tooltip=[
@@ -64,5 +64,6 @@ def chart(df: pd.DataFrame) -> alt.Chart:
                 alt.Tooltip("median:Q", title=t("col.step_ms"), format=",.2f"),
             ],
         )
-        .properties(height=alt.Step(34))
+        .properties(height=alt.Step(40))
     )
+    return labelled_bars(bars)

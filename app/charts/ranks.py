@@ -35,7 +35,7 @@ def frame(result: dict) -> pd.DataFrame:
 
 def chart(df: pd.DataFrame) -> alt.Chart:
     order = list(dict.fromkeys(df.sort_values("order")["label"]))
-    axis = alt.Axis(labelAngle=-60, labelLimit=140, labelOverlap=False, labelFontSize=10)
+    axis = alt.Axis(labelAngle=-90, labelLimit=140, labelOverlap="greedy", labelFontSize=12)
     return (
         alt.Chart(df)
         .mark_line(point=True)

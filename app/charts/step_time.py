@@ -20,7 +20,7 @@ def frame(items: list[tuple[str, dict | None]]) -> pd.DataFrame:
 
 
 def chart(df: pd.DataFrame) -> alt.Chart:
-    y = alt.Y("label:N", sort=list(df["label"]), title=None, axis=alt.Axis(labelLimit=260))
+    y = alt.Y("label:N", sort=list(df["label"]), title=None, axis=alt.Axis(labels=False, ticks=False))
     tooltip = [
         alt.Tooltip("label:N", title=t("axis.run")),
         alt.Tooltip("median:Q", title=t("col.step_ms"), format=",.2f"),
@@ -28,10 +28,13 @@ def chart(df: pd.DataFrame) -> alt.Chart:
         alt.Tooltip("p90:Q", title=t("col.p90"), format=",.2f"),
     ]
     base = alt.Chart(df).encode(y=y, tooltip=tooltip)
-    bars = base.mark_bar(color="#4c78a8").encode(x=alt.X("median:Q", title=t("axis.step_ms")))
+    bars = base.mark_bar(color="#4c78a8", size=14).encode(x=alt.X("median:Q", title=t("axis.step_ms")))
     whisker = base.mark_rule(color="#333", strokeWidth=1.5).encode(x="p10:Q", x2="p90:Q")
     ends = [
         base.mark_tick(color="#333", size=14, thickness=1.5, orient="vertical").encode(x=f"{q}:Q")
         for q in ("p10", "p90")
     ]
-    return alt.layer(bars, whisker, *ends).properties(height=alt.Step(34))
+    names = base.mark_text(align="left", baseline="bottom", dx=2, dy=-11, fontSize=12).encode(
+        x=alt.value(0), text="label:N", color=alt.value("#31333f")
+    )  # the names above the bars, across the whole width (common.labelled_bars)
+    return alt.layer(bars, whisker, *ends, names).properties(height=alt.Step(40))

@@ -9,7 +9,7 @@ from app.backend import CHOICES, PHASES, RANGES
 from app.charts import breakdown
 from app.exercises import grading_view
 from app.i18n import t
-from app.ui import jobs, options, results, sandbox, urlstate
+from app.ui import jobs, options, results, sandbox, sizing, urlstate, widget_state
 from app.ui.errors import engine_error
 from course.grading import ex1
 from course.units import fmt_bytes
@@ -45,7 +45,9 @@ def _config_widgets(s: ex1.Settings, base: dict) -> dict:
         label = t("field." + field)
         if field in CHOICES:
             labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in CHOICES[field]}
-            values[field] = cols[i].selectbox(label, list(CHOICES[field]), format_func=labels.__getitem__, key=k)
+            values[field] = cols[i].selectbox(
+                label, list(CHOICES[field]), format_func=labels.__getitem__, key=widget_state.labelled(k)
+            )
         elif field == "width":  # picked from the sandbox's widths; counts (layers, batch) are typed in
             values[field] = cols[i].selectbox(label, sorted(set(options.LISTS[field]) | {st.session_state[k]}), key=k)
         else:
@@ -78,7 +80,7 @@ def _prediction_widgets(s: ex1.Settings) -> dict:
         format_func=labels.__getitem__,
         index=None,
         placeholder=t("ex1.choose"),
-        key=k,
+        key=widget_state.labelled(k),
     )
     return preds
 
@@ -95,6 +97,11 @@ def render(meta: dict) -> None:
     with st.form(f"{NS}.form"):
         st.subheader(t("ex1.title"))
         st.markdown(t("ex1.intro"))
+        if sizing.active(meta):
+            full_cfg, _ = sandbox.base_config(meta, full=True)
+            st.info(
+                t("ex1.scaled", **ex1.sized_words(full_cfg, base_cfg, sizing.scale(meta))), icon=":material/straighten:"
+            )
         config = _config_widgets(s, base)
         st.markdown(f"**{t('ex1.predictions')}**")
         preds = _prediction_widgets(s)
@@ -116,6 +123,7 @@ def render(meta: dict) -> None:
     jobs.poll(NS)
     done = jobs.finished(NS)
     if done:
+        jobs.explain_cached(done)
         _show(s, done, meta)
     grading_view.show_progress(meta["id"], slot, s.total)
 

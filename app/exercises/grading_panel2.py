@@ -12,7 +12,7 @@ import streamlit as st
 from app import backend
 from app.exercises import grading_view
 from app.i18n import t
-from app.ui import jobs, results, urlstate
+from app.ui import jobs, results, urlstate, widget_state
 from app.ui.errors import engine_error
 from app.ui.failures import job_failed
 from course.grading import ex2
@@ -126,7 +126,9 @@ def render(meta: dict) -> None:
             if st.session_state[k] not in allowed:  # a link made on a GPU opened on a CPU
                 st.session_state[k] = allowed[0]
             labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in allowed}
-            choice[field] = cols[i].selectbox(t("field." + field), allowed, format_func=labels.__getitem__, key=k)
+            choice[field] = cols[i].selectbox(
+                t("field." + field), allowed, format_func=labels.__getitem__, key=widget_state.labelled(k)
+            )
             urlstate.sync(k, choice[field], allowed[0])
         est = estimate(ex2.config_of(ch["base"], choice), device_type)
         m = st.columns(2)
@@ -141,6 +143,7 @@ def render(meta: dict) -> None:
     jobs.poll(NS)
     done = jobs.finished(NS)
     if done:
+        jobs.explain_cached(done)
         _show(s, meta, done)
     grading_view.show_progress(meta["id"], slot, s.total)
 

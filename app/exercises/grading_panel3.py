@@ -86,6 +86,7 @@ def render(meta: dict) -> None:
     jobs.poll(NS)
     done = jobs.finished(NS)
     if done:
+        jobs.explain_cached(done)
         _show(s, meta, done, tolerance)
     grading_view.show_progress(meta["id"], slot, s.total)
 

@@ -95,6 +95,7 @@ def recorded_and_live(meta: dict, valid: list) -> None:
     jobs.poll(NS)
     done = jobs.finished(NS)
     if done:
+        jobs.explain_cached(done)
         ok = results.successful(done)
         sids = {spec["label"]: spec.get("sid") for spec in done["specs"]}
         if ok:

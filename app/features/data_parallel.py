@@ -8,7 +8,7 @@ import streamlit as st
 from app import backend
 from app.charts import categories
 from app.i18n import t
-from app.ui import sandbox, urlstate
+from app.ui import sandbox, urlstate, widget_state
 from app.ui.errors import engine_error
 from course.units import MIB, fmt_bytes
 
@@ -20,6 +20,9 @@ STAGES = (("ddp", "ddp"), ("z1", "zero1"), ("z2", "zero2"), ("z3", "zero3"))
 def _choice(field: str, options, default, label: str, widget, **kw):
     k = f"{NS}_{field}"
     urlstate.init(k, default, lambda raw: type(default)(raw) if type(default)(raw) in options else default)
+    if "labels" in kw:  # resolved now, in this run's language (a format_func calling t() later would not be)
+        kw["format_func"] = kw.pop("labels").__getitem__
+        widget_state.labelled(k)
     value = widget(label, options, key=k, persist_state="session", **kw)
     urlstate.sync(k, value, default)
     return value
@@ -39,7 +42,7 @@ def controls(meta: dict):
             "ddp",
             t("multigpu.strategy"),
             cols[0].selectbox,
-            format_func=lambda s: t("multigpu.opt." + s),
+            labels={s: t("multigpu.opt." + s) for s in options["strategy"]},
         )
         world = _choice(
             "world_size",
@@ -54,7 +57,7 @@ def controls(meta: dict):
             dist.get("batch_mode", "per_rank"),
             t("multigpu.batch_mode"),
             st.radio,
-            format_func=lambda m: t("multigpu.mode." + m),
+            labels={m: t("multigpu.mode." + m) for m in options["batch_mode"]},
             horizontal=True,
         )
         values, _slots = sandbox.config_widgets(NS, base)
@@ -108,9 +111,9 @@ def show_estimate(dcfg) -> None:
 def show_what_fits(dcfg) -> None:
     """The fewest devices, then the strategy with the least traffic, that hold this configuration by the estimate."""
     info, _ = backend.safe_device_info()
-    # MiB, the unit of every figure here: a CPU-sized lesson's configuration needs only a few.
-    gpu = backend.device_type(dcfg.config) == "cuda"
-    default = int((info or {}).get("total_bytes", 80 * 2**30) // MIB) if gpu else 80 * 1024
+    # MiB, the unit of every figure here: the worker's own device (its GPU, or the CPU's memory) to start with.
+    total = (info or {}).get("total_bytes")
+    default = min(int(backend.BUDGET_MB[1]), int(total // MIB)) if total else 80 * 1024
     with st.expander(t("multigpu.fits_title"), icon=":material/straighten:"):
         mib = st.number_input(
             t("multigpu.capacity"),
@@ -120,6 +123,8 @@ def show_what_fits(dcfg) -> None:
             step=1024,
             key=f"{NS}_capacity",
         )
+        if total:
+            st.caption(t("multigpu.capacity_default", capacity=fmt_bytes(default * MIB)))
         capacity = int(mib) * MIB
         asked = (dcfg.config.to_dict(), capacity, dcfg.batch_mode)
         if st.button(t("multigpu.fits_run"), key=f"{NS}.fits"):
@@ -133,7 +138,7 @@ def show_what_fits(dcfg) -> None:
         if shown and shown[0] == asked:
             fit, cap = shown[1], fmt_bytes(capacity)
             if fit is None:
-                st.warning(t("multigpu.fits_none", capacity=cap))
+                st.warning(_nothing_fits(dcfg, cap))
             elif fit["strategy"] == "single":
                 st.success(t("multigpu.fits_single", capacity=cap, peak=fmt_bytes(fit["peak_bytes"])))
             else:
@@ -147,3 +152,21 @@ def show_what_fits(dcfg) -> None:
                     )
                 )
         st.caption(t("multigpu.fits_how"))
+
+
+def _nothing_fits(dcfg, capacity: str) -> str:
+    """Why nothing fits, and what could help: where communication buffers are the largest part of the most sharded
+    rank, a smaller batch or checkpointing (the usual advice) cannot."""
+    most = max(backend.distributed_options()["world_size"])
+    sharded, err = backend.distributed_config(dcfg.config, "fsdp2_zero3", most, dcfg.batch_mode)
+    est = None if err else backend.estimate(sharded)[0]
+    cats = (est or {}).get("categories") or {}
+    if cats and max(cats, key=cats.get) == "communication":
+        return t(
+            "multigpu.fits_none_comm",
+            n=most,
+            capacity=capacity,
+            peak=fmt_bytes(est["peak_bytes"]),
+            comm=fmt_bytes(cats["communication"]),
+        )
+    return t("multigpu.fits_none", capacity=capacity)

@@ -8,7 +8,7 @@ import streamlit as st
 from app import backend
 from app.charts import categories, ranks, step_time
 from app.i18n import lang, t
-from app.ui import layout
+from app.ui import layout, widget_state
 from course import content, recordings
 from course.units import fmt_bytes
 
@@ -116,7 +116,10 @@ def comparison(meta: dict, key: str, expanded: bool) -> None:
             st.markdown(f"##### {t('multigpu.chart.time')}")
             layout.chart(step_time.chart(sdf), meta, "time", checked, key=f"{key}.time")
         pick = st.selectbox(
-            t("recorded.pick"), list(runs), format_func=lambda sid: full.get(sid, sid), key=f"{key}.pick"
+            t("recorded.pick"),
+            list(runs),
+            format_func=lambda sid: full.get(sid, sid),
+            key=widget_state.labelled(f"{key}.pick"),
         )
         show_result(runs[pick], meta, key=f"{key}.{pick}")
         st.caption(ids[pick])

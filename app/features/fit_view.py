@@ -70,6 +70,7 @@ def render(strategies) -> None:
         jobs.poll(NS)
         done = jobs.finished(NS)
         if done:
+            jobs.explain_cached(done)
             for label, result in results.successful(done):
                 measured, limit = net_peak(result), done["tag"]["budget"]
                 text = t(

@@ -8,7 +8,7 @@ import streamlit as st
 from app import backend
 from app.charts import fragmentation, segments
 from app.i18n import t
-from app.ui import expect_view, jobs, results
+from app.ui import expect_view, jobs, results, widget_state
 from app.ui.failures import job_failed
 from course import catalog
 from course.units import fmt_bytes
@@ -74,7 +74,11 @@ def render(lesson_id: str, meta: dict) -> None:
         st.subheader(t("frag.title"))
         st.caption(t("frag.explain"))
         chosen = st.selectbox(
-            t("frag.pattern"), list(known), format_func=labels.__getitem__, key=f"{ns}_pattern", persist_state="session"
+            t("frag.pattern"),
+            list(known),
+            format_func=labels.__getitem__,
+            key=widget_state.labelled(f"{ns}_pattern"),
+            persist_state="session",
         )
         if not gpu:
             st.info(t("frag.needs_gpu"))
@@ -86,6 +90,7 @@ def render(lesson_id: str, meta: dict) -> None:
         jobs.poll(ns)
         done = jobs.finished(ns)
         if done:
+            jobs.explain_cached(done)
             status = done["statuses"][0]
             if status.get("state") == "done" and status.get("result"):
                 show(status["result"], meta, key=ns)

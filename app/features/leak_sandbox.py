@@ -9,7 +9,7 @@ from app.backend import CHOICES, RANGES
 from app.charts import leak
 from app.features import census_view
 from app.i18n import lang, t
-from app.ui import expect_view, jobs, layout, options, results, urlstate
+from app.ui import expect_view, jobs, layout, options, results, urlstate, widget_state
 from course import catalog, content, expectations
 
 
@@ -67,13 +67,18 @@ def render(lesson_id: str, meta: dict) -> None:
         for name, default in defaults.items():
             urlstate.init(f"{ns}_{name}", default, parsers[name])
         common = {"persist_state": "session"}
-        chosen = st.multiselect(
-            t("leak.scenarios"), list(known), format_func=titles.__getitem__, key=f"{ns}_scenarios", **common
-        )
+        # The picker names each scenario (its id); what it does is listed under it, where a sentence can wrap.
+        chosen = st.multiselect(t("leak.scenarios"), list(known), key=f"{ns}_scenarios", **common)
+        if chosen:
+            st.caption("\n".join(f"- {titles[s]}" for s in chosen))
         cols = st.columns(2)
         steps = cols[0].slider(t("leak.steps"), *STEPS, key=f"{ns}_steps", **common)
         device = cols[1].selectbox(
-            t("field.device"), list(devices), format_func=devices.__getitem__, key=f"{ns}_device", **common
+            t("field.device"),
+            list(devices),
+            format_func=devices.__getitem__,
+            key=widget_state.labelled(f"{ns}_device"),
+            **common,
         )
         cols = st.columns(2)
         batch = cols[0].select_slider(t("field.batch"), BATCHES, key=f"{ns}_batch", **common)
@@ -106,6 +111,7 @@ def render(lesson_id: str, meta: dict) -> None:
     jobs.poll(ns)
     done = jobs.finished(ns)
     if done:
+        jobs.explain_cached(done)
         show_results(done, meta, known, ns=ns)
     recorded(lesson_id, meta, known)
 

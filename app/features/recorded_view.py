@@ -5,40 +5,80 @@ from __future__ import annotations
 import streamlit as st
 
 from app import backend
-from app.features import fragmentation_view, leak_sandbox, rounds_view
+from app.features import data_parallel_result, fragmentation_view, leak_sandbox, rounds_view
 from app.i18n import lang, t
-from app.ui import expect_view, results
+from app.ui import expect_view, results, widget_state
 from app.ui.errors import engine_error
 from course import catalog, content
 
 
 def _label(entry: dict) -> str:
+    return content.localized(entry.get("label"), lang(), entry.get("id", "?"))
+
+
+def _where(entry: dict) -> str:
+    """Device and date, under the picker: in the label they would cut it in a half-width column on a projector."""
     device = entry.get("device") or {}
-    date = str(entry.get("recorded_at") or "")[:10]
-    parts = [content.localized(entry.get("label"), lang(), entry.get("id", "?")), device.get("name"), date]
-    return " · ".join(p for p in parts if p)
+    return " · ".join(p for p in (device.get("name"), str(entry.get("recorded_at") or "")[:10]) if p)
+
+
+# The home page's groups: a distributed run (ranks, a communication category) is drawn per rank, and a recording
+# made on a CPU is not a GPU run.
+GROUPS = (
+    ("gpu", "recorded.title", "recorded.explain"),
+    ("cpu", "recorded.title_cpu", "recorded.explain_cpu"),
+    ("distributed", "recorded.title_distributed", "recorded.explain_distributed"),
+)
+
+
+def group(entry: dict) -> str:
+    if entry.get("kind") == "distributed":
+        return "distributed"
+    return "gpu" if (entry.get("device") or {}).get("type") == "cuda" else "cpu"
+
+
+def order(entry: dict) -> tuple[int, bool]:
+    """In the course's order, each lesson's plain runs first: the home page opens on lesson 1's preset."""
+    lesson = entry.get("lesson")
+    return (catalog.PAGE_IDS.index(lesson) if lesson in catalog.PAGE_IDS else len(catalog.PAGE_IDS)), (
+        entry.get("kind", "run") != "run"
+    )
 
 
 def browser(lesson: str | None, expanded: bool = False) -> None:
-    """All recorded results (lesson=None) or those of one lesson; nothing if there are none."""
+    """All recorded results (lesson=None) or those of one lesson, one expander per group (GROUPS) that has any;
+    nothing for a lesson that has none. Only the first shown opens expanded."""
     entries, err = backend.safe_list_recorded()
     if lesson is not None:
         entries = [e for e in entries if e.get("lesson") == lesson]
-    if not entries and lesson is not None:
-        return
-    with st.expander(t("recorded.title"), expanded=expanded, icon=":material/history:"):
-        st.caption(t("recorded.explain"))
+        if not entries:
+            return
+    shown = False
+    for g in GROUPS:
+        mine = sorted((e for e in entries if group(e) == g[0]), key=order)
+        if mine or (g is GROUPS[0] and not entries):
+            ns = f"recorded.{lesson or 'all'}" + ("" if g is GROUPS[0] else f".{g[0]}")
+            _browse(mine, err, ns, g, expanded and not shown)
+            shown = True
+
+
+def _browse(entries: list[dict], err: str | None, ns: str, grp: tuple, expanded: bool) -> None:
+    _, title, explain = grp
+    with st.expander(t(title), expanded=expanded, icon=":material/history:"):
+        st.caption(t(explain))
         if err:
             engine_error(err)
             return
         if not entries:
             st.info(t("recorded.none"))
             return
-        ns = f"recorded.{lesson or 'all'}"
         by_id = {e["id"]: e for e in entries}
         labels = {i: _label(e) for i, e in by_id.items()}
-        chosen = st.selectbox(t("recorded.pick"), list(by_id), format_func=labels.__getitem__, key=ns)
+        chosen = st.selectbox(
+            t("recorded.pick"), list(by_id), format_func=labels.__getitem__, key=widget_state.labelled(ns)
+        )
         entry = by_id[chosen]
+        st.caption(_where(entry))
         result, err = backend.safe_load_recorded(chosen)
         if err:
             engine_error(err)
@@ -65,6 +105,8 @@ def browser(lesson: str | None, expanded: bool = False) -> None:
                 (r for r in content.rounds_sets(meta) if catalog.rounds_set_id(lesson_id, r["id"]) == chosen), None
             )
             rounds_view.show(result, meta, key=ns, rset=rset)
+        elif kind == "distributed":
+            data_parallel_result.show_result(result, meta, key=ns)
         elif kind == "profile":
             results.device_label(result, entry.get("recorded_at"))
             results.render_profile(result)

@@ -118,6 +118,7 @@ def live(
     done = jobs.finished(ns)
     if not done:
         return None
+    jobs.explain_cached(done)
     status = done["statuses"][0]
     if status.get("state") == "done" and status.get("result"):
         show(status["result"], meta, key=f"{ns}.live", rset=rset, names=names)

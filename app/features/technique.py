@@ -100,6 +100,7 @@ def _measured_pair(meta: dict, technique: dict, ns: str, full_width: int) -> dic
     done = jobs.finished(ns)
     if not done:
         return None
+    jobs.explain_cached(done)
     statuses = done["statuses"]
     failed = [s for s in statuses if s.get("state") != "done" or not s.get("result")]
     for s in failed:

@@ -64,6 +64,17 @@ def finished(ns: str) -> dict | None:
     return st.session_state.get(_done_key(ns))
 
 
+def explain_cached(done: dict) -> None:
+    """Says when a result came from the worker's cache (the same experiment already ran on this server): a result
+    that appears at once, or a timing from an earlier moment, must not look like a run just made."""
+    cached = sum(1 for s in done.get("statuses") or [] if s.get("cached"))
+    total = len(done.get("statuses") or [])
+    if cached and total == 1:
+        st.caption(t("result.cached"))
+    elif cached:
+        st.caption(t("result.cached_some", n=cached, total=total))
+
+
 def clear(ns: str) -> None:
     st.session_state.pop(_done_key(ns), None)
 

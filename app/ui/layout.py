@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from app.i18n import lang, t
 from app.ui import expect_view
 from course import content, facts
+
+# Shipped, not a material icon or an emoji: Streamlit fetches those favicons from a font CDN, which fails offline.
+FAVICON = Path(__file__).resolve().parents[1] / "static" / "favicon.png"
 
 
 def lesson_meta(lesson_id: str) -> dict:
@@ -14,7 +19,8 @@ def lesson_meta(lesson_id: str) -> dict:
 
 
 def header(lesson_id: str, meta: dict) -> None:
-    st.title(content.localized(meta.get("title"), lang(), t("page." + lesson_id)))
+    # The sidebar's name of the page, so a class told "open Exercise 2 · Make it fit" finds that title on top.
+    st.title(t("page." + lesson_id))
     summary = expect_view.text(meta, meta.get("summary"))
     if summary:
         st.caption(summary)

@@ -29,10 +29,13 @@ def _widget(ns: str, field: str, default, container) -> object:
     current = st.session_state[k]
     common = {"key": k, "help": t("help." + field, default="") or None, "persist_state": "session"}
     label = t("field." + field)
+    if field == "model":
+        common["on_change"], common["args"] = _keep_heads_valid, (ns,)
     if field in SELECT:
         choices = list(CHOICES[field])
         # Labels are resolved now: a format_func called later (AppTest does) must not re-read the language.
         labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in choices}
+        widget_state.labelled(k)
         return container.selectbox(label, choices, format_func=labels.__getitem__, **common)
     if field in options.LISTS:
         # A keyed select_slider keeps its identity when its options change, so a shared odd value
@@ -50,6 +53,19 @@ def _widget(ns: str, field: str, default, container) -> object:
             label, min_value=lo, max_value=hi, step=64.0, placeholder=t("budget.none"), **common
         )
     raise KeyError(field)
+
+
+def _keep_heads_valid(ns: str) -> None:
+    """Switching to the transformer keeps the width a multiple of heads x 8 (the head dimension a multiple of 8):
+    a lesson's width (1000, or 250 at CPU size) would otherwise open on an error."""
+    if st.session_state.get(widget_state.key(ns, "model")) != "transformer":
+        return
+    heads = st.session_state.get(widget_state.key(ns, "heads"), ExperimentConfig.heads)
+    width_key, step = widget_state.key(ns, "width"), int(heads) * 8
+    width = int(st.session_state.get(width_key, step))
+    if width % step:
+        lo, hi = RANGES["width"]
+        st.session_state[width_key] = min(hi // step * step, max(step, lo, round(width / step) * step))
 
 
 ADVANCED = [["timing_steps", "seed"], ["budget_mb", "device"], ["force"]]

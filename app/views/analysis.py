@@ -23,6 +23,7 @@ with right:
         jobs.poll(NS)
         done = jobs.finished(NS)
         if done:
+            jobs.explain_cached(done)
             status = done["statuses"][0]
             result = status.get("result")
             if status.get("state") != "done" or not result:

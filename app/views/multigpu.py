@@ -27,6 +27,7 @@ with right:
     jobs.poll(NS)
     done = jobs.finished(NS)
     if done:
+        jobs.explain_cached(done)
         status = done["statuses"][0]
         if status.get("state") == "done" and status.get("result"):
             st.subheader(t("multigpu.result"))

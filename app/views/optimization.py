@@ -2,7 +2,7 @@ import streamlit as st
 
 from app.features import recorded_view, technique
 from app.i18n import lang, t
-from app.ui import layout, sandbox, urlstate
+from app.ui import layout, sandbox, urlstate, widget_state
 from course import content
 
 meta, _, right = layout.lesson_page("optimization")
@@ -19,7 +19,7 @@ with right:
                 t("opt.pick"),
                 list(techniques),
                 format_func=titles.__getitem__,
-                key="optimization_technique",
+                key=widget_state.labelled("optimization_technique"),
                 persist_state="session",
             )
             urlstate.sync("optimization_technique", chosen, first)

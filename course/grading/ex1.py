@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from course.grading.common import message, names, number, section, tolerance_bytes, within
 from course.units import MIB, fmt_bytes
-from experiments.core import metrics
+from experiments.core import families, metrics
 from experiments.core.config import ExperimentConfig
 from experiments.core.vocabulary import CATEGORIES, PHASES
 
@@ -206,3 +206,19 @@ def _why_phase(result: dict, phase: str | None) -> list[dict]:
     if phase in STEP_PHASES:
         out.append(message(f"ex1.why.phase_{phase}"))
     return out
+
+
+def sized_words(full: ExperimentConfig, sized: ExperimentConfig, k: int) -> dict[str, str]:
+    """The numbers of the CPU-sized graded run and of the lesson's full-size model, for the page's size note: a
+    learner who computes the lesson's model must see that the form's smaller one is what is graded."""
+    words = {"k": str(k)}
+    for prefix, cfg in (("full_", full), ("", sized)):
+        words.update(
+            {
+                prefix + "layers": str(cfg.layers),
+                prefix + "width": str(cfg.width),
+                prefix + "batch": str(cfg.batch),
+                prefix + "params": fmt_bytes(families.parameter_bytes(cfg)),
+            }
+        )
+    return words

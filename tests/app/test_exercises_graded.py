@@ -300,6 +300,46 @@ def test_exercise1_page_grades_a_run_and_keeps_progress_in_the_url():
     assert at.query_params["exercise1_progress"] == "4"
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_exercise1_on_a_cpu_says_the_graded_model_is_cpu_sized_with_its_numbers(lang):
+    """The lesson asks about 20 x Linear(2048), batch 32; a CPU grades a smaller model: the page must say which."""
+    meta = content.meta("exercise1")
+    k = content.cpu_scale(meta)
+    full, sized = content.over_preset(meta, None), content.over_preset(meta, None, k)
+    at = open_page("exercise1", lang=lang)
+    assert at.number_input(key="ex1g_layers").value == sized["layers"]
+    assert at.selectbox(key="ex1g_width").value == sized["width"] != full["width"]
+    note = [i.value for i in at.info if f"Linear({sized['width']})" in i.value]
+    assert len(note) == 1, [i.value for i in at.info]
+    params = ex1.sized_words(ExperimentConfig.from_dict(full), ExperimentConfig.from_dict(sized), k)
+    for value in (
+        f"Linear({full['width']})",
+        str(full["batch"]),
+        str(sized["batch"]),
+        params["params"],
+        params["full_params"],
+    ):
+        assert value in note[0]
+    # the lesson's own model: about 320 MiB of parameters (the number a learner computes from the lesson)
+    assert params["full_params"].startswith("320")
+
+
+def test_exercise1_says_when_its_graded_run_came_from_the_cache():
+    """The same graded run twice: the second result is the worker's cached one, and the page says so."""
+    state = {"ex1g_layers": 2, "ex1g_width": 64, "ex1g_batch": 8}
+    at = open_page("exercise1", state=state)
+    for cat in ("parameters", "gradients", "optimizer_state", "activations"):
+        at.number_input(key=f"ex1g_p_{cat}").set_value(1.0)
+    at.selectbox(key="ex1g_p_phase").set_value("backward")
+    said = []
+    for _ in range(2):
+        _button(at, "Run and grade").click().run()
+        run_until(at, lambda a: "ex1g.done" in a.session_state and "ex1g.jobs" not in a.session_state)
+        said.append(any("already run on this server" in c.value for c in at.caption))
+    assert not at.exception
+    assert said[1], "the second, cached result is not explained"
+
+
 def test_exercise2_page_runs_the_challenge_and_scores_it(monkeypatch):
     budget = _est(TINY, "cpu")["peak_bytes"]  # the unoptimized baseline just fits: the page's logic, small
     monkeypatch.setattr(

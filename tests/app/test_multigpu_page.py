@@ -106,3 +106,24 @@ def test_the_offload_recording_that_summed_host_and_device_shows_the_estimates_s
     )
     notes = [m.value for m in at.markdown if "Under CPU offload (GPUs only)" in m.value]
     assert notes and not [m.value for m in at.markdown if "does not show what the lesson's note describes" in m.value]
+
+
+def test_what_fits_starts_at_the_workers_device_and_names_communication_buffers_when_they_dominate():
+    """On a CPU the capacity starts at the worker's memory, not at an 80 GiB GPU; at 20 MiB the lesson's model fits
+    nowhere, and where a rank's largest part is its communication buffers, the page says so instead of advising a
+    smaller batch or checkpointing (which cannot help)."""
+    from app import backend
+    from course.units import fmt_bytes
+    from experiments.core.config import DistributedConfig
+    from experiments.distributed.estimate import estimate_sharded
+
+    at = open_page(NS, "en")
+    info = backend.device_info()
+    assert at.number_input(key=f"{NS}_capacity").value == min(int(backend.BUDGET_MB[1]), info["total_bytes"] // 2**20)
+    said = _find(at, 20)
+    cfg = ExperimentConfig.from_dict({**at.session_state["multigpu.fits_result"][0][0]})
+    est = estimate_sharded(DistributedConfig(cfg, strategy="fsdp2_zero3", world_size=8), "cpu", None)
+    cats = est["categories"]
+    assert max(cats, key=cats.get) == "communication"  # the premise, by the engine's own estimate
+    assert "communication buffers" in said and fmt_bytes(cats["communication"]) in said, said
+    assert "lower the per-rank batch" not in said

@@ -6,6 +6,7 @@ import pytest
 from conftest import PAGES, open_page
 
 from app import backend, i18n
+from app.features import recorded_view
 from course import catalog, content
 from experiments.core.recorded import list_recorded, load_recorded
 
@@ -13,10 +14,11 @@ from experiments.core.recorded import list_recorded, load_recorded
 def _errors_by_design(page: str, lang: str) -> list[str]:
     """What a page shows as an error on opening because its lesson is about it: a recorded allocator pattern that
     ran out of memory, in the allocator's words. A page opens on its allocator panel's first pattern and on the
-    first of its recorded results in the browser below."""
+    first of its recorded results in the browser below (in its order: lesson 1's preset first)."""
     patterns = content.meta(page).get("fragmentation") or []
     shown = [catalog.fragmentation_id(page, patterns[0]["id"])] if patterns else []
-    shown += [e["id"] for e in list_recorded() if e.get("lesson") == page][:1]
+    mine = sorted((e for e in list_recorded() if e.get("lesson") == page), key=recorded_view.order)
+    shown += [e["id"] for e in mine if recorded_view.group(e) == recorded_view.GROUPS[0][0]][:1]
     out = []
     for rid in shown:
         result = load_recorded(rid) or {}
@@ -37,6 +39,8 @@ def test_page_opens(page, lang):
     assert not at.exception, [e.value for e in at.exception]
     assert [e.value for e in at.error] == _errors_by_design(page, lang)
     assert at.title, "every page has a title"
+    # the page's title is its name in the sidebar
+    assert at.title[0].value == i18n.STRINGS["page." + page][lang == "zh"]
     texts = [m.value for m in at.markdown] + [b.label for b in at.button] + [t.value for t in at.title]
     leaked = [
         text
@@ -89,3 +93,27 @@ def test_reset_restores_the_preset():
     assert at.select_slider(key="monitoring_width").value == 64
     at.button(key="monitoring.reset").click().run()
     assert at.select_slider(key="monitoring_width").value == preset
+
+
+def test_home_page_shows_the_lesson_map_once_and_groups_the_recordings():
+    """One map of the lessons (its links); GPU, CPU and data-parallel recordings each under their own heading, the
+    distributed ones drawn per rank, never under "Recorded GPU runs"."""
+    at = open_page(catalog.HOME, "en")
+    assert not at.exception
+    links = [e for e in at.get("page_link")]
+    assert len(links) == len(PAGES) - 1
+    map_titles = [m.value for m in at.markdown if "Monitoring" in m.value and "Memory leaks" in m.value]
+    assert not map_titles, "the lesson text repeats the map"
+    entries = list_recorded()
+    by_title = {e.label: e for e in at.expander}
+    gpu, dist = by_title["Recorded GPU runs"], by_title[i18n.STRINGS["recorded.title_distributed"][0]]
+    single_gpu = [
+        e for e in entries if e.get("kind") != "distributed" and (e.get("device") or {}).get("type") == "cuda"
+    ]
+    distributed = [e for e in entries if e.get("kind") == "distributed"]
+    assert single_gpu and distributed
+    assert len(gpu.selectbox[0].options) == len(single_gpu)
+    assert len(dist.selectbox[0].options) == len(distributed)
+    assert gpu.proto.expanded and not dist.proto.expanded
+    # drawn per rank (lesson 6's view), never as a single-device run
+    assert any(m.label == "Peak of rank 0" for m in dist.metric), [m.label for m in dist.metric]

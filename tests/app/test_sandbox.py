@@ -22,6 +22,18 @@ def test_batch_not_divisible_by_accum_shows_an_error():
     assert not at.button(key="monitoring.run").disabled
 
 
+def test_switching_lesson_1_to_the_transformer_keeps_the_config_valid():
+    """Lesson 1's width (1000, 250 at CPU size) is no multiple of 8 heads x 8: choosing the transformer must not
+    open on an error with Run disabled."""
+    at = open_page("monitoring")
+    assert at.select_slider(key="monitoring_width").value % 64
+    at.selectbox(key="monitoring_model").set_value("transformer").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    width, heads = at.select_slider(key="monitoring_width").value, at.select_slider(key="monitoring_heads").value
+    assert width % (heads * 8) == 0
+    assert not at.button(key="monitoring.run").disabled
+
+
 def test_chinese_error_message_does_not_crash():
     state = small_config("exercise1") | {"exercise1_batch": 2, "exercise1_accum": 4}
     at = open_page("exercise1", lang="zh", state=state)

@@ -181,6 +181,74 @@ _LAYOUT_FAULTS = """() => {
 }"""
 
 
+# Vega draws on a canvas: what it writes (axis labels, legend entries) is recorded as drawn, with its box on the
+# canvas, so that the check can tell a label Vega cut ("…") or drew over another. A full redraw (a resize) clears
+# the canvas first and starts a new record.
+CANVAS_SPY = """(() => {
+  const P = CanvasRenderingContext2D.prototype, fill = P.fillText, clear = P.clearRect;
+  P.clearRect = function (...a) { this.canvas.__texts = []; return clear.apply(this, a); };
+  P.fillText = function (text, x, y, ...rest) {
+    const m = this.getTransform(), w = this.measureText(String(text)).width;
+    const px = parseFloat((this.font.match(/([0-9.]+)px/) || [0, 10])[1]);
+    const x0 = this.textAlign === 'center' ? x - w / 2 : (this.textAlign === 'right' || this.textAlign === 'end') ? x - w : x;
+    const y0 = this.textBaseline === 'top' ? y : this.textBaseline === 'middle' ? y - px / 2 : y - px * 0.8;
+    const pt = (u, v) => [m.a * u + m.c * v + m.e, m.b * u + m.d * v + m.f];
+    const box = [pt(x0, y0), pt(x0 + w, y0), pt(x0 + w, y0 + px), pt(x0, y0 + px)];
+    (this.canvas.__texts = this.canvas.__texts || []).push(
+      {text: String(text), px: px * Math.hypot(m.a, m.b) / (window.devicePixelRatio || 1), box});
+    return fill.call(this, text, x, y, ...rest);
+  };
+})();"""
+
+# What a projector shows cut or unreadable: a selectbox value, a legend entry or an axis label Vega cut to "…",
+# axis labels drawn over each other or smaller than 12 px, a table whose columns scroll out of view.
+_PROJECTOR_FAULTS = """() => {
+  const bad = [];
+  const shown = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  document.querySelectorAll('[data-testid=stSelectbox] input, [data-testid=stMultiSelect] input').forEach(el => {
+    if (shown(el) && el.value && el.scrollWidth > el.clientWidth + 1) bad.push('selectbox value cut: ' + el.value); });
+  const overlap = (p, q) => {  // two convex quadrilaterals, by separating axes; touching is not overlapping
+    for (const poly of [p, q]) for (let i = 0; i < 4; i++) {
+      const [x1, y1] = poly[i], [x2, y2] = poly[(i + 1) % 4], nx = y2 - y1, ny = x1 - x2;
+      const proj = r => r.map(([x, y]) => nx * x + ny * y), a = proj(p), b = proj(q), len = Math.hypot(nx, ny) || 1;
+      if (Math.max(...a) - Math.min(...b) < 1.5 * len || Math.max(...b) - Math.min(...a) < 1.5 * len) return false;
+    }
+    return true; };
+  // Labels Vega thinned out (labelOverlap) stay in the SVG with opacity 0: not drawn, not checked.
+  const svgTexts = svg => [...svg.querySelectorAll('text')].filter(el => el.textContent.trim()
+      && getComputedStyle(el).opacity !== '0' && el.getAttribute('opacity') !== '0').map(el => {
+    const b = el.getBBox(), m = el.getScreenCTM(), pt = (u, v) => [m.a * u + m.c * v + m.e, m.b * u + m.d * v + m.f];
+    return {text: el.textContent, px: parseFloat(getComputedStyle(el).fontSize) * Math.hypot(m.a, m.b),
+      box: [pt(b.x, b.y), pt(b.x + b.width, b.y), pt(b.x + b.width, b.y + b.height), pt(b.x, b.y + b.height)]}; });
+  document.querySelectorAll('.vega-embed canvas, .vega-embed svg.marks').forEach(c => {
+    if (!shown(c)) return;
+    const texts = (c.tagName === 'CANVAS' ? c.__texts || [] : svgTexts(c)).filter(x => x.text.trim());
+    texts.forEach(x => {
+      if (x.text.includes('…')) bad.push('chart text cut: ' + x.text);
+      if (x.px < 11.5) bad.push('chart text under 12 px: ' + x.text + ' (' + x.px.toFixed(1) + ' px)'); });
+    for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++)
+      if (overlap(texts[i].box, texts[j].box)) bad.push('chart texts overlap: ' + texts[i].text + ' / ' + texts[j].text);
+  });
+  // A wide table may scroll sideways, but the columns that matter come first: its first two column headers, as the
+  // grid draws them on its canvas, must be whole inside the visible frame.
+  document.querySelectorAll('[data-testid=stDataFrame]').forEach(el => {
+    const s = el.querySelector('.dvn-scroller'), canvases = [...el.querySelectorAll('canvas')];
+    if (!shown(el) || !s || !canvases.length || s.scrollWidth <= s.clientWidth + 1) return;
+    const right = Math.min(s.clientWidth, ...canvases.map(c => c.getBoundingClientRect().width));
+    const seen = new Map();  // the header is drawn on a canvas of its own, again on each repaint
+    canvases.flatMap(c => c.__texts || []).filter(x => Math.max(...x.box.map(p => p[1])) < 40)
+      .forEach(x => seen.set(x.text + '@' + Math.round(x.box[0][0]), x));
+    const heads = [...seen.values()].sort((a, b) => a.box[0][0] - b.box[0][0]).slice(0, 2);
+    const cut = heads.filter(x => Math.max(...x.box.map(p => p[0])) > right + 1);
+    if (heads.length < 2 || cut.length) bad.push('table column out of view: ' + heads.map(x => x.text).join(' | ')); });
+  document.querySelectorAll('[data-testid=stMarkdownContainer] table, [data-testid=stTable] table').forEach(el => {
+    const box = el.closest('[data-testid=stMarkdownContainer], [data-testid=stTable]');
+    if (shown(el) && (el.scrollWidth > el.clientWidth + 1 || el.getBoundingClientRect().right > box.getBoundingClientRect().right + 2))
+      bad.push('table column out of view: ' + el.innerText.slice(0, 30)); });
+  return bad;
+}"""
+
+
 # Smallest first: a page is then widened, never narrowed, as its dataframes measure their column only when
 # drawn, and what fits a column keeps fitting as the column grows.
 SIZES = ((1024, 768), (1280, 720), (1440, 900))
@@ -196,12 +264,15 @@ def _after_resize(page, width: int, height: int) -> None:
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_every_page_by_deep_link_reads_on_a_projector(server, browser, lang):
     """Every page opened by its deep link draws without an exception; then at each projector size with the
-    sidebar open: no cut metric or code, every chart has room, nothing overlaps."""
+    sidebar open: no cut metric, code, selectbox value, legend entry or axis label, every chart has room, no chart
+    labels overlap, no table column out of view, nothing overlaps; and no request leaves the app's server."""
     faults = {}
     # Every page is requested first, so the server draws them while the browser checks the ones before.
     pages = {}
     for page_id in PAGES:
         pages[page_id] = browser.new_page(viewport={"width": SIZES[0][0], "height": SIZES[0][1]})
+        pages[page_id].add_init_script(CANVAS_SPY)
+        pages[page_id].on("request", lambda r, p=page_id: _offline_fault(r.url, p))
         pages[page_id].goto(f"{server}/{'' if page_id == catalog.HOME else page_id}?lang={lang}")
     for page_id, page in pages.items():
         expect(page.get_by_test_id("stMainBlockContainer").locator("h1").first).to_be_visible(timeout=60_000)
@@ -212,7 +283,7 @@ def test_every_page_by_deep_link_reads_on_a_projector(server, browser, lang):
         for width, height in SIZES:
             _after_resize(page, width, height)
             expect(page.get_by_test_id("stSidebar")).to_be_visible()
-            found = page.evaluate(_LAYOUT_FAULTS)
+            found = page.evaluate(_LAYOUT_FAULTS) + page.evaluate(_PROJECTOR_FAULTS)
             if found:
                 faults[f"{page_id} at {width}x{height}"] = sorted(set(found))
             if WANT_SHOTS:
@@ -220,3 +291,13 @@ def test_every_page_by_deep_link_reads_on_a_projector(server, browser, lang):
         _shoot(page, SHOTS / f"{page_id}.{lang}.png")
         page.close()
     assert not faults, faults
+    assert not OUTSIDE, f"requests that fail offline: {OUTSIDE}"
+
+
+OUTSIDE: list[str] = []
+
+
+def _offline_fault(url: str, page_id: str) -> None:
+    """A classroom may be offline: every request goes to the app's own server."""
+    if not url.startswith(("http://127.0.0.1", "data:", "blob:", "about:")):
+        OUTSIDE.append(f"{page_id}: {url}")

@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -94,13 +95,45 @@ def test_cli_bad_arguments_exit_2_with_one_line_naming_the_field(capsys, args, f
     assert len(lines) == 1 and lines[0].startswith("error:") and field in lines[0]
 
 
-def test_cli_estimate_prints_the_estimate(capsys):
-    code, out, _ = _cli(capsys, "estimate", "--layers", "20", "--width", "2048", "--batch", "32")
+def test_cli_estimate_prints_a_summary_and_json_on_request(capsys):
+    args = ("estimate", "--layers", "20", "--width", "2048", "--batch", "32")
+    code, out, _ = _cli(capsys, *args)
+    params_mib = 20 * (2048 * 2048 + 2048) * 4 / 2**20
+    assert code == 0 and len(out.splitlines()) <= 12, out  # a person's summary, not 130 lines of JSON
+    assert "estimated peak" in out and f"{params_mib:,.1f} MiB" in out
+    code, out, _ = _cli(capsys, *args, "--json")
     assert code == 0
     e = json.loads(out)
     assert e["categories"]["parameters"] == 20 * (2048 * 2048 + 2048) * 4
     assert e["method"] == "replay" and e["device_type"] == "cpu"
     assert {t["category"] for t in e["terms"]} == set(e["categories"])
+
+
+def test_cli_leak_help_lists_the_scenarios_and_refuses_an_unknown_one(capsys):
+    from experiments.labs.leaks import SCENARIOS
+
+    code, out, _ = _cli(capsys, "leak", "--help")
+    text = " ".join(out.split())
+    assert code == 0 and all(name in text for name in SCENARIOS), text
+    code, _, err = _cli(capsys, "leak", "--scenario", "nope")
+    assert code == 2 and "nope" in err
+
+
+def test_cli_guard_exits_1_when_the_gradients_differ(capsys, monkeypatch):
+    from experiments.training import guard
+
+    for ok, expected in ((True, 0), (False, 1)):
+        monkeypatch.setattr(guard, "check_gradients", lambda cfg, ok=ok: {"ok": ok, "max_rel_diff": 0.5})
+        code, out, _ = _cli(capsys, "guard", "--layers", "2", "--width", "64", "--batch", "8")
+        assert code == expected and json.loads(out)["ok"] is ok
+
+
+def test_cli_docstring_names_exactly_its_subcommands(capsys):
+    """The module's first line lists the subcommands that `--help` offers (it named a `record` that did not exist)."""
+    code, out, _ = _cli(capsys, "--help")
+    offered = set(re.search(r"\{([a-z_,-]+)\}", out).group(1).split(","))
+    listed = set(cli.__doc__.split("`")[1].removeprefix("python -m experiments ").split("|"))
+    assert code == 0 and listed == offered, (listed, offered)
 
 
 def test_cli_estimate_help_names_what_it_prints(capsys):

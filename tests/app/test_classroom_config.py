@@ -1,0 +1,24 @@
+"""Served to a class: no developer toolbar (no Deploy button), no usage statistics, and nothing fetched from the
+internet (a classroom may be offline): the favicon ships with the app."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.ui import layout
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_streamlit_config_is_for_a_class():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["client"]["toolbarMode"] == "minimal"
+    assert config["browser"]["gatherUsageStats"] is False
+
+
+def test_the_favicon_is_a_shipped_file():
+    assert layout.FAVICON.is_file() and layout.FAVICON.is_relative_to(ROOT)
+    assert layout.FAVICON.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

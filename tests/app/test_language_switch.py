@@ -1,0 +1,47 @@
+"""Switching the language keeps the experiment: every choice widget keeps its value and its URL parameter, and is
+drawn with the new language's labels (a keyed widget keeps its identity across a label change, so without a
+fresh value the browser would keep showing, and sending back, the old language's label)."""
+
+from __future__ import annotations
+
+from conftest import open_page
+
+from app.i18n import STRINGS
+
+NS = "multigpu"
+
+
+def _switch(at, lang: str):
+    at.radio(key="lang").set_value(lang).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _label(key: str, lang: str) -> str:
+    en, zh = STRINGS[key]
+    return zh if lang == "zh" else en
+
+
+def _shown(widget) -> str:
+    """The label the browser draws: the value the server last sent, else the option at the default index."""
+    proto = widget.proto
+    return proto.raw_value if proto.set_value else proto.options[proto.default]
+
+
+def test_lesson_6_keeps_strategy_batch_mode_and_the_model_across_both_switches():
+    at = open_page(NS, "en")
+    at.selectbox(key=f"{NS}_strategy").set_value("fsdp2_zero3").run()
+    at.radio(key=f"{NS}_batch_mode").set_value("global").run()
+    at.selectbox(key=f"{NS}_model").set_value("cnn").run()
+    before = dict(at.query_params)
+    assert before[f"{NS}_strategy"] == "fsdp2_zero3" and before[f"{NS}_batch_mode"] == "global"
+    for lang in ("zh", "en"):
+        _switch(at, lang)
+        assert at.selectbox(key=f"{NS}_strategy").value == "fsdp2_zero3"
+        assert at.radio(key=f"{NS}_batch_mode").value == "global"
+        assert at.selectbox(key=f"{NS}_model").value == "cnn"
+        after = {k: v for k, v in at.query_params.items() if k != "lang"}
+        assert after == {k: v for k, v in before.items() if k != "lang"}
+        # drawn with this language's labels, never the previous one's
+        assert _shown(at.selectbox(key=f"{NS}_strategy")) == _label("multigpu.opt.fsdp2_zero3", lang)
+        assert _shown(at.selectbox(key=f"{NS}_model")) == _label("opt.model.cnn", lang)
