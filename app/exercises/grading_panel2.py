@@ -37,7 +37,7 @@ def _valid(config: dict):
 def estimate(config: dict, device_type: str) -> dict:
     """The grid's estimates on `device_type`, raising on failure (the page says why): this runs on the search's
     thread too, so it asks nothing of the session (no measured workspaces, no device)."""
-    est, err = backend.estimate(_valid(config), for_device=device_type, measured_workspaces=False)
+    est, err = backend.estimate(_valid(config), for_device=device_type, measured_workspaces=False, wait=None)
     if err:
         raise RuntimeError(err)
     return est

@@ -64,7 +64,7 @@ def plan(meta: dict, strategies: list) -> None:
             if err:
                 engine_error(f"{title}: {err}")
                 continue
-            est, _ = backend.estimate(cfg, backend.capacity_bytes(cfg))
+            est, _ = backend.estimate(cfg, backend.capacity_bytes(cfg), wait=None)
             changed = {k: v for k, v in cfg.to_dict().items() if v != backend.DEFAULTS[k]}
             rows.append(
                 {

@@ -159,7 +159,7 @@ def _nothing_fits(dcfg, capacity: str) -> str:
     rank, a smaller batch or checkpointing (the usual advice) cannot."""
     most = max(backend.distributed_options()["world_size"])
     sharded, err = backend.distributed_config(dcfg.config, "fsdp2_zero3", most, dcfg.batch_mode)
-    est = None if err else backend.estimate(sharded)[0]
+    est = None if err else backend.estimate(sharded, wait=None)[0]
     cats = (est or {}).get("categories") or {}
     if cats and max(cats, key=cats.get) == "communication":
         return t(

@@ -17,8 +17,8 @@ NS = "compare.fit"
 def _search(strategies, budget: int) -> list[dict]:
     out = []
     for sid, title, cfg in strategies:
-        batch = largest_fitting_batch(cfg, budget, lambda c: backend.estimate(c)[0])
-        est = backend.estimate(cfg.replace(batch=batch))[0] if batch else None
+        batch = largest_fitting_batch(cfg, budget, lambda c: backend.estimate(c, wait=None)[0])
+        est = backend.estimate(cfg.replace(batch=batch), wait=None)[0] if batch else None
         out.append({"sid": sid, "title": title, "batch": batch, "peak": est["peak_bytes"] if est else None})
     return out
 

@@ -172,7 +172,7 @@ def render(meta: dict, technique: dict) -> None:
         )
         st.json({"technique": tech_dict, "baseline": base_dict}, expanded=False)
     if metric == "peak_saving_pct":
-        (tech_est, _), (base_est, _) = backend.estimate(tech_cfg), backend.estimate(base_cfg)
+        (tech_est, _), (base_est, _) = backend.estimate(tech_cfg, wait=None), backend.estimate(base_cfg, wait=None)
         if tech_est and base_est and base_est["peak_bytes"]:
             saving = (base_est["peak_bytes"] - tech_est["peak_bytes"]) / base_est["peak_bytes"] * 100
             st.caption(t("opt.estimated", value=claims.fmt(metric, saving)))

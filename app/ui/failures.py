@@ -32,7 +32,7 @@ def refused(config: dict, label: str | None = None, ns: str | None = None) -> bo
     if err:
         return False
     capacity = backend.capacity_bytes(cfg)
-    est, _ = backend.estimate(cfg, capacity)
+    est, _ = backend.estimate(cfg, capacity, wait=None)  # a decision: its estimate, not "pending"
     if not est or not capacity:
         return False
     prefix = f"{label}: " if label else ""
@@ -44,7 +44,7 @@ def refused(config: dict, label: str | None = None, ns: str | None = None) -> bo
 
 def fitting_batch(cfg, capacity: int, ns: str | None, key: str) -> None:
     """The largest batch the estimate fits into `capacity`, and a button that sets it in the sandbox."""
-    batch = largest_fitting_batch(cfg, capacity, lambda c: backend.estimate(c, capacity)[0], upper=cfg.batch)
+    batch = largest_fitting_batch(cfg, capacity, lambda c: backend.estimate(c, capacity, wait=None)[0], upper=cfg.batch)
     if batch is None:
         st.info(t("oom.nothing_fits", capacity=fmt_bytes(capacity)))
         return
