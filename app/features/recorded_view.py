@@ -16,6 +16,27 @@ def _label(entry: dict) -> str:
     return content.localized(entry.get("label"), lang(), entry.get("id", "?"))
 
 
+# About what a picker in a half-width column shows whole at 1024 px: a longer label's details go under it.
+PICKER_CHARS = 40
+
+
+def _short(label: str, title: str | None) -> str:
+    """The picker's name for a run: without its own lesson's title in front, and, when still long, without the
+    details after the run's name (after its first colon, or a closing parenthesis) that the caption beneath shows."""
+    for sep in (": ", "："):
+        if title and label.startswith(title + sep):
+            label = label[len(title) + len(sep) :]
+    if len(label) <= PICKER_CHARS:
+        return label
+    for sep in ("：", ": "):
+        head, found, _ = label.partition(sep)
+        if found and head.strip():
+            return head
+    if label.endswith(")") and " (" in label:
+        return label[: label.rindex(" (")]
+    return label
+
+
 def _where(entry: dict) -> str:
     """Device and date, under the picker: in the label they would cut it in a half-width column on a projector."""
     device = entry.get("device") or {}
@@ -73,12 +94,17 @@ def _browse(entries: list[dict], err: str | None, ns: str, grp: tuple, expanded:
             st.info(t("recorded.none"))
             return
         by_id = {e["id"]: e for e in entries}
-        labels = {i: _label(e) for i, e in by_id.items()}
+        titles = {
+            i: content.localized(content.meta(e.get("lesson") or catalog.HOME).get("title"), lang(), "")
+            for i, e in by_id.items()
+        }
+        labels = {i: _short(_label(e), titles[i]) for i, e in by_id.items()}
         chosen = st.selectbox(
             t("recorded.pick"), list(by_id), format_func=labels.__getitem__, key=widget_state.labelled(ns)
         )
         entry = by_id[chosen]
-        st.caption(_where(entry))
+        full = _label(entry)
+        st.caption(" · ".join(p for p in (full if full != labels[chosen] else "", _where(entry)) if p))
         result, err = backend.safe_load_recorded(chosen)
         if err:
             engine_error(err)
