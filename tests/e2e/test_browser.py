@@ -7,7 +7,6 @@ GPU_MEMORY_LAB_SCREENSHOTS=1), then runs one small experiment and waits for its 
 from __future__ import annotations
 
 import json
-
 import os
 import shutil
 import socket
