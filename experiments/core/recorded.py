@@ -56,9 +56,20 @@ def load_recorded(entry_id: str) -> dict | None:
 NOT_THE_EXPERIMENT = ("device", "force", "timing_steps", "steps")
 
 
+# Fields added after results were recorded, at the value every earlier run had: a recording without the field is of
+# the same experiment as a configuration with it at this value.
+ADDED_LATER = {"model_source": "", "model_overrides": ""}
+
+
 def experiment_key(config: dict) -> tuple:
     """What makes two configurations (plain dicts, as results record them) the same experiment: equal keys are."""
-    return tuple(sorted((k, v) for k, v in config.items() if k not in NOT_THE_EXPERIMENT))
+    return tuple(
+        sorted(
+            (k, v)
+            for k, v in config.items()
+            if k not in NOT_THE_EXPERIMENT and not (k in ADDED_LATER and v == ADDED_LATER[k])
+        )
+    )
 
 
 def find_recorded(config: dict) -> dict | None:

@@ -24,7 +24,13 @@ def check_params(params: dict) -> None:
     """A job's parameters cross a process boundary: one that cannot be pickled is refused here, at submit, naming
     it (in the worker's queue it would fail in a feeder thread and the job would never start)."""
     if not isinstance(params, dict):
-        raise ConfigError("params", f"got {type(params).__name__}; a job's parameters are a dict")
+        raise ConfigError(
+            "params",
+            f"got {type(params).__name__}; a job's parameters are a dict",
+            "choice",
+            value=type(params).__name__,
+            allowed="dict",
+        )
     for name, value in params.items():
         try:
             pickle.dumps(value)

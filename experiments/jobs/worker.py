@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from ..core.limits import load as load_limits
+from ..core.units import MIB
 from . import errors, policy
 from .admission import cacheable, check_params, devices_needed, job_key
 from .errors import QueueFull
@@ -26,7 +27,7 @@ from .lanes import InlineLane, Lane, ProcessLane
 
 LIMITS = load_limits()
 CACHE_SIZE = 256
-CACHE_BYTES = 256 * 2**20  # results kept for the next learner, all together (a run with its timeline: ~1 MB)
+CACHE_BYTES = 256 * MIB  # results kept for the next learner, all together (a run with its timeline: ~1 MB)
 TAB_GRACE_S = 15.0  # a tab disconnected this long counts as closed (its jobs dropped); a shorter blip does not
 JOB_TTL_S = 600.0  # how long a finished job's status waits for its page; results stay in the bounded cache
 CLOSED = "cancelled: the page that asked for it was closed"
