@@ -61,7 +61,8 @@ def _wait(cond, seconds: float) -> bool:
 
 
 def test_a_dead_rank_is_seen_from_its_exit_not_from_gloos_timeout():
-    plans = [DistributedConfig.from_dict(TINY | {"world_size": 2, "strategy": "ddp"}).to_dict()]
+    # A run long enough that the kill lands while the ranks work (a tiny one can be done before the kill).
+    plans = [DistributedConfig.from_dict(LONG | {"world_size": 2, "strategy": "ddp"}).to_dict()]
     killed = []
 
     def kill_a_rank():  # called by the launcher's loop every 0.1 s: kill one rank as soon as it exists
