@@ -286,6 +286,13 @@ WORLD_SIZE = (1, 8)
 EXTRA = ("strategy", "world_size", "batch_mode", "check_update")
 
 
+def _one_of(field: str, value, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ConfigError(
+            field, f"got {value!r}; allowed: {', '.join(allowed)}", "choice", value=value, allowed=", ".join(allowed)
+        )
+
+
 @dataclass(frozen=True)
 class DistributedConfig:
     """The sandbox configuration, plus how it is spread. `config.batch` is per rank or global (batch_mode)."""
@@ -297,14 +304,7 @@ class DistributedConfig:
     check_update: bool = True
 
     def __post_init__(self):
-        if self.strategy not in STRATEGIES:
-            raise ConfigError(
-                "strategy",
-                f"got {self.strategy!r}; allowed: {', '.join(STRATEGIES)}",
-                "choice",
-                value=self.strategy,
-                allowed=", ".join(STRATEGIES),
-            )
+        _one_of("strategy", self.strategy, STRATEGIES)
         lo, hi = WORLD_SIZE
         if not isinstance(self.world_size, int) or isinstance(self.world_size, bool) or not lo <= self.world_size <= hi:
             raise ConfigError(
@@ -315,14 +315,7 @@ class DistributedConfig:
                 lo=lo,
                 hi=hi,
             )
-        if self.batch_mode not in BATCH_MODES:
-            raise ConfigError(
-                "batch_mode",
-                f"got {self.batch_mode!r}; allowed: {', '.join(BATCH_MODES)}",
-                "choice",
-                value=self.batch_mode,
-                allowed=", ".join(BATCH_MODES),
-            )
+        _one_of("batch_mode", self.batch_mode, BATCH_MODES)
         if self.batch_mode == "global" and self.config.batch % self.world_size:
             raise ConfigError(
                 "batch",
