@@ -33,6 +33,7 @@ METRICS = (
     "measured_gib",
     "peak_diff_percent",
     "reserved_diff_percent",
+    "scratch_peak_diff_percent",
     "parameters_b",
 )
 

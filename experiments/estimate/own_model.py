@@ -33,20 +33,23 @@ def cuda_config(cfg: ExperimentConfig) -> ExperimentConfig:
     return cfg
 
 
-def model_estimate(cfg: ExperimentConfig, device_type: str = "cuda", spec=None, fast: bool = True) -> dict:
+def model_estimate(
+    cfg: ExperimentConfig, device_type: str = "cuda", spec=None, fast: bool = True, transients: dict | None = None
+) -> dict:
     """{"predicted": True, "peak_bytes", "phases", ...} or {"predicted": False, "cannot_predict": {...}}.
 
     On CUDA the peak is the caching-allocator model's (whole blocks, as max_memory_allocated counts them) and the
-    default optimizer path is foreach; `fast`: the 3-4-5-layer replay where it is exact (fast_replay.py)."""
+    default optimizer path is foreach; `fast`: the 3-4-5-layer replay where it is exact (fast_replay.py);
+    `transients`: the kernels' scratch bytes measured on the GPU (experiments/measure/fits.py), CUDA only."""
     t0 = time.perf_counter()
     cuda = device_type == "cuda"
     run_cfg = cuda_config(cfg) if cuda else cfg
-    block = 512 if cuda else 1
+    block, transients = (512, transients) if cuda else (1, None)
     try:
         if fast and spec is None:
-            r = fast_replay(run_cfg, block=block)
+            r = fast_replay(run_cfg, block=block, transients=transients)
         else:
-            r = dict(replay(run_cfg, block=block, spec=spec), path="full")
+            r = dict(replay(run_cfg, block=block, spec=spec, transients=transients), path="full")
     except CannotPredict as e:
         return {"predicted": False, "cannot_predict": e.info, "config": cfg.to_dict()}
     marks = r["allocator"]["marks"]

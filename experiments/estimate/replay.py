@@ -30,6 +30,8 @@ from ..training.step import Setup, TrainState, train
 from ..training.strategies import float32_precision
 from . import quirks
 from .allocator_model import AllocationLog, replay_trace
+from .cuda_autocast import cuda_autocast
+from .cuda_kernels import cuda_kernels
 from .unpredictable import CannotPredict, classify
 from .workspaces import signature
 
@@ -236,7 +238,16 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spe
     # The recorder reads the tracker, never the CUDA allocator: nothing real is allocated.
     rec = PhaseRecorder(torch.device("cpu"), tracker)
     state = TrainState(cfg, torch.device(fake_device), spec=spec)
-    with FakeTensorMode(allow_non_fake_inputs=True), float32_precision(cfg), own_model_replay(spec) as report:
+    # A CUDA estimate replayed on fake CPU tensors casts and calls attention as CUDA does (cuda_autocast.py,
+    # cuda_kernels.py).
+    as_cuda = block > 1 and fake_device == "cpu"
+    with (
+        FakeTensorMode(allow_non_fake_inputs=True),
+        float32_precision(cfg),
+        own_model_replay(spec) as report,
+        cuda_autocast(as_cuda),
+        cuda_kernels(as_cuda),
+    ):
         try:
             train(state, rec, tracker, Setup(scaler=NeverSkippingScaler))
         except Exception as e:  # noqa: BLE001 - classified; anything that is not a replay's limit is re-raised

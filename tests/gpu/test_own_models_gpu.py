@@ -1,0 +1,27 @@
+"""Models of one's own on CUDA: the CPU-only replay (what a learner without a GPU is shown) against a plain training
+loop on the GPU, for the tiny variant of every preset. Full sizes: benchmarks/model_presets.py, docs/."""
+
+import pytest
+import torch
+
+from benchmarks.model_presets import CASES, compare
+from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
+
+pytestmark = [
+    pytest.mark.usefixtures("one_gpu_user"),
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+]
+
+
+def test_the_cpu_replay_is_the_cuda_peak_of_every_tiny_preset():
+    """Within 0.5 % of the measured step-2 peak, or 1 MiB for the smallest (the RNG states and one-block tensors a
+    tiny model has are a larger share of its peak)."""
+    rows = compare(list(CASES), tiny=True, device="cuda")
+    bad = []
+    for row in rows:
+        m, e = row.get("measured_peak_bytes"), row.get("estimate_peak_bytes")
+        print(row["case"], m, e, row.get("peak_diff_percent"))
+        if not (m and e) or abs(e - m) > max(0.005 * m, 2**20):
+            bad.append(row)
+    assert not bad, bad
