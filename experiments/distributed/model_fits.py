@@ -50,7 +50,8 @@ class _Grid:
         if key not in self._train:
             self.replays += 1
             cfg = self.cfg.replace(precision=precision, checkpoint=checkpoint, batch=batch, accum=1)
-            rows = fast_replay(cfg.replace(optimizer_impl=IMPL_ORDER[0]), block=self.block)["phases"]
+            # The search reads the phase rows only; the answer is confirmed by a replay with the allocator model.
+            rows = fast_replay(cfg.replace(optimizer_impl=IMPL_ORDER[0]), block=self.block, phases_only=True)["phases"]
             train = max(p["peak_bytes"] for p in rows if p["phase"] != "optimizer_step")
             before = [rows[i - 1]["allocated_bytes"] for i, p in enumerate(rows) if p["phase"] == "optimizer_step"]
             self._train[key] = (train, before, rows)

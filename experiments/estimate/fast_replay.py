@@ -98,9 +98,11 @@ def _peak_moves(timelines, figs, n: int, names: list[str]) -> int | None:
     return None
 
 
-def fast_replay(cfg: ExperimentConfig, block: int = 1, transients=None) -> dict:
+def fast_replay(cfg: ExperimentConfig, block: int = 1, transients=None, phases_only: bool = False) -> dict:
     """replay(cfg)'s result, from 3-, 4- and 5-layer replays where that is exact; `path` says which it took. The
-    allocator model's figures are often not affine in L (a block reused whole or split): then the full replay."""
+    allocator model's figures are often not affine in L (a block reused whole or split): then the full replay.
+    `phases_only`: only the phase rows are wanted (what-fits' search); only they must be on the line, and the result
+    holds the phase rows and the parameters."""
     n = layers_of(cfg)
     if n is None or n < MIN_LAYERS:
         return dict(replay(cfg, block=block, transients=transients), path="full")
@@ -122,7 +124,10 @@ def fast_replay(cfg: ExperimentConfig, block: int = 1, transients=None) -> dict:
         return figs[2][k] - figs[1][k] == figs[1][k] - figs[0][k]
 
     # The step's work (FLOPs, kernels) is for the step-time prediction, not the memory: it may leave the line.
-    collinear = all(set(f) == set(figs[0]) for f in figs) and all(on_line(k) for k in figs[0] if "step." not in k)
+    wanted = ("phase", "parameters.") if phases_only else ("",)
+    collinear = all(set(f) == set(figs[0]) for f in figs) and all(
+        on_line(k) for k in figs[0] if "step." not in k and k.startswith(wanted)
+    )
     if moved is not None or not collinear:
         why = f"the peak of phase {moved} moves past {SAMPLES[-1]} layers" if moved is not None else "not collinear"
         return dict(replay(cfg, block=block, transients=transients), path=f"full ({why})")
@@ -133,6 +138,10 @@ def fast_replay(cfg: ExperimentConfig, block: int = 1, transients=None) -> dict:
         for i, p in enumerate(mid["phases"])
     ]
     top = max(phases, key=lambda p: p["peak_bytes"])
+    parameters = dict(mid["parameters"], bytes=at["parameters.bytes"], count=at["parameters.count"])
+    path = f"from {', '.join(map(str, SAMPLES))}-layer replays to {n} layers"
+    if phases_only:
+        return {"phases": phases, "peak_bytes": top["peak_bytes"], "parameters": parameters, "path": path}
     marks = [
         dict(m, peak_allocated_bytes=at[f"marks{i}"], reserved_bytes=None, allocated_bytes=None)
         for i, m in enumerate(mid["allocator"]["marks"])
@@ -145,8 +154,8 @@ def fast_replay(cfg: ExperimentConfig, block: int = 1, transients=None) -> dict:
         categories={k: at[f"categories.{k}"] for k in mid["categories"]},
         steady={k: at[f"steady.{k}"] for k in mid["steady"]},
         step={k: at[f"step.{k}"] if on_line(f"step.{k}") else None for k in mid["step"]},
-        parameters=dict(mid["parameters"], bytes=at["parameters.bytes"], count=at["parameters.count"]),
+        parameters=parameters,
         # Reserved memory grows in whole segments (a step function of L): not extrapolated.
         allocator={"marks": marks, "peak_reserved_bytes": None},
-        path=f"from {', '.join(map(str, SAMPLES))}-layer replays to {n} layers",
+        path=path,
     )

@@ -71,6 +71,23 @@ def test_the_fast_replay_from_three_four_five_layers_equals_the_full_replay(pres
     assert [m["peak_allocated_bytes"] for m in fast["allocator"]["marks"]] == marks
 
 
+@pytest.mark.parametrize("batch", [1, 3])
+def test_the_search_reads_phase_rows_that_equal_the_full_replay_also_where_the_allocator_leaves_the_line(
+    batch, monkeypatch
+):
+    """What-fits' search takes the phase rows only (phases_only): they must be the full replay's, whatever the
+    allocator model's per-phase figures do."""
+    monkeypatch.setattr(fr, "MIN_LAYERS", 6)
+    cfg = tiny("gpt2", batch=batch, model_overrides="layers=9")
+    rows = fr.fast_replay(cfg, block=512, phases_only=True)
+    full = replay(cfg, block=512)
+    assert rows["path"] == "from 3, 4, 5-layer replays to 9 layers"
+    assert [(p["allocated_bytes"], p["peak_bytes"]) for p in rows["phases"]] == [
+        (p["allocated_bytes"], p["peak_bytes"]) for p in full["phases"]
+    ]
+    assert rows["peak_bytes"] == full["peak_bytes"] and rows["parameters"]["count"] == full["parameters"]["count"]
+
+
 def _phase(layers: int, act: int, grad: int, loss_peak: int) -> list[int]:
     """A backward of `layers` alike segments: a loss prefix that peaks high, then each layer frees `act` and makes
     `grad` (one event each), then a one-event suffix. Bytes alive after each event."""
