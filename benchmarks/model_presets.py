@@ -40,6 +40,7 @@ CASES = {
     "llama3-70b-4layers-bf16-fused": ("llama3-70b", "layers=4", {"optimizer_impl": "fused"}),
     "mixtral-4layers-bf16-fused": ("mixtral-8x7b", "layers=4", {"optimizer_impl": "fused"}),
     "gpt2-amp-bf16": ("gpt2", "", {}),
+    "gpt2-amp-bf16-ckpt": ("gpt2", "", {"checkpoint": "per_layer"}),
     "bert-base-amp-bf16": ("bert-base", "", {}),
     "vit-b16-amp-bf16": ("vit-b16", "", {}),
     "resnet50-fp32": ("resnet50", "", {}),

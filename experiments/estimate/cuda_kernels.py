@@ -18,14 +18,14 @@ same tensors (no dropout) are left to the CPU's own choice, as are the ones this
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 aten = torch.ops.aten
-_SDPA = (F.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention)
-_DROPOUT = (F.dropout, torch.dropout)
+_FLASH = int(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
 _HALF = (torch.float16, torch.bfloat16)
 
 
@@ -55,17 +55,8 @@ def _bias(attn_mask, dtype):
     return attn_mask
 
 
-def _cast(q, k, v):
-    # autocast casts fp32 inputs of scaled_dot_product_attention to its dtype; the aten kernels are not on its lists
-    if torch.is_autocast_enabled("cpu"):
-        dtype = torch.get_autocast_dtype("cpu")
-        q, k, v = (t.to(dtype) if t.dtype is torch.float32 else t for t in (q, k, v))
-    return q, k, v
-
-
-def sdpa_as_cuda(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-    """F.scaled_dot_product_attention through the kernel CUDA would choose, or None where the CPU's is the same."""
-    q, k, v = _cast(q, k, v)
+def sdpa_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale):
+    """scaled_dot_product_attention through the kernel CUDA would choose, or None where the CPU's is the same."""
     backend = cuda_backend(q, k, v, attn_mask, dropout_p)
     if backend == "flash":
         return aten._scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, False, scale=scale)[0]
@@ -76,48 +67,62 @@ def sdpa_as_cuda(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=
     return None
 
 
-def dropout_as_cuda(x, p=0.5, training=True, inplace=False):
-    """A dropout CUDA fuses (training, 0 < p < 1, not in place, not empty) through `native_dropout`; else None."""
-    if not training or inplace or not 0.0 < p < 1.0 or x.numel() == 0:
-        return None
+def dropout_as_cuda(x, p: float, train: bool):
+    """aten::dropout as CUDA's composite runs it: the fused native_dropout where CUDA takes it, else what the
+    composite does for both devices (the input itself, or a product with zero)."""
+    if not train or p == 0.0 or x.numel() == 0:
+        return x
+    if p == 1.0:
+        return x.mul(torch.zeros((), dtype=x.dtype))
     return torch.native_dropout(x, p, True)[0]
 
 
-def _dropout_args(func, args, kwargs):
-    if func is torch.dropout:  # torch.dropout(input, p, train)
-        names = ("x", "p", "training")
-    else:
-        names = ("x", "p", "training", "inplace")
-    bound = dict(zip(names, args, strict=False))
-    bound.update({("x" if k == "input" else "training" if k == "train" else k): v for k, v in kwargs.items()})
-    return bound
+def _probe(t):
+    """A real tensor with t's shape, dtype, last-dim stride and requires_grad, over one row of memory."""
+    if t is None:
+        return None
+    base = torch.empty(t.shape[-1] if t.dim() else 1, dtype=t.dtype).requires_grad_(
+        t.requires_grad and t.is_floating_point()
+    )
+    return base.as_strided(t.shape, [0] * (t.dim() - 1) + [t.stride(-1)] if t.dim() else [])
 
 
-class _CudaKernels(TorchFunctionMode):
-    def __init__(self):
-        super().__init__()
-        self.calls: dict[str, int] = {}
+def _cpu_sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+    """The CPU's own scaled_dot_product_attention (its composite): the backend the CPU chooses, the boolean mask
+    turned into an additive one in the query's dtype, then that backend's kernel."""
+    with unset_fake_temporarily():  # a fake tensor's choice is the meta device's (math); the CPU's is wanted
+        probes = [_probe(t) for t in (q, k, v, attn_mask)]
+        choice = torch._fused_sdp_choice(*probes, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+    if attn_mask is not None and attn_mask.dtype is torch.bool:
+        attn_mask = torch.where(attn_mask.logical_not(), float("-inf"), 0.0).to(q.dtype)
+    if choice == _FLASH:
+        return aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
+        )[0]
+    return aten._scaled_dot_product_attention_math(
+        q, k, v, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa
+    )[0]
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out, kind = None, None
-        if func in _SDPA:
-            out, kind = sdpa_as_cuda(*args, **kwargs), "scaled_dot_product_attention"
-        elif func in _DROPOUT:
-            out, kind = dropout_as_cuda(**_dropout_args(func, args, kwargs)), "dropout"
-        if out is None:
-            return func(*args, **kwargs)
-        self.calls[kind] = self.calls.get(kind, 0) + 1
-        return out
+
+def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
+    out = sdpa_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale)
+    return _cpu_sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) if out is None else out
 
 
 @contextlib.contextmanager
 def cuda_kernels(active: bool):
     """Dropout and attention as CUDA runs them while `active` (a replay that estimates a CUDA run on fake CPU
-    tensors); yields the calls taken over, by kind (None when inactive)."""
+    tensors). Registered with the dispatcher, not as a Python mode: a checkpointed block recomputes its forward
+    inside the backward, where Python modes are not on the stack. Yields True when active, else None."""
     if not active:
         yield None
         return
-    mode = _CudaKernels()
-    with mode:
-        yield mode.calls
+    lib = torch.library.Library("aten", "IMPL")  # noqa: TOR901 - scoped: destroyed below
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
+            lib.impl("dropout", dropout_as_cuda, "CompositeImplicitAutograd")
+            lib.impl("scaled_dot_product_attention", _sdpa, "CompositeImplicitAutograd")
+        yield True
+    finally:
+        lib._destroy()
