@@ -154,7 +154,7 @@ def render(meta: dict) -> None:
 def _submit(s: ex2.Settings, ch: dict, choice: dict, short: dict, device_type: str) -> None:
     base = ch["base"]
     params, roles = ex2.rounds_job(s, base, choice, short, device_type)
-    mine = _valid(ex2.config_of(base, choice)).to_dict()
+    mine = _valid(ex2.run_config(base, choice)).to_dict()
     specs = [
         {"label": t("ex2.label.candidate"), "kind": "run", "params": mine},
         {"label": t("ex2.label.guard"), "kind": "guard", "params": mine},

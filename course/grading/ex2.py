@@ -151,6 +151,12 @@ def config_of(base: dict, choice: dict) -> dict:
     return {**base, **choice}
 
 
+def run_config(base: dict, choice: dict) -> dict:
+    """The learner's measured run: its memory and gradients are graded, its time comes from the rounds, so it times
+    no extra steps."""
+    return {**config_of(base, choice), "timing_steps": 0}
+
+
 def choice_of(s: Settings, config: dict) -> dict:
     return {f: config.get(f) for f in s.fields}
 

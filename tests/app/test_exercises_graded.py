@@ -281,6 +281,8 @@ def test_exercise2_rounds_job_times_the_baseline_first_yours_and_the_shortlist_o
     assert params["rounds"] >= VERDICT_MIN_ROUNDS
     assert [s["config"] for s in params["strategies"]] == [ex2.config_of(TINY, c) for c in (BASE, MINE, OPT1)]
     assert roles == {"baseline": ids[0], "candidate": ids[1], "compared": [ids[2], ids[1]]}
+    # The measured run of yours is graded on memory and gradients only: its time comes from these rounds.
+    assert ex2.run_config(TINY, MINE) == {**ex2.config_of(TINY, MINE), "timing_steps": 0}
 
 
 def test_exercise2_the_best_known_choice_is_the_fastest_measured_not_the_first_predicted():
