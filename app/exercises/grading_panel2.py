@@ -269,6 +269,6 @@ def _run_lines(s: ex2.Settings, tag: dict, a: dict, run: dict, rounds: dict, nam
             else "",
         )
         choice = ex2.choice_of(s, row.get("config") or {})
-        best = " " + t("ex2.best_mark") if sid == a["best"] else ""
+        best = t("ex2.best_mark") if sid == a["best"] else ""
         lines.append("- " + t("ex2.run_item", label=names[sid], choice=choice_text(s, choice), line=line) + best)
     return lines
