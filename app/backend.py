@@ -87,7 +87,7 @@ def submit(specs: list[dict]) -> tuple[list[str] | None, Failure | None]:
         return None, Failure("Internal", err)
     try:
         owner = session_id()
-        return [c.submit(spec["kind"], spec["params"], owner=owner) for spec in specs], None
+        return [c.submit(s["kind"], s["params"], owner=owner, fresh=bool(s.get("fresh"))) for s in specs], None
     except Exception as exc:  # noqa: BLE001
         return None, classify(getattr(exc, "error_info", None), _text(exc), getattr(exc, "per_session", False))
 

@@ -1,5 +1,6 @@
-"""Exercise 2's graded panel: the budget challenge. Pick strategies; the worker runs the baseline, your
-choice and the best known choice, and checks your gradients; the page grades fit, correctness and speed."""
+"""Exercise 2's graded panel: the budget challenge. Pick strategies; the worker measures your choice's memory,
+checks its gradients, and times it, the baseline and the estimator's most promising fitting choices in interleaved
+rounds of one job, run now; the page grades fit, correctness and speed (course/grading/ex2.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import streamlit as st
 
 from app import backend
 from app.exercises import grading_view
+from app.features import rounds_view
 from app.i18n import t
 from app.ui import jobs, results, urlstate, widget_state
 from app.ui.errors import engine_error
@@ -20,9 +22,9 @@ from course.units import fmt_bytes
 
 NS = "ex2g"
 
-# The best known choice takes a few dozen estimates: searched once per server and device, in the background,
-# from the moment the page is first opened. Pure computation: no Streamlit call happens on this thread.
-_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ex2-best-known")
+# The shortlist of choices worth timing takes a few dozen estimates: searched once per server and device, in the
+# background, from the moment the page is first opened. Pure computation: no Streamlit call happens on this thread.
+_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ex2-shortlist")
 _searches: dict[tuple, Future] = {}
 _lock = threading.Lock()
 
@@ -50,11 +52,12 @@ def search(s: ex2.Settings, ch: dict, device_type: str, rates: dict | None) -> F
         ch["budget"],
         json.dumps(rates, sort_keys=True),
         json.dumps(s.options, sort_keys=True),
+        s.compare,
     )
     with _lock:
         if key not in _searches:
             step_ms = (lambda est, precision: backend.center_ms(est, rates, precision, device_type)) if rates else None
-            _searches[key] = _pool.submit(ex2.best_known, s, ch["base"], ch["budget"], device_type, estimate, step_ms)
+            _searches[key] = _pool.submit(ex2.shortlist, s, ch["base"], ch["budget"], device_type, estimate, step_ms)
         return _searches[key]
 
 
@@ -138,8 +141,8 @@ def render(meta: dict) -> None:
         run = st.button(t("ex2.run"), key=f"{NS}.run", type="primary", disabled=jobs.pending(NS), width="stretch")
     if run:
         with st.spinner(t("ex2.searching")):
-            best = future.result()
-        _submit(ch, choice, best)
+            short = future.result()
+        _submit(s, ch, choice, short, device_type)
     jobs.poll(NS)
     done = jobs.finished(NS)
     if done:
@@ -148,42 +151,44 @@ def render(meta: dict) -> None:
     grading_view.show_progress(meta["id"], slot, s.total)
 
 
-def _submit(ch: dict, choice: dict, best: dict) -> None:
-    base, roles = ch["base"], ["baseline", "candidate"]
+def _submit(s: ex2.Settings, ch: dict, choice: dict, short: dict, device_type: str) -> None:
+    base = ch["base"]
+    params, roles = ex2.rounds_job(s, base, choice, short, device_type)
+    mine = _valid(ex2.run_config(base, choice)).to_dict()
     specs = [
-        {"label": t("ex2.label.baseline"), "kind": "run", "params": _valid(base).to_dict()},
-        {"label": t("ex2.label.candidate"), "kind": "run", "params": _valid(ex2.config_of(base, choice)).to_dict()},
+        {"label": t("ex2.label.candidate"), "kind": "run", "params": mine},
+        {"label": t("ex2.label.guard"), "kind": "guard", "params": mine},
+        # Timed now, in one job: a cached timing was taken at another moment, under another load.
+        {"label": t("ex2.label.rounds"), "kind": "timing_rounds", "params": params, "fresh": True},
     ]
-    if best["choice"] and best["choice"] != choice:
-        roles.append("best")
-        specs.append(
-            {
-                "label": t("ex2.label.best"),
-                "kind": "run",
-                "params": _valid(ex2.config_of(base, best["choice"])).to_dict(),
-            }
-        )
-    roles.append("guard")
-    specs.append({"label": t("ex2.label.guard"), "kind": "guard", "params": specs[1]["params"]})
-    jobs.start(NS, specs, tag={"roles": roles, "choice": choice, "best": best, "budget": ch["budget"]})
+    tag = {"roles": roles, "choice": choice, "short": short, "budget": ch["budget"]}
+    jobs.start(NS, specs, tag=tag)
+
+
+def _names(s: ex2.Settings, roles: dict) -> dict[str, str]:
+    """Strategy id -> the short name the rounds' charts and lines give it."""
+    names = {sid: t("ex2.short.option", n=i + 1) for i, sid in enumerate(roles["compared"])}
+    names[roles["baseline"]] = t("ex2.short.baseline")
+    names[roles["candidate"]] = t("ex2.short.candidate")
+    return names
 
 
 def _show(s: ex2.Settings, meta: dict, done: dict) -> None:
     tag = done["tag"]
     got = {}
-    for role, spec, status in zip(tag["roles"], done["specs"], done["statuses"], strict=True):
+    for spec, status in zip(done["specs"], done["statuses"], strict=True):
         if status.get("state") == "done" and status.get("result") is not None:
-            got[role] = status["result"]
+            got[spec["kind"]] = status["result"]
         else:
             job_failed(status, spec["label"])
-    if "candidate" not in got:
+    if "run" not in got:
         return
-    best_result = got.get("best", got["candidate"] if tag["best"]["choice"] == tag["choice"] else None)
-    a = ex2.assess(s, got["candidate"], got.get("baseline"), best_result, got.get("guard"), tag["budget"])
+    roles, rounds = tag["roles"], got.get("timing_rounds")
+    a = ex2.assess(s, got["run"], got.get("guard"), rounds, roles, tag["budget"])
     grading_view.record(meta["id"], a["passed"], s.total)
     st.divider()
     st.subheader(t("ex2.score", score=a["score"]))
-    results.device_label(got["candidate"])
+    results.device_label(got["run"])
     guard = got.get("guard") or {}
     peak = fmt_bytes(a["peak"])
     grading_view.check_line(
@@ -204,43 +209,66 @@ def _show(s: ex2.Settings, meta: dict, done: dict) -> None:
     )
     if a["why"]:
         st.markdown(grading_view.say_all(a["why"]))
-    if a["ms"] and a["best_ms"] and a["ms"] < a["best_ms"] / (1 + s.speed_slack):
-        st.info(t("ex2.beat", ms=f"{a['ms']:,.2f}", best_ms=f"{a['best_ms']:,.2f}"))
-    best = tag["best"]
-    if best["choice"]:
-        st.caption(
-            t(
-                "ex2.best_known." + best["ranked_by"],
-                choice=choice_text(s, best["choice"]),
-                fitting=best["fitting"],
-                considered=best["considered"],
-                peak=fmt_bytes(best["peak_bytes"]),
-            )
+    _best_line(s, tag, a)
+    if rounds:
+        names = _names(s, roles)
+        st.markdown("\n".join(_run_lines(s, tag, a, got["run"], rounds, names)))
+        with st.expander(t("ex2.rounds_title", rounds=rounds.get("rounds")), icon=":material/timer:"):
+            rounds_view.show(rounds, meta, key=f"{NS}.rounds", names=names)
+
+
+def _best_line(s: ex2.Settings, tag: dict, a: dict) -> None:
+    short, roles = tag["short"], tag["roles"]
+    if a["best"] is None:
+        if not short["choices"]:
+            st.warning(t("ex2.none_fits", considered=short["considered"], lowest=fmt_bytes(short["lowest_peak"])))
+        return
+    key = "ex2.best_known.yours" if a["best"] == roles["candidate"] else "ex2.best_known.measured"
+    st.caption(
+        t(
+            key,
+            choice=choice_text(s, _choice(s, a["best"], tag)),
+            timed=len(a["eligible"]),
+            compare=len(short["choices"]),
+            fitting=short["fitting"],
+            considered=short["considered"],
+            ranked=t("ex2.ranked_by." + short["ranked_by"]),
         )
-    else:
-        st.warning(t("ex2.none_fits", considered=best["considered"], lowest=fmt_bytes(best["lowest_peak"])))
+    )
+
+
+def _choice(s: ex2.Settings, sid: str, tag: dict) -> dict:
+    if sid == tag["roles"]["candidate"]:
+        return tag["choice"]
+    return next(c["choice"] for c in tag["short"]["choices"] if ex2.choice_id(s, c["choice"]) == sid)
+
+
+def _run_lines(s: ex2.Settings, tag: dict, a: dict, run: dict, rounds: dict, names: dict) -> list[str]:
+    """One line per timed choice: its memory (measured for yours, estimated for the others) and its time over rounds."""
+    roles, base = tag["roles"], tag["roles"]["baseline"]
+    estimated = {ex2.choice_id(s, c["choice"]): c["peak_bytes"] for c in tag["short"]["choices"]}
     lines = []
-    for role, label in (
-        ("baseline", t("ex2.label.baseline")),
-        ("candidate", t("ex2.label.candidate")),
-        ("best", t("ex2.label.best")),
-    ):
-        r = got.get(role) if role != "best" else best_result
-        if r is None:
-            continue
-        net = backend.net_peak(r)
-        step = (r.get("step_ms") or {}).get("median")
-        fits = net is not None and net <= tag["budget"] and not r.get("oom")
+    for row in rounds.get("strategies") or []:
+        sid = row["id"]
+        if sid == roles["candidate"]:
+            net, how = backend.net_peak(run), t("ex2.peak.measured")
+        elif sid in estimated:
+            net, how = estimated[sid], t("ex2.peak.estimated")
+        else:
+            net, how = None, ""
+        fits = "—" if net is None else (":green[✓]" if net <= tag["budget"] else ":red[✗]")
+        vs = backend.paired(rounds, sid, base) if sid != base else None
         line = t(
             "ex2.run_line",
-            peak=fmt_bytes(net),
-            fits=":green[✓]" if fits else ":red[✗]",
-            ms=f"{step:,.2f}" if step is not None else "—",
+            peak=fmt_bytes(net) if net is not None else "—",
+            how=how,
+            fits=fits,
+            ms=f"{row['median_ms']:,.2f}",
+            ratio=t("ex2.vs_base", ratio=f"{vs['median']:.2f}", lo=f"{vs['lo']:.2f}", hi=f"{vs['hi']:.2f}")
+            if vs
+            else "",
         )
-        lines.append("- " + t("ex2.run_item", label=label, choice=choice_text(s, _choice_of(s, r)), line=line))
-    st.markdown("\n".join(lines))
-
-
-def _choice_of(s: ex2.Settings, result: dict) -> dict:
-    config = result.get("config") or {}
-    return {f: config.get(f) for f in s.fields}
+        choice = ex2.choice_of(s, row.get("config") or {})
+        best = t("ex2.best_mark") if sid == a["best"] else ""
+        lines.append("- " + t("ex2.run_item", label=names[sid], choice=choice_text(s, choice), line=line) + best)
+    return lines

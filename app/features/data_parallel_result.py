@@ -17,7 +17,9 @@ def _net(rank: dict) -> int | None:
     return None if rank.get("peak_bytes") is None else rank["peak_bytes"] - (rank.get("baseline_bytes") or 0)
 
 
-def show_result(result: dict, meta: dict, key: str) -> None:
+def show_result(result: dict, meta: dict, key: str, runs: dict | None = None) -> None:
+    """`runs`: the results the lesson's prompts are checked against, where they go under the per-rank charts (the
+    live run; the recorded comparison puts its prompts under the strategies' charts instead)."""
     device = result.get("device") or {}
     name = device.get("name") if device.get("type") == "cuda" else "CPU"
     st.caption(
@@ -64,6 +66,9 @@ def show_result(result: dict, meta: dict, key: str) -> None:
     if not bdf.empty:
         st.markdown(f"##### {t('multigpu.chart.breakdown')}")
         st.altair_chart(categories.chart(bdf), width="stretch")
+        if runs is not None:  # under the ranks' bars at their peaks, which both prompts talk about
+            layout.prompts(meta, "memory", runs, key=f"{key}.memory")
+            layout.prompts(meta, "breakdown", runs, key=f"{key}.breakdown")
 
 
 def _recorded_runs(lesson_id: str, device: str) -> tuple[dict[str, dict], dict[str, str]]:

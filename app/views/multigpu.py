@@ -1,6 +1,6 @@
 import streamlit as st
 
-from app.features import data_parallel, data_parallel_result
+from app.features import data_parallel, data_parallel_live, data_parallel_result
 from app.i18n import t
 from app.ui import jobs, layout
 from app.ui.failures import job_failed
@@ -31,7 +31,7 @@ with right:
         status = done["statuses"][0]
         if status.get("state") == "done" and status.get("result"):
             st.subheader(t("multigpu.result"))
-            data_parallel_result.show_result(status["result"], meta, key=f"{NS}.live")
+            data_parallel_live.show(status["result"], meta, key=f"{NS}.live")
         else:
             job_failed(status)
     data_parallel_result.comparison(meta, key=f"{NS}.recorded", expanded=not done)

@@ -1,6 +1,10 @@
-"""Exercise 2, graded: a memory budget challenge. Fit (measured), speed (measured against the unoptimized
-baseline and the best known choice) and gradient correctness (the guard), scored against the best known
-choice, which the estimator finds over the same option grid the learner picks from."""
+"""Exercise 2, graded: a memory budget challenge. Fit (measured), gradient correctness (the guard) and speed,
+scored against the best known choice.
+
+Speed is graded the way lesson 5 teaches: the learner's choice, the unoptimized baseline and the estimator's most
+promising choices that fit are timed in interleaved rounds of one job, run at grading time, and compared round by
+round (experiments/core/rounds.py: paired). The best known choice is the fastest *measured* in those rounds among
+the choices that fit: a prediction only picks which choices to time."""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from course.grading.common import SettingsError, message, number, section
 from course.units import MIB, fmt_bytes
 from experiments.core import metrics
 from experiments.core.config import CHOICES, RANGES, ConfigError, ExperimentConfig
+from experiments.core.rounds import LIMITS as ROUND_LIMITS
+from experiments.core.rounds import VERDICT_MIN_ROUNDS, paired
 
 CHECKS = ("fit", "correct", "fast")
 DEVICE_TYPES = ("cuda", "cpu")
@@ -27,6 +33,8 @@ class Settings:
     cpu_base: dict
     options: dict  # field -> values, or {device type: values}: what the learner picks and the best is searched over
     speed_slack: float  # step times this close to the best known choice's count as as fast
+    compare: int  # how many of the estimator's most promising fitting choices are timed beside the learner's
+    rounds: dict  # device type -> {"rounds", "steps", "warmup"}: the grading's timing rounds
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -84,7 +92,25 @@ def settings(meta: dict) -> Settings:
         cpu_base=cpu_base,
         options=options,
         speed_slack=number(g, "speed_slack", 0.0, 1.0, meta),
+        compare=int(number(g, "compare", 1, 6, meta, integer=True)),
+        rounds={d: _rounds(meta, g, d) for d in DEVICE_TYPES},
     )
+
+
+def _rounds(meta: dict, g: dict, device_type: str) -> dict:
+    """The grading's timing rounds on `device_type`: enough rounds for a verdict, within what the timing job takes."""
+    where = f"{meta.get('id', '?')}/meta.json grading.rounds.{device_type}"
+    spec = (g.get("rounds") or {}).get(device_type)
+    if not isinstance(spec, dict):
+        raise SettingsError(f"{where}: give rounds, steps and warmup")
+    out = {}
+    for name, (lo, hi) in ROUND_LIMITS.items():
+        lo = max(lo, VERDICT_MIN_ROUNDS) if name == "rounds" else lo  # fewer rounds give no verdict to grade by
+        value = spec.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise SettingsError(f"{where}.{name}: got {value!r}; allowed range is [{lo}, {hi}] (an integer)")
+        out[name] = value
+    return out
 
 
 def options(s: Settings, field: str, device_type: str) -> tuple:
@@ -125,8 +151,24 @@ def config_of(base: dict, choice: dict) -> dict:
     return {**base, **choice}
 
 
-def best_known(s: Settings, base: dict, budget: int, device_type: str, estimate, step_ms=None, progress=None) -> dict:
-    """The fastest choice of the grid whose estimated peak fits the budget.
+def run_config(base: dict, choice: dict) -> dict:
+    """The learner's measured run: its memory and gradients are graded, its time comes from the rounds, so it times
+    no extra steps."""
+    return {**config_of(base, choice), "timing_steps": 0}
+
+
+def choice_of(s: Settings, config: dict) -> dict:
+    return {f: config.get(f) for f in s.fields}
+
+
+def choice_id(s: Settings, choice: dict) -> str:
+    """A choice's strategy id in the rounds: its values, so that the same choice is timed once."""
+    return ",".join(f"{f}={choice[f]}" for f in s.fields)
+
+
+def shortlist(s: Settings, base: dict, budget: int, device_type: str, estimate, step_ms=None, progress=None) -> dict:
+    """The choices of the grid worth timing: the `s.compare` fitting ones (by the estimated peak) that promise the
+    shortest step. A promise only: the rounds decide which is fastest.
 
     Ranked by `step_ms(est, precision)`, the step time predicted from the replay's work and the device's measured
     rates (None where it cannot be predicted); without it, by the work itself (FLOPs, then kernels).
@@ -150,11 +192,8 @@ def best_known(s: Settings, base: dict, budget: int, device_type: str, estimate,
     fitting = [r for r in rows if r["fits"]]
     by_time = step_ms is not None and all(r["ms"] is not None for r in fitting)
     fitting.sort(key=(lambda r: (r["ms"], r["peak_bytes"])) if by_time else (lambda r: (r["work"], r["peak_bytes"])))
-    best = fitting[0] if fitting else None
     return {
-        "choice": best["choice"] if best else None,
-        "peak_bytes": best["peak_bytes"] if best else None,
-        "ms": best["ms"] if best else None,
+        "choices": [{k: r[k] for k in ("choice", "peak_bytes", "ms")} for r in fitting[: s.compare]],
         "ranked_by": "time" if by_time else "work",
         "fitting": len(fitting),
         "considered": len(rows),
@@ -162,24 +201,64 @@ def best_known(s: Settings, base: dict, budget: int, device_type: str, estimate,
     }
 
 
-def _median(result: dict | None) -> float | None:
-    return ((result or {}).get("step_ms") or {}).get("median")
+def rounds_job(s: Settings, base: dict, choice: dict, short: dict, device_type: str) -> tuple[dict, dict]:
+    """(the timing_rounds job's parameters, role -> strategy id): the baseline first (every ratio is over it),
+    then the learner's choice, then the shortlist; a choice that is several of these is timed once."""
+    baseline, candidate = choice_of(s, base), dict(choice)
+    compared = [c["choice"] for c in short["choices"]]
+    picks: dict[str, dict] = {}
+    for c in (baseline, candidate, *compared):
+        picks.setdefault(choice_id(s, c), c)
+    params = {
+        "strategies": [{"id": sid, "config": config_of(base, c)} for sid, c in picks.items()],
+        **s.rounds[device_type],
+    }
+    roles = {
+        "baseline": choice_id(s, baseline),
+        "candidate": choice_id(s, candidate),
+        "compared": [choice_id(s, c) for c in compared],
+    }
+    return params, roles
 
 
-def assess(
-    s: Settings, candidate: dict, baseline: dict | None, best: dict | None, guard: dict | None, budget: int
-) -> dict:
-    """Fit, correctness and speed of the learner's run; a score out of 100 against the best known choice's run."""
+def fastest(rounds: dict, ids: list[str]) -> str | None:
+    """Of `ids`, the one the rounds measured fastest: the lowest median over rounds of its step time over the first
+    strategy's in the same round (the ratio cancels what drifts between rounds)."""
+    first = ((rounds.get("strategies") or [{}])[0]).get("id")
+    timed = []
+    for i, sid in enumerate(ids):
+        summary = paired(rounds, sid, first) if first else None
+        if summary:
+            timed.append((summary["median"], i, sid))
+    return min(timed)[2] if timed else None
+
+
+def _median_ms(rounds: dict | None, sid: str) -> float | None:
+    rows = [r for r in (rounds or {}).get("strategies") or [] if r.get("id") == sid]
+    return rows[0].get("median_ms") if rows else None
+
+
+def assess(s: Settings, candidate: dict, guard: dict | None, rounds: dict | None, roles: dict, budget: int) -> dict:
+    """Fit (the learner's measured run), correctness (the guard) and speed (the rounds); a score out of 100 against
+    the best known choice: the fastest measured in the rounds of the shortlist and the learner's choice, where it
+    fits. Fast unless the rounds show the learner's choice slower than that best in every round, by more than the
+    slack."""
     peak = metrics.net_peak(candidate)
     oom = bool(candidate.get("oom"))
     fit = not oom and peak is not None and peak <= budget
     correct = bool(guard and guard.get("ok"))
-    cand_ms, base_ms, best_ms = _median(candidate), _median(baseline), _median(best)
-    fast = bool(cand_ms and best_ms and cand_ms <= (1 + s.speed_slack) * best_ms)
+    cand, base = roles["candidate"], roles["baseline"]
+    eligible = [sid for sid in roles["compared"] if sid != cand] + ([cand] if fit else [])
+    best = fastest(rounds, eligible) if rounds else None
+    vs_best = paired(rounds, cand, best) if best and best != cand else None
+    vs_base = paired(rounds, cand, base) if rounds and cand != base else None
+    measured = best == cand or vs_best is not None
+    slower = bool(vs_best and vs_best["verdict"] == "slower" and vs_best["median"] > 1 + s.speed_slack)
+    fast = measured and not slower
     checks = dict(zip(CHECKS, (fit, correct, fit and correct and fast), strict=True))
     score = 0
-    if fit and correct and cand_ms and best_ms:
-        score = 100 if fast else round(100 * best_ms / cand_ms)
+    if fit and correct and measured:
+        score = 100 if fast else round(100 / vs_best["median"])
     why = []
     largest = metrics.largest_category(candidate)
     if oom:
@@ -206,22 +285,33 @@ def assess(
                 precision=guard.get("precision", "?"),
             )
         )
-    if cand_ms and base_ms:
-        why.append(
-            message("ex2.why.speed", ms=f"{cand_ms:,.2f}", ratio=f"{cand_ms / base_ms:.2f}", base_ms=f"{base_ms:,.2f}")
-        )
-    if cand_ms and best_ms and fit and correct and not fast:
-        why.append(
-            message("ex2.why.slower", ms=f"{cand_ms:,.2f}", best_ms=f"{best_ms:,.2f}", ratio=f"{cand_ms / best_ms:.2f}")
-        )
+    if rounds is None:
+        why.append(message("ex2.why.no_rounds"))
+    if vs_base:
+        why.append(message("ex2.why.speed", **_ratio_args(vs_base)))
+    if vs_best and fit and correct and slower:
+        why.append(message("ex2.why.slower", **_ratio_args(vs_best)))
     return {
         "checks": checks,
         "passed": sum(checks.values()),
         "score": score,
         "peak": peak,
         "why": why,
-        "ms": cand_ms,
-        "base_ms": base_ms,
-        "best_ms": best_ms,
+        "best": best,
+        "eligible": eligible,
+        "vs_best": vs_best,
+        "vs_base": vs_base,
+        "ms": _median_ms(rounds, cand),
+        "best_ms": _median_ms(rounds, best) if best else None,
         "solved": all(checks.values()),
+    }
+
+
+def _ratio_args(summary: dict) -> dict:
+    return {
+        "ratio": f"{summary['median']:.2f}",
+        "lo": f"{summary['lo']:.2f}",
+        "hi": f"{summary['hi']:.2f}",
+        "rounds": summary["rounds"],
+        "slower": summary["slower"],
     }

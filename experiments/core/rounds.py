@@ -12,6 +12,8 @@ import statistics
 # 1 in 4 at 3. Fewer rounds than this give no verdict.
 VERDICT_MIN_ROUNDS = 5
 VERDICTS = ("slower", "faster", "unclear", "too_few")
+# What a timing_rounds job takes (experiments/measure/timing.py checks it; exercise 2's settings are read against it).
+LIMITS = {"rounds": (2, 10), "steps": (1, 50), "warmup": (0, 10)}
 
 
 def _round_ms(result: dict, strategy: str) -> list[float] | None:

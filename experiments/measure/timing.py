@@ -17,13 +17,12 @@ import time
 import torch
 
 from ..core.config import ConfigError, ExperimentConfig
-from ..core.rounds import paired
+from ..core.rounds import LIMITS, paired
 from ..training.step import TrainState, build_state, train_step
 from ..training.strategies import float32_precision
 from .device import device_info, resolve_device, warm_up_cuda
 from .phases import Cancelled
 
-LIMITS = {"rounds": (2, 10), "steps": (1, 50), "warmup": (0, 10)}
 MAX_STRATEGIES = 12
 
 

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import statistics
 
 import pytest
 from conftest import open_page, run_until
 
+from app import backend
 from course import content
 from course.grading import common as grading
 from course.grading import ex1, ex2, ex3
 from course.units import MIB
 from experiments.core.config import GRADIENT_TOLERANCE as GUARD_TOLERANCE
 from experiments.core.config import ExperimentConfig
+from experiments.core.rounds import VERDICT_MIN_ROUNDS
 from experiments.estimate.estimator import estimate
 from experiments.estimate.steptime import predict_step_ms
 from experiments.labs.leaks import run_leak
@@ -47,6 +50,19 @@ def test_the_settings_are_what_the_exercises_state():
         (ex1, "exercise1", {"categories": ["parameters", "weights"]}, "grading.categories"),
         (ex2, "exercise2", {"options": {"precision": ["fp64"]}}, "grading.options.precision"),
         (ex2, "exercise2", {"options": {"accum": [1, 100]}}, "grading.options.accum"),
+        (ex2, "exercise2", {"compare": 0}, "grading.compare"),
+        (
+            ex2,
+            "exercise2",
+            {"rounds": {"cuda": {"rounds": 5, "steps": 5, "warmup": 2}, "cpu": {"rounds": 3}}},
+            r"grading.rounds.cpu.rounds",
+        ),
+        (
+            ex2,
+            "exercise2",
+            {"rounds": {"cuda": {"rounds": 5, "steps": 0, "warmup": 2}, "cpu": {"rounds": 5}}},
+            r"grading.rounds.cuda.steps",
+        ),
         (ex3, "exercise3", {"fixes": {"keep_item": {"losses": "item"}}}, "grading.fixes"),
     ],
 )
@@ -182,22 +198,23 @@ def _step_ms(est: dict, precision: str) -> float:
     return predict_step_ms(est["step"], RATES, precision, "cpu")["center_ms"]
 
 
-def test_exercise2_best_known_is_the_fastest_fitting_option_of_the_estimator():
+def test_exercise2_shortlist_is_the_fitting_options_that_promise_the_shortest_step():
     peaks = {}
     for choice in ex2.grid(S2, "cpu"):
         est = _est(ex2.config_of(TINY, choice), "cpu")
         peaks[tuple(sorted(choice.items()))] = (est, _step_ms(est, choice["precision"]))
     budget = sorted(e["peak_bytes"] for e, _ in peaks.values())[len(peaks) // 3]  # about a third of them fit
-    best = ex2.best_known(S2, TINY, budget, "cpu", _est, _step_ms)
-    fitting = [(ms, e["peak_bytes"]) for e, ms in peaks.values() if e["peak_bytes"] <= budget]
-    assert best["fitting"] == len(fitting) and best["considered"] == len(peaks) and best["ranked_by"] == "time"
-    assert best["peak_bytes"] <= budget
-    assert best["ms"] == min(ms for ms, _ in fitting)
-    assert peaks[tuple(sorted(best["choice"].items()))][0]["peak_bytes"] == best["peak_bytes"]
-    # Without the device's rates the ranking is by work; with no room at all nothing is claimed.
-    assert ex2.best_known(S2, TINY, budget, "cpu", _est, None)["ranked_by"] == "work"
-    nothing = ex2.best_known(S2, TINY, 1, "cpu", _est, _step_ms)
-    assert nothing["choice"] is None and nothing["lowest_peak"] == min(e["peak_bytes"] for e, _ in peaks.values())
+    short = ex2.shortlist(S2, TINY, budget, "cpu", _est, _step_ms)
+    fitting = sorted((ms, e["peak_bytes"]) for e, ms in peaks.values() if e["peak_bytes"] <= budget)
+    assert short["fitting"] == len(fitting) and short["considered"] == len(peaks) and short["ranked_by"] == "time"
+    assert len(short["choices"]) == S2.compare
+    assert [(c["ms"], c["peak_bytes"]) for c in short["choices"]] == fitting[: S2.compare]
+    for c in short["choices"]:
+        assert peaks[tuple(sorted(c["choice"].items()))][0]["peak_bytes"] == c["peak_bytes"] <= budget
+    # Without the device's rates the ranking is by work; with no room at all nothing is timed beside yours.
+    assert ex2.shortlist(S2, TINY, budget, "cpu", _est, None)["ranked_by"] == "work"
+    nothing = ex2.shortlist(S2, TINY, 1, "cpu", _est, _step_ms)
+    assert nothing["choices"] == [] and nothing["lowest_peak"] == min(e["peak_bytes"] for e, _ in peaks.values())
 
 
 def test_exercise2_cpu_budget_is_the_gpu_challenges_share_of_the_estimate():
@@ -213,27 +230,111 @@ def test_exercise2_cpu_budget_is_the_gpu_challenges_share_of_the_estimate():
     assert not gpu["scaled"] and gpu["budget"] == 2 * 2**30 and gpu["base"]["batch"] == 8192
 
 
-def _result(peak_mib: float, ms: float, oom=None) -> dict:
+def _result(peak_mib: float, oom=None) -> dict:
     return {
         "peak_bytes": int(peak_mib * MIB),
         "baseline_bytes": 0,
-        "step_ms": {"median": ms},
         "oom": oom,
         "breakdown": {"activations": int(peak_mib * MIB)},
     }
 
 
-def test_exercise2_assess_fit_correctness_and_speed():
-    budget = 100 * MIB
-    ok_guard = {"ok": True, "max_rel_diff": 1e-6, "tolerance": 1e-4, "precision": "fp32"}
-    a = ex2.assess(S2, _result(100, 10.9), _result(150, 8), _result(90, 10), ok_guard, budget)
-    assert a["checks"] == {"fit": True, "correct": True, "fast": True} and a["score"] == 100 and a["solved"]
-    slow = ex2.assess(S2, _result(100, 20), _result(150, 8), _result(90, 10), ok_guard, budget)
-    assert slow["checks"]["fast"] is False and slow["score"] == 50
-    assert [m["key"] for m in slow["why"]] == ["ex2.why.speed", "ex2.why.slower"]
-    over = ex2.assess(S2, _result(100.5, 5), _result(150, 8), _result(90, 10), ok_guard, budget)
-    assert over["checks"]["fit"] is False and over["score"] == 0 and over["why"][0]["key"] == "ex2.why.over"
-    wrong = ex2.assess(S2, _result(50, 5), None, _result(90, 10), dict(ok_guard, ok=False, max_rel_diff=0.3), budget)
+BASE, MINE, OPT1, OPT2 = (
+    {**ex2.choice_of(S2, TINY), **change} for change in ({}, {"accum": 2}, {"checkpoint": "segments"}, {"accum": 4})
+)
+OK_GUARD = {"ok": True, "max_rel_diff": 1e-6, "tolerance": 1e-4, "precision": "fp32"}
+
+
+def _short(*choices) -> dict:
+    """A shortlist as the estimator ranked it (its order is the prediction the grade must not take on trust)."""
+    return {
+        "choices": [{"choice": c, "peak_bytes": 90 * MIB, "ms": None} for c in choices],
+        "ranked_by": "work",
+        "fitting": len(choices),
+        "considered": 36,
+        "lowest_peak": 80 * MIB,
+    }
+
+
+def _rounds(round_ms: dict[str, list[float]]) -> tuple[dict, dict]:
+    """A timing_rounds result for the job the grade submits, with the given per-round medians by role."""
+    params, roles = ex2.rounds_job(S2, TINY, MINE, _short(OPT1, OPT2), "cpu")
+    by_id = {roles["baseline"]: round_ms["base"], roles["candidate"]: round_ms["mine"]}
+    by_id.update(zip(roles["compared"], (round_ms["opt1"], round_ms["opt2"]), strict=True))
+    rows = [
+        {
+            "id": s["id"],
+            "config": s["config"],
+            "round_ms": by_id[s["id"]],
+            "median_ms": statistics.median(by_id[s["id"]]),
+        }
+        for s in params["strategies"]
+    ]
+    return {"kind": "timing_rounds", "rounds": len(round_ms["base"]), "strategies": rows}, roles
+
+
+def test_exercise2_rounds_job_times_the_baseline_first_yours_and_the_shortlist_once_each():
+    params, roles = ex2.rounds_job(S2, TINY, MINE, _short(OPT1, MINE), "cpu")
+    ids = [s["id"] for s in params["strategies"]]
+    assert ids == [ex2.choice_id(S2, c) for c in (BASE, MINE, OPT1)]  # yours, also shortlisted, is timed once
+    assert {k: params[k] for k in ("rounds", "steps", "warmup")} == S2.rounds["cpu"]
+    assert params["rounds"] >= VERDICT_MIN_ROUNDS
+    assert [s["config"] for s in params["strategies"]] == [ex2.config_of(TINY, c) for c in (BASE, MINE, OPT1)]
+    assert roles == {"baseline": ids[0], "candidate": ids[1], "compared": [ids[2], ids[1]]}
+    # The measured run of yours is graded on memory and gradients only: its time comes from these rounds.
+    assert ex2.run_config(TINY, MINE) == {**ex2.config_of(TINY, MINE), "timing_steps": 0}
+
+
+def test_exercise2_the_best_known_choice_is_the_fastest_measured_not_the_first_predicted():
+    # The estimator put option 1 first; option 2 is faster in every round, and yours is slower than it in every
+    # round by 30 %: graded not fast, against option 2, with the score its median paired ratio gives.
+    opt2 = [10.0, 11.0, 9.0, 12.0, 10.0]
+    mine = [13.0, 14.3, 11.7, 15.6, 13.0]
+    rounds, roles = _rounds({"base": [8.0] * 5, "mine": mine, "opt1": [20.0] * 5, "opt2": opt2})
+    a = ex2.assess(S2, _result(100), OK_GUARD, rounds, roles, 100 * MIB)
+    assert a["best"] == ex2.choice_id(S2, OPT2) == roles["compared"][1]
+    assert a["vs_best"]["verdict"] == "slower"
+    ratio = statistics.median(m / o for m, o in zip(mine, opt2, strict=True))
+    assert a["vs_best"]["median"] == pytest.approx(ratio) == pytest.approx(1.3)
+    assert a["checks"] == {"fit": True, "correct": True, "fast": False} and a["score"] == round(100 / ratio) == 77
+    assert [m["key"] for m in a["why"]] == ["ex2.why.speed", "ex2.why.slower"]
+    assert a["why"][0]["args"]["ratio"] == f"{statistics.median(m / 8.0 for m in mine):.2f}"
+
+
+def test_exercise2_yours_fastest_in_the_rounds_is_the_best_known_choice():
+    rounds, roles = _rounds({"base": [8.0] * 5, "mine": [9.0] * 5, "opt1": [10.0] * 5, "opt2": [12.0] * 5})
+    a = ex2.assess(S2, _result(100), OK_GUARD, rounds, roles, 100 * MIB)
+    assert a["best"] == roles["candidate"] and a["solved"] and a["score"] == 100
+    # ... but not where its measured peak does not fit: then the fastest of the others is the best known choice
+    over = ex2.assess(S2, _result(100.5), OK_GUARD, rounds, roles, 100 * MIB)
+    assert over["best"] == roles["compared"][0] and not over["checks"]["fit"] and over["score"] == 0
+    assert over["vs_best"]["verdict"] == "faster"
+
+
+@pytest.mark.parametrize(
+    ("mine", "fast", "why"),
+    [
+        ([10.5, 11.55, 9.45, 12.6, 10.5], True, "slower in every round, by 5 %: within the slack"),
+        ([20.0, 22.0, 18.0, 24.0, 9.0], True, "much slower in 4 rounds, faster in 1: no difference shown"),
+        ([20.0, 22.0, 18.0, 24.0, 20.0], False, "slower in every round, by 100 %"),
+    ],
+)
+def test_exercise2_speed_is_the_verdict_of_the_paired_rounds(mine, fast, why):
+    rounds, roles = _rounds(
+        {"base": [8.0] * 5, "mine": mine, "opt1": [10.0, 11.0, 9.0, 12.0, 10.0], "opt2": [30.0] * 5}
+    )
+    a = ex2.assess(S2, _result(100), OK_GUARD, rounds, roles, 100 * MIB)
+    assert a["best"] == roles["compared"][0]
+    assert a["checks"]["fast"] is fast, why
+    assert (a["score"] == 100) is fast
+
+
+def test_exercise2_without_rounds_speed_is_not_graded_and_correctness_still_is():
+    _, roles = _rounds({"base": [8.0] * 5, "mine": [9.0] * 5, "opt1": [10.0] * 5, "opt2": [12.0] * 5})
+    a = ex2.assess(S2, _result(100), OK_GUARD, None, roles, 100 * MIB)
+    assert a["checks"] == {"fit": True, "correct": True, "fast": False} and a["score"] == 0
+    assert [m["key"] for m in a["why"]] == ["ex2.why.no_rounds"]
+    wrong = ex2.assess(S2, _result(50), dict(OK_GUARD, ok=False, max_rel_diff=0.3), None, roles, 100 * MIB)
     assert wrong["passed"] == 1 and wrong["why"][0]["key"] == "ex2.why.wrong"
 
 
@@ -340,7 +441,8 @@ def test_exercise1_says_when_its_graded_run_came_from_the_cache():
     assert said[1], "the second, cached result is not explained"
 
 
-def test_exercise2_page_runs_the_challenge_and_scores_it(monkeypatch):
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_exercise2_page_grades_speed_from_rounds_timed_now(monkeypatch, lang):
     budget = _est(TINY, "cpu")["peak_bytes"]  # the unoptimized baseline just fits: the page's logic, small
     monkeypatch.setattr(
         ex2, "challenge", lambda s, device_type, estimate: {"base": dict(TINY), "budget": budget, "scaled": False}
@@ -352,15 +454,42 @@ def test_exercise2_page_runs_the_challenge_and_scores_it(monkeypatch):
         "optimizer_impl": ("default",),
     }
     monkeypatch.setattr(ex2, "settings", lambda meta: dataclasses.replace(S2, options=small))
-    at = open_page("exercise2", lang="zh")
+    submitted = []
+    real_submit = backend.submit
+    monkeypatch.setattr(backend, "submit", lambda specs: (submitted.append(specs), real_submit(specs))[1])
+    at = open_page("exercise2", lang=lang)
     at.selectbox(key="ex2g_checkpoint").set_value("segments")
-    _button(at, "运行并评分").click().run()
-    run_until(at, lambda a: any(s.value.startswith("得分") for s in a.subheader))
+    cached_rounds = []
+    for _ in range(2):
+        _button(at, "运行并评分" if lang == "zh" else "Run and grade").click().run()
+        run_until(at, lambda a: "ex2g.done" in a.session_state and "ex2g.jobs" not in a.session_state)
+        cached_rounds.append(at.session_state["ex2g.done"]["statuses"][2].get("cached"))
     assert not at.exception
-    assert any("装得下：实测峰值" in s.value for s in at.success)
-    assert any("梯度正确" in s.value for s in at.success)
+    assert any(s.value.startswith("得分" if lang == "zh" else "Score") for s in at.subheader)
+    assert any(("装得下：实测峰值" if lang == "zh" else "Fits: measured peak") in s.value for s in at.success)
     assert at.session_state["exercise2_progress"] >= 2
     assert at.query_params["ex2g_checkpoint"] == "segments"
+    # One rounds job of the baseline, yours and the shortlist, submitted fresh: never a cached timing.
+    kinds = [[spec["kind"] for spec in specs] for specs in submitted]
+    assert kinds == [["run", "guard", "timing_rounds"]] * 2
+    rounds_spec = submitted[0][2]
+    assert rounds_spec["fresh"] is True and rounds_spec["params"]["rounds"] >= VERDICT_MIN_ROUNDS
+    assert cached_rounds == [False, False]
+    # The page says the spread the grade was read from, and which choice was measured fastest.
+    done = at.session_state["ex2g.done"]
+    rounds, roles = done["statuses"][2]["result"], done["tag"]["roles"]
+    a = ex2.assess(S2, done["statuses"][0]["result"], done["statuses"][1]["result"], rounds, roles, budget)
+    text = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
+    if a["vs_base"]:
+        summary = a["vs_base"]
+        assert f"{summary['lo']:.2f}" in text and f"{summary['hi']:.2f}" in text
+    assert ("已知最佳选择" if lang == "zh" else "best known choice") in text
+    best_name = "你的选择" if lang == "zh" else "Yours"
+    mark = "已知最佳选择**" if lang == "zh" else "best known choice**"
+    marked = [line for m in at.markdown for line in m.value.splitlines() if mark in line]
+    assert len(marked) == 1 and marked[0].startswith(f"- **{best_name}**") is (a["best"] == roles["candidate"])
+    titles = [e.label for e in at.expander]
+    assert any(("轮交替计时" if lang == "zh" else "interleaved rounds the speed grade") in x for x in titles), titles
 
 
 def test_exercise3_page_solves_the_loop_and_refuses_conflicts():

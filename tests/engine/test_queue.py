@@ -224,3 +224,15 @@ def test_results_are_held_once_pickled_and_a_poll_without_the_result_reads_none(
     held = client._jobs[client._tickets[b]]["blob"]
     assert held is client._jobs[a]["blob"] and isinstance(held, bytes)  # one copy, shared by both jobs
     assert len(held) < sys.getsizeof(result["timeline"]) + sum(sys.getsizeof(e) for e in result["timeline"])
+
+
+def test_a_fresh_submission_runs_again_where_the_cache_holds_the_same_job(fake):
+    """A timing that decides a grade is measured now: never served from an earlier run's cache entry."""
+    client = worker.WorkerClient(inline=True)
+    fake.go("timed")
+    first = client.submit("timing_rounds", {"name": "timed"}, owner="A")
+    _wait(lambda: client.status(first)["state"] == "done")
+    assert client.status(client.submit("timing_rounds", {"name": "timed"}, owner="B"))["cached"]
+    again = client.submit("timing_rounds", {"name": "timed"}, owner="B", fresh=True)
+    _wait(lambda: client.status(again)["state"] == "done")
+    assert not client.status(again)["cached"] and fake.started == ["timed", "timed"]
