@@ -1,13 +1,12 @@
 """The app's only door to experiments/: the engine's vocabulary the pages speak, the worker, estimates, recorded
 results and the engine's rules, each through one function that returns a result or an error and never raises into
-a page.
-
-Only torch-free engine modules are imported at the top (experiments.core): the first page must not wait for torch,
-which the worker process is still importing right after a server start. Everything else is imported where it is
-used. When the engine moves a name, this file is the one place the app follows it.
+a page. Only torch-free engine modules are imported at the top (experiments.core): the first page must not wait for
+torch, which the worker process is still importing right after a server start; everything else where it is used.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import streamlit as st
 
@@ -105,10 +104,8 @@ def status(job_id: str, result: bool = True) -> dict:
 def cancel(job_ids: list[str]) -> None:
     c, _ = get_client()
     for job_id in job_ids if c is not None else ():
-        try:
+        with contextlib.suppress(Exception):  # a job that already ended cannot be cancelled
             c.cancel(job_id)
-        except Exception:  # noqa: BLE001, S110 - a job that already ended cannot be cancelled
-            pass
 
 
 @st.cache_data(ttl=10, show_spinner=False)
@@ -123,10 +120,9 @@ def device_info() -> dict:
 
 def device_info_nowait() -> dict | None:
     """The worker's device if it has reported already, else None (and the worker is started)."""
-    try:
+    with contextlib.suppress(Exception):  # the page's device panel reports errors; the sidebar stays quiet
         return client().device_info(timeout=0)
-    except Exception:  # noqa: BLE001 - the page's device panel reports errors; the sidebar stays quiet
-        return None
+    return None
 
 
 def safe_device_info() -> tuple[dict | None, str | None]:
@@ -262,6 +258,12 @@ def estimate(
         return None, _text(exc)
 
 
+def torchvision_status() -> tuple[bool, str]:
+    """(torchvision imports beside this torch, its version or what to install), asked once of an estimate process."""
+    target = "experiments.training.source_models:torchvision_status"
+    return tuple(shared_pool(_session_alive).get(("torchvision",), target, (), {}, max_seconds=150))
+
+
 def what_fits(dcfg, capacity: int, wait: float | None = ESTIMATE_WAIT_S) -> tuple[dict | None, str | None]:
     """The fewest devices, then the strategy with the least traffic, that hold dcfg's configuration by the estimate
     (None when nothing up to the largest world size does); PENDING as estimate's."""
@@ -375,18 +377,16 @@ def safe_load_recorded(record_id: str) -> tuple[dict | None, str | None]:
 
 def find_recorded(cfg) -> dict | None:
     """The recorded GPU result of the same experiment as cfg (course/experiment.py), if the project ships one."""
-    try:
+    with contextlib.suppress(Exception):  # recorded results are an extra; their absence is not an error
         return _recorded.find_recorded(cfg.to_dict())
-    except Exception:  # noqa: BLE001 - recorded results are an extra; their absence is not an error
-        return None
+    return None
 
 
 def recorded_file(name: str) -> bytes | None:
     """A file shipped beside the recordings (a run's raw allocator snapshot, gzip), or None."""
-    try:
+    with contextlib.suppress(OSError):
         return (_recorded.ROOT / catalog.RECORDED_FOLDER / name).read_bytes()
-    except OSError:
-        return None
+    return None
 
 
 def fact_values(specs: dict) -> dict[str, str]:

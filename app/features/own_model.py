@@ -19,6 +19,7 @@ from course.units import GIB, fmt_bytes
 NS = "ym"
 OVERRIDES = ("layers", "hidden", "heads", "kv_heads", "experts")
 HF_DEFAULTS = {"batch": 1, "seq_len": 512, "precision": "bf16", "optimizer": "adamw", "optimizer_impl": "fused"}
+TV_DEFAULTS = {"batch": 32, "image_size": 224, "precision": "amp_bf16", "optimizer": "adamw", "optimizer_impl": "fused"}
 
 
 def page(lesson_id: str):
@@ -57,7 +58,7 @@ def picker(meta: dict):
     st.subheader(t("ym.pick"))
     presets = om.presets()
     # Labels resolved now: a format_func called later (AppTest does) must not re-read the language.
-    kinds = {k: t("ym.source." + k) for k in ("preset", "hf")}
+    kinds = {k: t("ym.source." + k) for k in ("preset", "hf", "torchvision")}
     kind = st.radio(t("ym.source"), tuple(kinds), format_func=kinds.__getitem__, horizontal=True, key=f"{NS}.kind")
     if kind == "preset":
         ids = list(presets)
@@ -77,9 +78,16 @@ def picker(meta: dict):
         )
         source = f"preset:{pid}" + (":tiny" if size == "tiny" else "")
         defaults, task = om.defaults(source), presets[pid]["source"].get("task")
-    else:
+    elif kind == "hf":
         source = "hf:" + st.text_input(t("ym.model_type"), "qwen2", key=f"{NS}.model_type").strip()
         defaults, task = HF_DEFAULTS, None
+    else:
+        ok, why = backend.torchvision_status()
+        if not ok:
+            st.info(t("ym.torchvision_missing", why=why))
+            return None
+        source = "torchvision:" + st.text_input(t("ym.torchvision"), "resnet18", key=f"{NS}.tv").strip()
+        defaults, task = TV_DEFAULTS, "image_classification"
     with st.expander(t("ym.overrides")):
         cols = st.columns(len(OVERRIDES))
         chosen = {
@@ -131,9 +139,14 @@ def estimate(cfg) -> None:
     if err:
         (st.warning if "cannot be predicted" in err else engine_error)(err.split(": ", 1)[-1])
         return
-    device = t("source.estimated") + " (CUDA)"
+    show_estimate(est)
+
+
+def show_estimate(est: dict) -> None:
     p = est["peak_phase"]
-    st.markdown(t("ym.estimate_result", peak=fmt_bytes(est["peak_bytes"]), phase=t("phase." + p), device=device))
+    phase = p if isinstance(p, str) else p["phase"]
+    device = t("source.estimated") + f" ({est.get('device_type', 'cuda').upper()})"
+    st.markdown(t("ym.estimate_result", peak=fmt_bytes(est["peak_bytes"]), phase=t("phase." + phase), device=device))
     st.altair_chart(breakdown.estimate_chart(breakdown.frame(None, est["categories"])), width="stretch")
 
 
@@ -147,6 +160,10 @@ def what_fits(meta: dict, cfg) -> None:
     if err:
         engine_error(err)
         return
+    show_fits(res)
+
+
+def show_fits(res: dict) -> None:
     df = fits.frame(res)
     st.dataframe(df, hide_index=True)
     st.altair_chart(fits.chart(df), width="stretch")
@@ -178,14 +195,18 @@ def run(cfg) -> None:
     jobs.poll(NS)
     done = jobs.finished(NS)
     for _label, result in results.successful(done) if done else []:
-        measured, est = backend.net_peak(result), result["estimate"]["peak_bytes"]
-        st.markdown(
-            t("ym.run_result", measured=fmt_bytes(measured), device=result["device"]["type"], estimate=fmt_bytes(est))
-        )
-        same = measured == est
-        (st.success if same else st.info)(
-            t("ym.run_equal") if same else t("ym.run_differs", diff=fmt_bytes(abs(measured - est)))
-        )
-        st.altair_chart(
-            breakdown.chart(breakdown.frame(result["breakdown"], result["estimate"]["categories"])), width="stretch"
-        )
+        show_run(result)
+
+
+def show_run(result: dict) -> None:
+    measured, est = backend.net_peak(result), result["estimate"]["peak_bytes"]
+    st.markdown(
+        t("ym.run_result", measured=fmt_bytes(measured), device=result["device"]["type"], estimate=fmt_bytes(est))
+    )
+    same = measured == est
+    (st.success if same else st.info)(
+        t("ym.run_equal") if same else t("ym.run_differs", diff=fmt_bytes(abs(measured - est)))
+    )
+    st.altair_chart(
+        breakdown.chart(breakdown.frame(result["breakdown"], result["estimate"]["categories"])), width="stretch"
+    )

@@ -1,4 +1,4 @@
-from app.features import own_model
+from app.features import cli_result_view, own_model
 
 meta, right = own_model.page("yourmodel")
 with right:
@@ -8,3 +8,4 @@ with right:
         own_model.estimate(cfg)
         own_model.what_fits(meta, cfg)
         own_model.run(cfg)
+    cli_result_view.opened()

@@ -54,3 +54,16 @@ def test_a_model_type_transformers_does_not_have_is_one_line_naming_the_field():
     assert not at.exception
     (err,) = [e.value for e in at.error]
     assert "model_source" in err and "close matches: llama" in err and "\n" not in err
+
+
+def test_torchvision_is_offered_and_says_what_to_install_where_it_does_not_import():
+    from experiments.training.source_models import torchvision_status
+
+    ok, why = torchvision_status()
+    at = open_page("yourmodel", "en", state={"ym.kind": "torchvision"})
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    if ok:
+        assert any(t.key == "ym.tv" for t in at.text_input)
+    else:
+        assert any(why in i.value for i in at.info)
+        assert not any(t.key == "ym.tv" for t in at.text_input)

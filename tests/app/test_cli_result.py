@@ -1,0 +1,92 @@
+"""The "Your model" page opens the JSON a command-line run wrote: each kind (estimate, what fits, a run, cannot be
+predicted) is shown with the page's own views, and a file that is not such a result is refused naming the field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import open_page
+
+from course import cli_result
+from experiments.core.config import ExperimentConfig
+from experiments.core.units import fmt_bytes
+from experiments.distributed.model_fits import what_fits
+from experiments.estimate.own_model import model_estimate
+
+CFG = ExperimentConfig.from_dict(
+    {
+        "model_source": "preset:gpt2:tiny",
+        "batch": 2,
+        "seq_len": 16,
+        "precision": "amp_bf16",
+        "optimizer": "adamw",
+        "optimizer_impl": "fused",
+        "device": "cpu",
+        "steps": 2,
+        "timing_steps": 0,
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def written() -> dict[str, bytes]:
+    """What `estimate --json` and `fits --json` write (the CLI dumps these dicts)."""
+    est = model_estimate(CFG, "cuda")
+    fits = what_fits(CFG, 64 * 2**20, "cuda", max_batch=64)
+    return {"estimate": json.dumps(est).encode(), "fits": json.dumps(fits).encode(), "est": est, "fits_r": fits}
+
+
+def test_each_kind_reads_as_what_it_is(written):
+    assert cli_result.read(written["estimate"])[0] == "estimate"
+    assert cli_result.read(written["fits"])[0] == "fits"
+    cannot = {"predicted": False, "cannot_predict": {"message": "aten.nonzero in model.roi: data-dependent shape"}}
+    assert cli_result.read(json.dumps(cannot).encode())[0] == "cannot_predict"
+
+
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        (lambda d: d.update(peak_bytes="12"), "peak_bytes"),
+        (lambda d: d.update(peak_bytes=-1), "peak_bytes"),
+        (lambda d: d["categories"].update(evil=1), "categories"),
+        (lambda d: d["phases"][0].update(phase="<script>"), "phases[0].phase"),
+        (lambda d: d["peak_phase"].update(phase="x"), "peak_phase.phase"),
+        (lambda d: d.pop("categories"), "categories"),
+    ],
+)
+def test_a_tampered_estimate_is_refused_naming_the_field(written, change, field):
+    data = json.loads(written["estimate"])
+    change(data)
+    with pytest.raises(cli_result.NotAResult, match=rf"^{field.replace('[', '.').replace(']', '.')}"):
+        cli_result.read(json.dumps(data).encode())
+
+
+@pytest.mark.parametrize(
+    "raw,why",
+    [(b"not json", "not JSON"), (b"[1, 2]", "a JSON object"), (b"{}", "not the JSON"), (b" " * (5 * 2**20), "bytes")],
+)
+def test_what_is_not_a_result_is_refused(raw, why):
+    with pytest.raises(cli_result.NotAResult, match=why):
+        cli_result.read(raw)
+
+
+def test_a_fits_row_with_an_unknown_choice_is_refused(written):
+    data = json.loads(written["fits"])
+    data["grid"][0]["precision"] = "fp8"
+    with pytest.raises(cli_result.NotAResult, match=r"grid\[0\]\.precision: got 'fp8'; allowed"):
+        cli_result.read(json.dumps(data).encode())
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_page_shows_an_opened_estimate_and_what_fits_and_refuses_a_bad_file(written, lang):
+    at = open_page("yourmodel", lang)
+    at.file_uploader(key="ym.open").upload("result.json", written["estimate"], "application/json").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    shown = "\n".join(m.value for m in at.markdown)
+    assert fmt_bytes(written["est"]["peak_bytes"]) in shown
+    assert "preset:gpt2:tiny" in "\n".join(x.value for x in at.text)
+    at.file_uploader(key="ym.open").upload("fits.json", written["fits"], "application/json").run()
+    assert not at.exception and len(at.dataframe) >= 2  # the recorded table and the opened grid
+    at.file_uploader(key="ym.open").upload("bad.json", b'{"phases": "x"}', "application/json").run()
+    assert not at.exception and any("peak_bytes: expected int" in e.value for e in at.error)
