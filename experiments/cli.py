@@ -11,6 +11,7 @@ import json
 import sys
 
 from .cli_models import add_fits_parser, add_model_flags, model_fields, print_estimate, print_fits, run_fits
+from .cli_progress import TerminalProgress
 from .core.config import BATCH_MODES, CHOICES, STRATEGIES, ConfigError, ExperimentConfig
 from .core.units import MIB
 from .labs.leaks import DEFAULTS as LEAK_DEFAULTS
@@ -262,11 +263,11 @@ def main(argv: list[str] | None = None) -> int:
             elif _distributed_params(args) is not None:
                 from .distributed.launch import run_distributed
 
-                result = run_distributed(_distributed_params(args))
+                result = run_distributed(_distributed_params(args), progress=TerminalProgress())
             else:
                 from .measure.run import run_experiment
 
-                result = run_experiment(cfg, spec=args.spec)
+                result = run_experiment(cfg, spec=args.spec, progress=TerminalProgress())
     except (ConfigError, WouldNotFit) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

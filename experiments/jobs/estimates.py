@@ -67,6 +67,9 @@ def _estimator_main(requests, replies, parent: int) -> None:
     """One estimate process: runs what it is sent, one at a time, until it is sent None or its server dies."""
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
     importlib.import_module("experiments.estimate.estimator")  # torch and the replay, before the first request
+    # A replay computes no numbers (fake tensors): a second intra-op thread buys it nothing and takes a core from the
+    # run worker, whose timings the lessons read.
+    importlib.import_module("torch").set_num_threads(1)
     replies.put(("ready", None, None))
     while True:
         item = requests.get()

@@ -347,3 +347,39 @@ def test_a_second_worker_on_the_same_cpu_is_detected(monkeypatch, tmp_path):
     assert (tmp_path / "gpu-memory-lab-cpu.lock").exists()
     lanes._device_lock.close()
     first.close()
+
+
+def test_a_long_cli_run_shows_its_phases_on_stderr_and_keeps_stdout_for_the_result(capsys, monkeypatch):
+    import functools
+    import io
+
+    from experiments import cli
+    from experiments.cli_progress import TerminalProgress
+
+    quiet = io.StringIO()
+    p = TerminalProgress(stream=quiet, after=3600)
+    p(1, 9, "step 1 forward")
+    assert quiet.getvalue() == ""  # a quick run prints nothing extra
+    monkeypatch.setattr(cli, "TerminalProgress", functools.partial(TerminalProgress, after=0))
+    code, out, err = _cli(
+        capsys,
+        "run",
+        "--device",
+        "cpu",
+        "--layers",
+        "2",
+        "--width",
+        "32",
+        "--batch",
+        "4",
+        "--steps",
+        "2",
+        "--timing-steps",
+        "0",
+        "--json",
+    )
+    assert code == 0 and json.loads(out)["peak_bytes"] > 0
+    lines = [line for line in err.splitlines() if line.startswith("[")]
+    assert any("forward" in line for line in lines) and any("backward" in line for line in lines)
+    labels = [line.split("]", 1)[1].rsplit(None, 2)[0].strip() for line in lines]
+    assert all(a != b for a, b in zip(labels, labels[1:], strict=False))  # one line per phase, not per update

@@ -63,3 +63,8 @@ def test_a_request_with_its_own_limit_runs_past_the_pools(pool):
     with pytest.raises(estimates.EstimateTooLong, match=r"more than 1 s to estimate"):
         pool.request(("pools",), "time:sleep", (2.5,), owner="A").result(timeout=60)
     assert estimates.OWN_MODEL_SECONDS > estimates.MAX_SECONDS
+
+
+def test_an_estimate_process_computes_on_one_thread(pool):
+    """Replays compute no numbers; the run worker keeps the cores (its timings are what the lessons read)."""
+    assert pool.get(("threads",), "torch:get_num_threads", (), {}) == 1
