@@ -133,3 +133,13 @@ def test_one_run_click_validates_each_configuration_at_most_once(monkeypatch):
     assert not at.exception
     twice = {k: n for k, n in counts.items() if n > 1}
     assert counts and not twice, (len(counts), twice)
+
+
+def test_the_first_page_starts_the_estimate_processes():
+    """A graded tab on a fresh server must not wait for the estimate processes to import torch: they start with the
+    first page the server draws."""
+    from experiments.jobs import estimates
+
+    estimates._shared = None
+    at = open_page("home", "en")
+    assert not at.exception and estimates._shared is not None
