@@ -6,7 +6,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from app.charts.common import MIB_FMT, RANK_COLORS
+from app.charts.common import MIB_FMT, RANK_COLORS, short_legend
 from app.i18n import t
 from course.units import MIB
 
@@ -69,13 +69,13 @@ def chart(df: pd.DataFrame) -> alt.Chart:
                 "category:N",
                 title=t("axis.category"),
                 scale=alt.Scale(domain=[t("cat." + c) for c in RANK_COLORS], range=list(RANK_COLORS.values())),
-                legend=alt.Legend(orient="bottom", columns=1, labelLimit=400),
+                legend=short_legend(),
             ),
             opacity=alt.Opacity(
                 "memory:N",
                 scale=alt.Scale(domain=memory, range=[1.0, 0.45]),
                 title=None,
-                legend=alt.Legend(orient="bottom", labelLimit=400) if df["memory"].nunique() > 1 else None,
+                legend=short_legend() if df["memory"].nunique() > 1 else None,
             ),
             tooltip=[
                 alt.Tooltip("label:N", title=t("col.strategy")),

@@ -59,7 +59,7 @@ def chart(df: pd.DataFrame) -> alt.Chart:
                 legend=alt.Legend(orient="top", columns=1, labelLimit=0),  # "expandable_segments:True" whole
                 scale=alt.Scale(range=["#e45756", "#4c78a8"]),
             ),
-            strokeDash=alt.StrokeDash("series:N", title=None, legend=alt.Legend(orient="top")),
+            strokeDash=alt.StrokeDash("series:N", title=None, legend=alt.Legend(orient="top", columns=1)),
             tooltip=[
                 alt.Tooltip("allocator:N", title=t("frag.col.allocator")),
                 alt.Tooltip("op:N", title=t("axis.operation")),
