@@ -75,7 +75,8 @@ def chart(df: pd.DataFrame) -> alt.Chart:
                 "memory:N",
                 scale=alt.Scale(domain=memory, range=[1.0, 0.45]),
                 title=None,
-                legend=short_legend() if df["memory"].nunique() > 1 else None,
+                # Above the chart: beside the categories' legend below it, it runs past the chart's edge.
+                legend=short_legend(orient="top") if df["memory"].nunique() > 1 else None,
             ),
             tooltip=[
                 alt.Tooltip("label:N", title=t("col.strategy")),

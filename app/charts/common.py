@@ -27,12 +27,12 @@ BASELINE_COLOR = "#bab0ac"
 FREE_COLOR = "#dcdcdc"
 
 
-def short_legend(**kw) -> alt.Legend:
+def short_legend(orient: str = "bottom", **kw) -> alt.Legend:
     """A legend one name a row that writes each name without its explanation in brackets ("Not a tensor (workspaces,
     rounding)" as "Not a tensor"): a bottom legend starts where the plot does, after the y axis, and a long name runs
     past the chart's right edge in a projector's half-width column. The tooltips keep the full names."""
     return alt.Legend(
-        orient="bottom", columns=1, labelLimit=0, labelExpr="split(split(datum.label, ' (')[0], '（')[0]", **kw
+        orient=orient, columns=1, labelLimit=0, labelExpr="split(split(datum.label, ' (')[0], '（')[0]", **kw
     )
 
 
