@@ -66,6 +66,6 @@ def chart(df: pd.DataFrame, versus: str) -> alt.Chart:
             ],
         )
     )
-    ticks = alt.Chart(df).mark_tick(thickness=3, size=22, color="black").encode(x="median:Q", y=y)
+    ticks = alt.Chart(df).mark_tick(thickness=3, size=16, color="black").encode(x="median:Q", y=y)
     one = alt.Chart(pd.DataFrame({"ratio": [1.0]})).mark_rule(strokeDash=[4, 3], color="#888").encode(x="ratio:Q")
-    return (one + points + ticks + row_names(df)).properties(height=80 + 36 * df["label"].nunique())
+    return (one + points + ticks + row_names(df)).properties(height=90 + 46 * df["label"].nunique())

@@ -35,6 +35,6 @@ def chart(df: pd.DataFrame) -> alt.Chart:
             ],
         )
     )
-    ticks = alt.Chart(df).mark_tick(thickness=3, size=22, color="black").encode(x="median:Q", y=y)
+    ticks = alt.Chart(df).mark_tick(thickness=3, size=16, color="black").encode(x="median:Q", y=y)
     # The legend on top shares the chart's height with the rows.
-    return (points + ticks + row_names(df)).properties(height=80 + 36 * df["label"].nunique())
+    return (points + ticks + row_names(df)).properties(height=90 + 46 * df["label"].nunique())
