@@ -7,7 +7,7 @@ import altair as alt
 import pandas as pd
 
 from app.backend import CATEGORIES
-from app.charts.common import CATEGORY_COLORS, HEIGHT, MIB_FMT
+from app.charts.common import CATEGORY_COLORS, HEIGHT, MIB_FMT, short_legend
 from app.i18n import t
 from course.units import MIB
 
@@ -39,7 +39,7 @@ def chart(df: pd.DataFrame) -> alt.Chart:
                 title=t("axis.category"),
                 scale=alt.Scale(domain=names, range=list(CATEGORY_COLORS.values())),
                 # Below the bars: beside them it takes the whole width of a half-screen column.
-                legend=alt.Legend(orient="bottom", columns=1, labelLimit=320),
+                legend=short_legend(),
             ),
             order=alt.Order("category:N"),
             tooltip=[

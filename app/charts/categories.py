@@ -6,7 +6,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from app.charts.common import MIB_FMT, RANK_COLORS
+from app.charts.common import MIB_FMT, RANK_COLORS, row_axis, row_names, short_legend
 from app.i18n import t
 from course.units import MIB
 
@@ -57,25 +57,27 @@ def frame(items: list[tuple]) -> pd.DataFrame:
 
 
 def chart(df: pd.DataFrame) -> alt.Chart:
-    labels = list(dict.fromkeys(df["label"]))
     memory = [t("multigpu.memory.device"), t("multigpu.memory.host")]
-    return (
+    bars = (
         alt.Chart(df)
-        .mark_bar()
+        .mark_bar(size=14)
         .encode(
-            y=alt.Y("label:N", sort=labels, title=None, axis=alt.Axis(labelLimit=220)),
+            # Names above their bars (row_names): as axis labels ("ZeRO-3 + offload (estimated): host memory") they
+            # took half the column and pushed the legend, which starts where the plot does, past its edge.
+            y=row_axis(),  # in the frame's order, as row_names writes them
             x=alt.X("sum(mib):Q", title=t("axis.mib"), stack="zero"),
             color=alt.Color(
                 "category:N",
                 title=t("axis.category"),
                 scale=alt.Scale(domain=[t("cat." + c) for c in RANK_COLORS], range=list(RANK_COLORS.values())),
-                legend=alt.Legend(orient="bottom", columns=1, labelLimit=400),
+                legend=short_legend(),
             ),
             opacity=alt.Opacity(
                 "memory:N",
                 scale=alt.Scale(domain=memory, range=[1.0, 0.45]),
                 title=None,
-                legend=alt.Legend(orient="bottom", labelLimit=400) if df["memory"].nunique() > 1 else None,
+                # Above the chart: beside the categories' legend below it, it runs past the chart's edge.
+                legend=short_legend(orient="top") if df["memory"].nunique() > 1 else None,
             ),
             tooltip=[
                 alt.Tooltip("label:N", title=t("col.strategy")),
@@ -84,5 +86,6 @@ def chart(df: pd.DataFrame) -> alt.Chart:
                 alt.Tooltip("mib:Q", title=t("axis.mib"), format=MIB_FMT),
             ],
         )
-        .properties(height=alt.Step(34))
+        .properties(height=alt.Step(40))
     )
+    return alt.layer(bars, row_names(df))

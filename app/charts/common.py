@@ -27,6 +27,15 @@ BASELINE_COLOR = "#bab0ac"
 FREE_COLOR = "#dcdcdc"
 
 
+def short_legend(orient: str = "bottom", **kw) -> alt.Legend:
+    """A legend one name a row that writes each name without its explanation in brackets ("Not a tensor (workspaces,
+    rounding)" as "Not a tensor"): a bottom legend starts where the plot does, after the y axis, and a long name runs
+    past the chart's right edge in a projector's half-width column. The tooltips keep the full names."""
+    return alt.Legend(
+        orient=orient, columns=1, labelLimit=0, labelExpr="split(split(datum.label, ' (')[0], '（')[0]", **kw
+    )
+
+
 def labelled_bars(bars, field: str = "label"):
     """A horizontal bar chart whose names are written above each bar across the chart's whole width, instead of
     as axis labels that take (and are cut to) the left half of a projector's half-width column."""
@@ -34,6 +43,22 @@ def labelled_bars(bars, field: str = "label"):
         x=alt.value(0), text=f"{field}:N", color=alt.value("#31333f")
     )
     return alt.layer(bars, names)
+
+
+def row_names(df, y: str = "label"):
+    """The rows' names of a dot chart written above each row across its whole width, like `labelled_bars`: axis
+    labels would take (and be cut to) half of a projector's half-width column, leaving the dots no room."""
+    names = df.drop_duplicates(y)
+    return (
+        alt.Chart(names)
+        .mark_text(align="left", baseline="bottom", dx=2, dy=-11, fontSize=12, color="#31333f")
+        .encode(x=alt.value(0), y=alt.Y(f"{y}:N", sort=None), text=f"{y}:N")
+    )
+
+
+def row_axis(y: str = "label") -> alt.Y:
+    """The y of a chart whose rows `row_names` names: no labels of its own."""
+    return alt.Y(f"{y}:N", title=None, sort=None, axis=alt.Axis(labels=False, ticks=False, domain=False))
 
 
 def mib(value) -> float | None:

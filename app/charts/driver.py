@@ -6,7 +6,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from app.charts.common import MIB_FMT
+from app.charts.common import MIB_FMT, labelled_bars
 from app.i18n import t
 from course.units import MIB
 
@@ -26,14 +26,17 @@ def frame(result: dict) -> pd.DataFrame | None:
 
 
 def chart(df: pd.DataFrame) -> alt.Chart:
-    return (
+    """The views' names above their bars: as axis labels they took most of a half-width column and squeezed the
+    MiB axis until its labels ran into each other."""
+    bars = (
         alt.Chart(df)
-        .mark_bar()
+        .mark_bar(size=14)
         .encode(
-            y=alt.Y("view:N", sort=list(df["view"]), title=None, axis=alt.Axis(labelLimit=260)),
+            y=alt.Y("view:N", sort=list(df["view"]), title=None, axis=alt.Axis(labels=False, ticks=False)),
             x=alt.X("mib:Q", title=t("axis.mib")),
             color=alt.Color("view:N", legend=None),
             tooltip=[alt.Tooltip("view:N", title=" "), alt.Tooltip("mib:Q", title=t("axis.mib"), format=MIB_FMT)],
         )
-        .properties(height=150)
+        .properties(height=alt.Step(40))
     )
+    return labelled_bars(bars, field="view")

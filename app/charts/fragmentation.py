@@ -52,14 +52,17 @@ def chart(df: pd.DataFrame) -> alt.Chart:
         .mark_line(point=alt.OverlayMarkDef(size=18))
         .encode(
             x=alt.X("i:Q", title=t("axis.operation")),
-            y=alt.Y("mib:Q", title=t("axis.mib")),
+            # The axis on the right: legends start where the plot does, and "expandable_segments:True" needs the
+            # half-width column's whole width.
+            y=alt.Y("mib:Q", title=t("axis.mib"), axis=alt.Axis(orient="right")),
             color=alt.Color(
                 "allocator:N",
                 title=None,
                 legend=alt.Legend(orient="top", columns=1, labelLimit=0),  # "expandable_segments:True" whole
                 scale=alt.Scale(range=["#e45756", "#4c78a8"]),
             ),
-            strokeDash=alt.StrokeDash("series:N", title=None, legend=alt.Legend(orient="top")),
+            # Below, not beside the allocators' legend: side by side the two run past the chart's edge.
+            strokeDash=alt.StrokeDash("series:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
             tooltip=[
                 alt.Tooltip("allocator:N", title=t("frag.col.allocator")),
                 alt.Tooltip("op:N", title=t("axis.operation")),

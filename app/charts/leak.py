@@ -42,7 +42,9 @@ def chart(df: pd.DataFrame) -> alt.Chart:
         .mark_line(point=True)
         .encode(
             x=alt.X("step:Q", title=t("axis.step"), axis=alt.Axis(tickMinStep=1)),
-            y=alt.Y("mib:Q", title=t("axis.allocated_mib"), scale=alt.Scale(zero=False)),
+            # The axis on the right: the legend below starts where the plot does, and a scenario's id
+            # ("append_scalar_loss_after_backward") needs the half-width column's whole width.
+            y=alt.Y("mib:Q", title=t("axis.allocated_mib"), scale=alt.Scale(zero=False), axis=alt.Axis(orient="right")),
             color=alt.Color(
                 "scenario:N",
                 title=t("axis.scenario"),

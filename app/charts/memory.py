@@ -68,9 +68,9 @@ def chart(df: pd.DataFrame, y_max: float | None = None) -> alt.Chart:
         "series:N",
         title=None,
         scale=alt.Scale(domain=series_names, range=["#c7c7c7", "#1f77b4", "#ff7f0e"][: len(series_names)]),
-        legend=alt.Legend(orient="top"),
+        legend=alt.Legend(orient="top", columns=1),  # in one row the three names are wider than half a projector
     )
     base = alt.Chart(df).encode(x=x, y=y, color=color, tooltip=tooltip)
     bars = base.transform_filter(alt.datum.series == peak_name).mark_bar(opacity=0.6)
     lines = base.transform_filter(alt.datum.series != peak_name).mark_line(point=True)
-    return (bars + lines).properties(height=HEIGHT)
+    return (bars + lines).properties(height=HEIGHT + 20 * len(series_names))  # the legend's rows share the height

@@ -42,8 +42,9 @@ def chart(df: pd.DataFrame) -> alt.Chart:
         .encode(
             x=alt.X("label:N", sort=order, title=t("axis.phase"), axis=axis),
             y=alt.Y("mib:Q", title=t("axis.mib")),
-            color=alt.Color("series:N", title=None, legend=alt.Legend(orient="top")),
-            strokeDash=alt.StrokeDash("rank:N", title=None, legend=alt.Legend(orient="top")),
+            # One name a row: in one row the series and the ranks are wider than half a projector ("● ra").
+            color=alt.Color("series:N", title=None, legend=alt.Legend(orient="top", columns=1)),
+            strokeDash=alt.StrokeDash("rank:N", title=None, legend=alt.Legend(orient="top", columns=1)),
             tooltip=[
                 alt.Tooltip("rank:N"),
                 alt.Tooltip("label:N", title=t("axis.phase")),
@@ -51,5 +52,5 @@ def chart(df: pd.DataFrame) -> alt.Chart:
                 alt.Tooltip("mib:Q", title=t("axis.mib"), format=MIB_FMT),
             ],
         )
-        .properties(height=HEIGHT)
+        .properties(height=HEIGHT + 20 * df["series"].nunique())
     )

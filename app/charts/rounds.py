@@ -6,6 +6,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from app.charts.common import row_axis, row_names
 from app.i18n import t
 
 
@@ -19,7 +20,7 @@ def frame(result: dict, titles: dict[str, str]) -> pd.DataFrame:
 
 
 def chart(df: pd.DataFrame) -> alt.Chart:
-    y = alt.Y("label:N", title=None, sort=None, axis=alt.Axis(labelLimit=220))
+    y = row_axis()
     points = (
         alt.Chart(df)
         .mark_circle(size=60, opacity=0.7)
@@ -34,6 +35,6 @@ def chart(df: pd.DataFrame) -> alt.Chart:
             ],
         )
     )
-    ticks = alt.Chart(df).mark_tick(thickness=3, size=22, color="black").encode(x="median:Q", y=y)
+    ticks = alt.Chart(df).mark_tick(thickness=3, size=16, color="black").encode(x="median:Q", y=y)
     # The legend on top shares the chart's height with the rows.
-    return (points + ticks).properties(height=80 + 36 * df["label"].nunique())
+    return (points + ticks + row_names(df)).properties(height=90 + 46 * df["label"].nunique())

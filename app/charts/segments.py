@@ -6,7 +6,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from app.charts.common import CATEGORY_COLORS, FREE_COLOR, category_name
+from app.charts.common import CATEGORY_COLORS, FREE_COLOR, category_name, row_axis, row_names, short_legend
 from app.i18n import t
 from course.units import MIB, fmt_bytes
 
@@ -38,18 +38,21 @@ def chart(df: pd.DataFrame) -> alt.Chart:
     domain = [t("timeline.free"), t("timeline.allocated")] + [category_name(c) for c in CATEGORY_COLORS]
     colors = [FREE_COLOR, CATEGORY_COLORS["parameters"]] + list(CATEGORY_COLORS.values())
     used = list(dict.fromkeys(df["category"]))
-    return (
+    bars = (
         alt.Chart(df)
-        .mark_bar(stroke="white", strokeWidth=0.5)
+        .mark_bar(stroke="white", strokeWidth=0.5, size=14)
         .encode(
-            y=alt.Y("segment:N", sort=list(dict.fromkeys(df["segment"])), title=None, axis=alt.Axis(labelLimit=200)),
-            x=alt.X("start:Q", title=t("timeline.axis.offset")),
+            # Segment names above their bars (row_names): as axis labels they push the plot, and with it the legend
+            # that starts where the plot does, past a half-width column's edge.
+            y=row_axis("segment"),
+            # Ending at the plot's right edge, a title wider than the plot runs left, not past the chart's edge.
+            x=alt.X("start:Q", title=t("timeline.axis.offset"), axis=alt.Axis(titleAnchor="end")),
             x2="end:Q",
             color=alt.Color(
                 "category:N",
                 title=None,
                 scale=alt.Scale(domain=domain, range=colors),
-                legend=alt.Legend(orient="bottom", columns=1, labelLimit=320, values=used),
+                legend=short_legend(values=used),
             ),
             tooltip=[
                 alt.Tooltip("segment:N", title=t("timeline.tip.segment")),
@@ -58,5 +61,7 @@ def chart(df: pd.DataFrame) -> alt.Chart:
                 alt.Tooltip("frame:N", title=t("timeline.tip.frame")),
             ],
         )
-        .properties(height=60 + 26 * df["segment"].nunique() + 22 * len(used))
+    )
+    return alt.layer(bars, row_names(df, "segment")).properties(
+        height=60 + 40 * df["segment"].nunique() + 22 * len(used)
     )

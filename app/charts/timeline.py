@@ -7,7 +7,7 @@ import altair as alt
 import pandas as pd
 
 from app import backend
-from app.charts.common import BASELINE_COLOR, CATEGORY_COLORS, HEIGHT, category_name, phase_name
+from app.charts.common import BASELINE_COLOR, CATEGORY_COLORS, HEIGHT, category_name, phase_name, short_legend
 from app.i18n import t
 from course.units import MIB, fmt_bytes
 
@@ -62,7 +62,7 @@ def _color(used: list[str]) -> alt.Color:
         title=t("axis.category"),
         scale=alt.Scale(domain=domain, range=colors),
         # One column below the chart: two are cut off in a half-width column.
-        legend=alt.Legend(orient="bottom", columns=1, labelLimit=320, values=used),
+        legend=short_legend(values=used),
     )
 
 
@@ -84,7 +84,7 @@ def chart(df: pd.DataFrame, rules: pd.DataFrame) -> alt.LayerChart:
         alt.Chart(df)
         .mark_area(interpolate="step-after")
         .encode(
-            x=alt.X("seq:Q", title=t("timeline.axis.event")),
+            x=alt.X("seq:Q", title=t("timeline.axis.event_short"), axis=alt.Axis(titleAnchor="end")),
             y=alt.Y("mib:Q", title=t("axis.mib"), stack="zero"),
             color=_color(used),
             order=alt.Order("order:Q"),

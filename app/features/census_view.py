@@ -41,16 +41,22 @@ def census_table(census: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def render(ok: list[tuple[str, dict]], key: str) -> None:
-    """A census table for one of the finished scenarios (the first one that grew, by default)."""
+def render(ok: list[tuple[str, dict]], key: str, names: dict[str, str] | None = None) -> None:
+    """A census table for one of the finished scenarios (the first one that grew, by default). `names`: label ->
+    the short name the picker shows (a scenario's id), the whole label written under it, where it can wrap."""
     with_census = [(label, r) for label, r in ok if r.get("census")]
     st.markdown(f"##### {t('census.title')}")
     if not with_census:
         st.caption(t("census.none"))
         return
     labels = [label for label, _ in with_census]
+    short = {label: (names or {}).get(label) or label for label in labels}
     grown = [i for i, (_, r) in enumerate(with_census) if r["census"].get("growth_bytes")]
-    chosen = st.selectbox(t("census.pick"), labels, index=grown[0] if grown else 0, key=f"{key}.census")
+    chosen = st.selectbox(
+        t("census.pick"), labels, index=grown[0] if grown else 0, format_func=short.__getitem__, key=f"{key}.census"
+    )
+    if short[chosen] != chosen:
+        st.caption(chosen)
     census = dict(with_census)[chosen]["census"]
     a, b = census.get("steps") or ["?", "?"]
     st.caption(t("census.explain", a=a, b=b))

@@ -19,12 +19,19 @@ NS = "compare"
 ROUNDS_NS = "compare.rounds"
 
 
+def short_title(strategy: dict) -> str:
+    """The name charts, tables and pickers show: a projector's half-width column has no room for the full title,
+    which the plan's table lists beside it."""
+    sid = strategy.get("id", "?")
+    return content.localized(strategy.get("short") or strategy.get("title"), lang(), sid)
+
+
 def strategy_configs(meta: dict) -> list[tuple[str, str, object | None, str | None]]:
-    """(id, title, config over the lesson preset at this page's size, error) per strategy."""
+    """(id, short title, config over the lesson preset at this page's size, error) per strategy."""
     out = []
     for strategy in meta.get("strategies") or []:
         sid = strategy.get("id", "?")
-        title = content.localized(strategy.get("title"), lang(), sid)
+        title = short_title(strategy)
         cfg, err = backend.config(sizing.over_preset(meta, strategy.get("config")))
         out.append((sid, title, cfg, None if err is None else str(err)))
     return out
@@ -43,12 +50,15 @@ def show_comparison(items: list[tuple[str, str, dict]], meta: dict, key: str, re
     if not sdf.empty:
         st.markdown(f"##### {t('chart.time')}")
         layout.chart(step_time.chart(sdf), meta, "time", runs, key=f"{key}.time")
-    # A medium name column keeps the numbers on screen at projector widths.
+    # Short names and a short header keep the peak beside its name at projector widths; the header's full
+    # meaning is its help.
     st.dataframe(
         peak.table(df),
         hide_index=True,
         width="stretch",
-        column_config={t("col.strategy"): st.column_config.TextColumn(width="medium")},
+        column_config={
+            t("col.net_peak_mib"): st.column_config.NumberColumn(t("col.net_peak_short"), help=t("col.net_peak_mib"))
+        },
     )
 
 
@@ -59,10 +69,11 @@ def plan(meta: dict, strategies: list) -> None:
         sizing.banner(meta, NS)
         if not strategies:
             st.info(t("compare.none"))
+        full = {s.get("id", "?"): content.localized(s.get("title"), lang(), "") for s in meta.get("strategies") or []}
         rows = []
-        for _sid, title, cfg, err in strategies:
+        for sid, title, cfg, err in strategies:
             if err:
-                engine_error(f"{title}: {err}")
+                engine_error(f"{full.get(sid) or title}: {err}")
                 continue
             est, _ = backend.estimate(cfg, backend.capacity_bytes(cfg), wait=None)
             changed = {k: v for k, v in cfg.to_dict().items() if v != backend.DEFAULTS[k]}
@@ -70,10 +81,13 @@ def plan(meta: dict, strategies: list) -> None:
                 {
                     t("col.strategy"): title,
                     t("compare.estimated_peak"): fmt_bytes(est["peak_bytes"]) if est else "—",
+                    t("compare.what"): full.get(sid) or title,
                     t("compare.settings"): ", ".join(f"{t('field.' + k)} = {v}" for k, v in changed.items()),
                 }
             )
         if rows:
+            # The short name and its estimate first, where a projector's column shows them; what each one is and
+            # changes after them.
             st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
         valid = [(sid, title, cfg) for sid, title, cfg, err in strategies if cfg is not None]
         if st.button(

@@ -159,4 +159,4 @@ def show_results(done: dict, meta: dict, known: dict | None = None, ns: str = "l
         width="stretch",
         column_config={t("col.scenario"): st.column_config.TextColumn(width="medium")},
     )
-    census_view.render(ok, key=ns)  # which tensors the last step added, and who holds them
+    census_view.render(ok, key=ns, names=scenario_of)  # which tensors the last step added, and who holds them

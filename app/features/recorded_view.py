@@ -20,12 +20,29 @@ def _label(entry: dict) -> str:
 PICKER_CHARS = 40
 
 
-def _short(label: str, title: str | None) -> str:
-    """The picker's name for a run: without its own lesson's title in front, and, when still long, without the
-    details after the run's name (after its first colon, or a closing parenthesis) that the caption beneath shows."""
+def short_names(lesson: str | None) -> dict[str, str]:
+    """A lesson's technique and strategy titles -> their short names, in the page's language: a recording's label
+    begins with the title it was recorded under."""
+    meta = content.meta(lesson or catalog.HOME)
+    items = [x for k in ("techniques", "strategies") for x in meta.get(k) or [] if isinstance(x, dict)]
+    return {
+        content.localized(x.get("title"), lang(), ""): content.localized(x.get("short"), lang(), "")
+        for x in items
+        if x.get("short")
+    }
+
+
+def _short(label: str, title: str | None, names: dict[str, str] | None = None) -> str:
+    """The picker's name for a run: without its own lesson's title in front, a technique's or strategy's title as its
+    short name (`names`), and, when still long, without the details after the run's name (after its first colon, or
+    a closing parenthesis) that the caption beneath shows."""
     for sep in (": ", "："):
         if title and label.startswith(title + sep):
             label = label[len(title) + len(sep) :]
+    for full, short in sorted((names or {}).items(), key=lambda kv: -len(kv[0])):
+        if full and short and label.startswith(full):
+            label = short + label[len(full) :]
+            break
     if len(label) <= PICKER_CHARS:
         return label
     for sep in ("：", ": "):
@@ -98,7 +115,8 @@ def _browse(entries: list[dict], err: str | None, ns: str, grp: tuple, expanded:
             i: content.localized(content.meta(e.get("lesson") or catalog.HOME).get("title"), lang(), "")
             for i, e in by_id.items()
         }
-        labels = {i: _short(_label(e), titles[i]) for i, e in by_id.items()}
+        names = {lesson: short_names(lesson) for lesson in {e.get("lesson") for e in entries}}
+        labels = {i: _short(_label(e), titles[i], names[e.get("lesson")]) for i, e in by_id.items()}
         chosen = st.selectbox(
             t("recorded.pick"), list(by_id), format_func=labels.__getitem__, key=widget_state.labelled(ns)
         )

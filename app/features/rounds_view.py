@@ -15,9 +15,10 @@ from course import catalog, content
 
 
 def titles(meta: dict, rset: dict | None = None) -> dict[str, str]:
-    """Strategy id -> title: of a rounds set, or of the lesson's strategies (the comparison page)."""
+    """Strategy id -> its short name (else its title): of a rounds set, or of the lesson's strategies (the comparison
+    page). Charts name a row in a projector's half-width column, with no room for a full title."""
     items = (rset or {}).get("strategies") if rset else meta.get("strategies")
-    return {s["id"]: content.localized(s.get("title"), lang(), s["id"]) for s in items or []}
+    return {s["id"]: content.localized(s.get("short") or s.get("title"), lang(), s["id"]) for s in items or []}
 
 
 def verdict_text(summary: dict) -> str:

@@ -11,18 +11,21 @@ with right:
     if techniques:
         with st.container(border=True):
             st.subheader(t("opt.title"))
-            # A selectbox, not tabs: lessons list about ten techniques, too many tabs for half a screen.
+            # A selectbox, not tabs: lessons list about ten techniques, too many tabs for half a screen. It shows
+            # short names (a long title is cut in a projector's half-width column); the full title goes under it.
             titles = {tid: content.localized(x.get("title"), lang(), tid) for tid, x in techniques.items()}
+            short = {tid: content.localized(x.get("short"), lang(), titles[tid]) for tid, x in techniques.items()}
             first = next(iter(techniques))
             urlstate.init("optimization_technique", first, lambda raw: raw if raw in techniques else first)
             chosen = st.selectbox(
                 t("opt.pick"),
                 list(techniques),
-                format_func=titles.__getitem__,
+                format_func=short.__getitem__,
                 key=widget_state.labelled("optimization_technique"),
                 persist_state="session",
             )
             urlstate.sync("optimization_technique", chosen, first)
+            st.markdown(f"**{titles[chosen]}**")
             technique.render(meta, techniques[chosen])
     sandbox.render("optimization", meta)
     recorded_view.browser("optimization")

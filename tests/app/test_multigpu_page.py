@@ -60,7 +60,7 @@ def test_host_memory_is_a_bar_of_its_own_never_added_to_the_device():
     assert bars == {"ZeRO-3 + offload": 16.0, "ZeRO-3 + offload: host memory": 64.0}
     assert df.groupby("label")["memory"].nunique().max() == 1 and df["memory"].nunique() == 2
     spec = categories.chart(df).to_dict()
-    assert spec["encoding"]["opacity"]["scale"]["range"] == [1.0, 0.45]
+    assert spec["layer"][0]["encoding"]["opacity"]["scale"]["range"] == [1.0, 0.45]  # the bars; names above them
     legacy = {"strategy": "fsdp2_offload", "breakdown": {**device, **host}}
     assert categories.rank_breakdowns(legacy, legacy) == (None, None)
     ddp = {"strategy": "ddp", "breakdown": device}  # a CPU (gloo) rank: host memory is its device memory
