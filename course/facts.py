@@ -86,7 +86,9 @@ def formatted(spec: dict, number: float | None) -> str:
     if number is None:
         return "—"
     fmt = spec.get("format", ".1f")
-    return format(number, fmt)
+    text = format(number, fmt)
+    # A value that rounds to zero is not negative: "-0.00 %" reads as a direction the data does not have.
+    return text[1:] if text.startswith("-") and not any(c in "123456789" for c in text) else text
 
 
 def resolve(facts: dict, load) -> dict[str, str]:

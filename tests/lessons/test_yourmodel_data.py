@@ -50,3 +50,11 @@ def test_the_recorded_estimates_are_what_the_engine_replays():
     assert r["peak_bytes"] == recorded["peak_bytes"] and r["parameters"] == recorded["parameters"]
     step = max(p["allocator_peak_bytes"] for p in r["phases"] if p["phase"] == "optimizer_step" and p["step"] == 2)
     assert step == recorded["optimizer_step_peak_bytes"]
+
+
+def test_a_quoted_value_that_rounds_to_zero_carries_no_sign():
+    """-0.0001 % shown as "-0.00 %" would state a direction the data does not have; -0.5 keeps its sign."""
+    from course.facts import formatted
+
+    assert formatted({"format": ".2f"}, -0.0001) == "0.00"
+    assert formatted({"format": ".2f"}, -0.5) == "-0.50" and formatted({"format": ".0%"}, -0.001) == "0%"
