@@ -120,7 +120,6 @@ def device_info() -> dict:
 
 def device_info_nowait() -> dict | None:
     """The worker's device if it has reported already, else None (and the worker is started)."""
-    shared_pool(_session_alive)  # the estimate processes start with the first page, not with a graded tab's wait
     with contextlib.suppress(Exception):  # the page's device panel reports errors; the sidebar stays quiet
         return client().device_info(timeout=0)
     return None

@@ -72,6 +72,9 @@ def main() -> None:
     device_caption(slot, backend.device_info_nowait())
     current.run()
     device_caption(slot, backend.device_info_nowait())
+    # The estimate processes (each imports torch) start once the server's first page is drawn, not while it is
+    # drawn, and not when a graded tab first waits for them.
+    backend.shared_pool()
 
 
 def device_caption(slot, info: dict | None) -> None:

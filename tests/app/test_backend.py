@@ -137,7 +137,7 @@ def test_one_run_click_validates_each_configuration_at_most_once(monkeypatch):
 
 def test_the_first_page_starts_the_estimate_processes():
     """A graded tab on a fresh server must not wait for the estimate processes to import torch: they start with the
-    first page the server draws."""
+    first page the server draws (after drawing it)."""
     from experiments.jobs import estimates
 
     estimates._shared = None
