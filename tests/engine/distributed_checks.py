@@ -6,7 +6,10 @@ from __future__ import annotations
 import functools
 import json
 
+import torch
+
 from experiments.core.config import DistributedConfig
+from experiments.training.models import spec_for
 
 LAYERS, WIDTH, BATCH = 4, 256, 64
 BASE = {
@@ -32,9 +35,17 @@ def steady_peak(rank_result: dict) -> int:
 
 
 def mesh_bytes(plan: dict) -> int:
-    """What a live FSDP2 rank holds that its replay does not: fully_shard without a mesh makes one per block, and
-    each keeps its ranks as int32 (the replay shards every block on one mesh, made before it counts)."""
-    return plan["layers"] * plan["world_size"] * 4
+    """What a live FSDP2 rank holds that its replay does not: fully_shard without a mesh makes one per call that has
+    parameters of its own to shard, every block and the root when the model has parameters outside its blocks (a
+    transformer's final LayerNorm; an MLP's head is an Identity), and each keeps its ranks as int32 (the replay
+    shards every block on one mesh, made before it counts)."""
+    cfg = DistributedConfig.from_dict(plan).rank_config
+    spec = spec_for(cfg)
+    model = spec.build(cfg, torch.device("meta"))
+    blocks = spec.blocks(model)
+    in_blocks = {id(p) for block in blocks for p in block.parameters()}
+    groups = len(blocks) + any(id(p) not in in_blocks for p in model.parameters())
+    return groups * plan["world_size"] * 4
 
 
 def late_set(value: int, buffers: set[int]) -> set[int]:
