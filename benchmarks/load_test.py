@@ -18,26 +18,19 @@ import json
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
+import app_server
 from playwright.async_api import async_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CJK = re.compile(r"[\u4e00-\u9fff]+")
 BASE = {"layers": 2, "width": 64, "batch": 8, "steps": 2, "timing_steps": 2}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _rss_mib(pid: int) -> float | None:
@@ -186,39 +179,7 @@ def _alone_peaks(sessions: list[dict]) -> dict[str, str]:
 
 async def main_async(args) -> dict:
     cpu: dict = {}
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    streamlit = Path(sys.executable).parent / "streamlit"
-    server = subprocess.Popen(
-        [
-            str(streamlit),
-            "run",
-            "app/main.py",
-            "--server.headless",
-            "true",
-            "--server.address",
-            "127.0.0.1",
-            "--server.port",
-            str(port),
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.fileWatcherType",
-            "none",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        t_start = time.monotonic()
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/_stcore/health", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() - t_start > 60:
-                    raise RuntimeError("the server did not start") from None
-                await asyncio.sleep(0.3)
+    with app_server.running() as (base, server):
         sessions = plan(args.sessions)
         out: dict[int, dict] = {}
         async with async_playwright() as p:
@@ -253,12 +214,6 @@ async def main_async(args) -> dict:
             "workers_mib": sum(_rss_mib(w) or 0 for w in _workers(server.pid)),
             "workers": len(_workers(server.pid)),
         }
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
     records = [out[i] for i in sorted(out)]
     alone = _alone_peaks(sessions)
     mismatched = [
