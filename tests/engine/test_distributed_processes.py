@@ -64,12 +64,17 @@ def test_a_dead_rank_is_seen_from_its_exit_not_from_gloos_timeout():
     # A run long enough that the kill lands while the ranks work (a tiny one can be done before the kill).
     plans = [DistributedConfig.from_dict(LONG | {"world_size": 2, "strategy": "ddp"}).to_dict()]
     killed = []
+    # Spawned children this test process had before (another test's worker or estimate processes) are not ranks.
+    others = set(_ranks_of(os.getpid()))
+
+    def ranks() -> list[int]:
+        return [pid for pid in _ranks_of(os.getpid()) if pid not in others]
 
     def kill_a_rank():  # called by the launcher's loop every 0.1 s: kill one rank as soon as it exists
         if not killed:
-            ranks = _ranks_of(os.getpid())
-            if len(ranks) == 2:
-                os.kill(ranks[1], signal.SIGKILL)
+            ranks_now = ranks()
+            if len(ranks_now) == 2:
+                os.kill(ranks_now[1], signal.SIGKILL)
                 killed.append(time.monotonic())
         return False
 
@@ -79,7 +84,7 @@ def test_a_dead_rank_is_seen_from_its_exit_not_from_gloos_timeout():
     # the survivor waits at the rendezvous for a peer that will never come: before, until gloo's 120 s timeout
     assert took < 40, f"the dead rank was noticed after {took:.0f} s"
     assert got[0]["errors"] and not got[0]["cancelled"]
-    assert _wait(lambda: not _ranks_of(os.getpid()), 10)
+    assert _wait(lambda: not ranks(), 10)
 
 
 def test_the_launcher_and_its_ranks_end_quietly_with_the_process_that_started_them(tmp_path):
