@@ -13,15 +13,20 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
 ]
 
+# Open gaps, each measured on the H200 (docs/model-presets-h200.txt); the test fails when one closes, so the list
+# stays true. Tiny GPT-2 with checkpointing: 3,482,112 B measured, 2,447,872 B estimated (the replay's checkpointed
+# peak equals its plain one; the GPU's is 1 MB higher). Full size: -0.027 %. Not explained yet.
+KNOWN_GAPS = {"gpt2-amp-bf16-ckpt"}
+
 
 def test_the_cpu_replay_is_the_cuda_peak_of_every_tiny_preset():
-    """Within 0.5 % of the measured step-2 peak, or 1 MiB for the smallest (the RNG states and one-block tensors a
-    tiny model has are a larger share of its peak)."""
+    """Within 0.5 % of the measured step-2 peak, or 128 KiB for the smallest (the RNG states and one-block tensors a
+    tiny model has are a larger share of its peak; the largest such gap measured is 68 KiB, Mixtral's)."""
     rows = compare(list(CASES), tiny=True, device="cuda")
-    bad = []
+    bad = set()
     for row in rows:
         m, e = row.get("measured_peak_bytes"), row.get("estimate_peak_bytes")
         print(row["case"], m, e, row.get("peak_diff_percent"))
-        if not (m and e) or abs(e - m) > max(0.005 * m, 2**20):
-            bad.append(row)
-    assert not bad, bad
+        if not (m and e) or abs(e - m) > max(0.005 * m, 128 * 2**10):
+            bad.add(row["case"])
+    assert bad == KNOWN_GAPS, {r["case"]: r.get("peak_diff_percent") for r in rows if r["case"] in bad ^ KNOWN_GAPS}
