@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from benchmarks.app_server import command
 from course import catalog
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,22 +41,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def server():
     port = _free_port()
-    streamlit = shutil.which("streamlit", path=str(Path(sys.executable).parent)) or "streamlit"
-    cmd = [
-        streamlit,
-        "run",
-        "app/main.py",
-        "--server.headless",
-        "true",
-        "--server.address",
-        "127.0.0.1",
-        "--server.port",
-        str(port),
-        "--browser.gatherUsageStats",
-        "false",
-        "--server.fileWatcherType",
-        "none",
-    ]
+    cmd = command(port)  # the benchmarks' launcher spells the command line once (benchmarks/app_server.py)
     log = open(ROOT / "artifacts" / "e2e-server.log", "w") if (ROOT / "artifacts").is_dir() else subprocess.DEVNULL
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
     url = f"http://127.0.0.1:{port}"
