@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import altair as alt
 import streamlit as st
 
 # `app`, `course` and `experiments` are an installed project (requirements.txt installs it with `-e .`).
@@ -32,27 +33,44 @@ STYLE = """<style>
 </style>"""
 
 
+LANG_CHOICE = "lang_choice"
+
+
+def choose_language() -> None:
+    """The language radio's on_change: the only place, besides a session's first run, that sets the language."""
+    if st.session_state.get(LANG_CHOICE) in LANGS:
+        st.session_state["lang"] = st.session_state[LANG_CHOICE]
+        widget_state.relabel()
+
+
 def browser_language() -> str:
     locale = (st.context.locale or "").lower()
     return "zh" if locale.startswith("zh") else "en"
 
 
 def main() -> None:
+    # Altair validates every chart object against the Vega-Lite schema when it is built (its debug mode), again
+    # when Streamlit converts it: about 0.5 s per lesson page run on 2 cores. The tests validate every chart.
+    alt.utils.schemapi.disable_debug_mode()
     st.set_page_config(page_title="GPU Memory Lab · 显存实验室", page_icon=str(layout.FAVICON), layout="wide")
 
     st.html(STYLE)
+    # The page's language is a plain session key, never a widget's: Streamlit may drop a widget's state (a page
+    # change, a stale-widget cleanup) and a radio recreated without it shows its first option, Chinese. The radio
+    # below only proposes a change, through its callback.
     if "lang" not in st.session_state:
         # A shared link's ?lang= wins over the browser's language; later the radio decides.
         wanted = st.query_params.get("lang")
         st.session_state["lang"] = wanted if wanted in LANGS else browser_language()
+    st.session_state[LANG_CHOICE] = st.session_state["lang"]
     with st.sidebar:
         st.radio(
             "语言 · Language",
             LANGS,
             format_func={"zh": "中文", "en": "English"}.__getitem__,
             horizontal=True,
-            key="lang",
-            on_change=widget_state.relabel,
+            key=LANG_CHOICE,
+            on_change=choose_language,
         )
     if st.query_params.get("lang") != st.session_state["lang"]:
         st.query_params["lang"] = st.session_state["lang"]

@@ -12,7 +12,10 @@ from course.units import MIB, fmt_bytes
 
 
 def frame(segments: list[dict]) -> pd.DataFrame:
-    rows = []
+    rows, names = (
+        [],
+        {"free": t("timeline.free"), "allocated": t("timeline.allocated")},
+    )  # looked up once, not per block
     for n, seg in enumerate(segments):
         label = t("timeline.segment", n=n + 1, size=fmt_bytes(seg.get("total_bytes")))
         for b in seg.get("blocks") or []:
@@ -24,9 +27,7 @@ def frame(segments: list[dict]) -> pd.DataFrame:
                     "start": b["offset"] / MIB,
                     "end": (b["offset"] + b["size"]) / MIB,
                     "size": fmt_bytes(b["size"]),
-                    "category": t("timeline.free")
-                    if free
-                    else (t("timeline.allocated") if cat == "allocated" else category_name(cat)),
+                    "category": names[cat] if cat in names else names.setdefault(cat, category_name(cat)),
                     "frame": b.get("frame") or "—",
                 }
             )

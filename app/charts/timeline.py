@@ -23,7 +23,9 @@ def _phase_label(p: dict | None) -> str:
 
 def frame(history: dict) -> pd.DataFrame:
     """Long form: one row per event and category with live MiB; the event's size, frame and phase for tooltips."""
-    phases = {p["index"]: p for p in history.get("phases") or []}
+    # Names looked up once per phase and category, not per row: a timeline has thousands of rows.
+    phase_labels = {p["index"]: _phase_label(p) for p in history.get("phases") or []}
+    names = {cat: category_name(cat) for cat in ORDER}
     events = {e["seq"]: e for e in history.get("events") or []}
     rows = []
     for row in backend.history_series(history):
@@ -35,12 +37,12 @@ def frame(history: dict) -> pd.DataFrame:
             rows.append(
                 {
                     "seq": row["seq"],
-                    "category": category_name(cat),
+                    "category": names[cat],
                     "mib": value / MIB,
                     "total_mib": row["total"] / MIB,
                     "event": fmt_bytes(e.get("bytes")),
                     "frame": e.get("frame") or "—",
-                    "phase": _phase_label(phases.get(row["phase"])),
+                    "phase": phase_labels.get(row["phase"], "—"),
                     "n": e.get("n", 1),
                 }
             )

@@ -7,7 +7,7 @@ import streamlit as st
 from app import backend
 from app.features import data_parallel_result, fragmentation_view, leak_sandbox, rounds_view
 from app.i18n import lang, t
-from app.ui import expect_view, results, widget_state
+from app.ui import expect_view, layout, results, widget_state
 from app.ui.errors import engine_error
 from course import catalog, content
 
@@ -102,7 +102,9 @@ def browser(lesson: str | None, expanded: bool = False) -> None:
 
 def _browse(entries: list[dict], err: str | None, ns: str, grp: tuple, expanded: bool) -> None:
     _, title, explain = grp
-    with st.expander(t(title), expanded=expanded, icon=":material/history:"):
+    with layout.lazy_expander(t(title), key=f"{ns}.open", expanded=expanded, icon=":material/history:") as open_:
+        if not open_:
+            return
         st.caption(t(explain))
         if err:
             engine_error(err)

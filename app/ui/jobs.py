@@ -40,7 +40,7 @@ def submit(ns: str, specs: list[dict], tag=None) -> str | None:
         if failed.type == "QueueFull":
             return t("jobs.session_full" if failed.code == "per_session" else "jobs.queue_full")
         return failed.message
-    st.session_state[_pending_key(ns)] = {"ids": ids, "specs": specs, "tag": tag, "since": time.time()}
+    st.session_state[_pending_key(ns)] = {"ids": ids, "specs": specs, "tag": tag, "since": time.time(), "new": True}
     return None
 
 
@@ -86,28 +86,44 @@ def _cancel(ns: str) -> None:
 
 
 def poll(ns: str) -> None:
-    """Shows progress of the page's running group; when all its jobs ended, stores them and reruns the page."""
+    """Shows progress of the page's running group; while it runs, a fragment polls it and reruns the page when it
+    ends. A group submitted in this run that already ended (the worker's cache answered) is stored at once: the
+    page, which reads `finished` after this and drew its Run button before submitting, draws the result in this
+    run, with no second run."""
     if pending(ns):
         group = st.session_state[_pending_key(ns)]
+        submitted_now = group.pop("new", False)
+        if _store_if_ended(ns, group) is None:
+            if not submitted_now:
+                st.rerun()  # this run drew the page (its Run button disabled) while the group was pending
+            return
         # Far back in the queue nothing changes quickly: fewer polls leave the server's time to the pages.
         far = (group.get("last_position") or 0) > FAR_POSITION
         st.fragment(_poll_body, run_every=FAR_POLL_S if far else POLL_S)(ns)
+
+
+def _store_if_ended(ns: str, group: dict) -> list[dict] | None:
+    """None once every job of the group ended (they are stored as the page's finished group), else their statuses."""
+    statuses = [backend.status(job_id, result=False) for job_id in group["ids"]]
+    group["last_position"] = min((s.get("position") or 0 for s in statuses), default=0)
+    if not all(s.get("state") in TERMINAL for s in statuses):
+        return statuses
+    statuses = [backend.status(job_id) for job_id in group["ids"]]  # the results, read once
+    if _done_key(ns) in st.session_state:
+        # The run before is what a "try this" prompt's prediction is checked against.
+        st.session_state[_previous_key(ns)] = st.session_state[_done_key(ns)]
+    st.session_state[_done_key(ns)] = {"specs": group["specs"], "statuses": statuses, "tag": group["tag"]}
+    del st.session_state[_pending_key(ns)]
+    return None
 
 
 def _poll_body(ns: str) -> None:
     group = st.session_state.get(_pending_key(ns))
     if not group:
         return
-    statuses = [backend.status(job_id, result=False) for job_id in group["ids"]]
-    if all(s.get("state") in TERMINAL for s in statuses):
-        statuses = [backend.status(job_id) for job_id in group["ids"]]  # the results, read once
-        if _done_key(ns) in st.session_state:
-            # The run before is what a "try this" prompt's prediction is checked against.
-            st.session_state[_previous_key(ns)] = st.session_state[_done_key(ns)]
-        st.session_state[_done_key(ns)] = {"specs": group["specs"], "statuses": statuses, "tag": group["tag"]}
-        del st.session_state[_pending_key(ns)]
+    statuses = _store_if_ended(ns, group)
+    if statuses is None:
         st.rerun()
-    group["last_position"] = min((s.get("position") or 0 for s in statuses), default=0)
     _render_progress(ns, group, statuses)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import streamlit as st
@@ -12,6 +14,14 @@ from course import content, facts
 
 # Shipped, not a material icon or an emoji: Streamlit fetches those favicons from a font CDN, which fails offline.
 FAVICON = Path(__file__).resolve().parents[1] / "static" / "favicon.png"
+
+
+@contextlib.contextmanager
+def lazy_expander(label: str, *, key: str, expanded: bool = False, icon: str | None = None) -> Iterator[bool]:
+    """An expander whose body is computed only while it is open; yields whether it is. Streamlit runs a closed
+    expander's body on every page run: a recording's charts there cost about a second of server time per run."""
+    with st.expander(label, expanded=expanded, icon=icon, key=key, on_change="rerun") as box:
+        yield bool(box.open)
 
 
 def lesson_meta(lesson_id: str) -> dict:

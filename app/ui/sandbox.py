@@ -9,7 +9,7 @@ from app import backend
 from app.backend import BOOLS, CHOICES, RANGES, ConfigError, ExperimentConfig
 from app.charts import breakdown
 from app.i18n import t
-from app.ui import jobs, options, results, sizing, urlstate, widget_state
+from app.ui import jobs, layout, options, results, sizing, urlstate, widget_state
 from app.ui.errors import engine_error
 from course import content
 
@@ -276,10 +276,17 @@ def render(ns: str, meta: dict, *, driver: bool = False) -> ExperimentConfig | N
             recorded, label = _full_size_recording(meta, cfg), "sandbox.recorded_full"
         if recorded:
             name = (recorded.get("device") or {}).get("name", "GPU")
-            with st.expander(t(label, name=name, k=sizing.scale(meta)), icon=":material/history:"):
-                results.render_run(
-                    recorded, meta, driver=driver, recorded_at=recorded.get("started_at"), key=f"{ns}.recorded", ns=ns
-                )
+            title = t(label, name=name, k=sizing.scale(meta))
+            with layout.lazy_expander(title, key=f"{ns}.recorded_open", icon=":material/history:") as open_:
+                if open_:
+                    results.render_run(
+                        recorded,
+                        meta,
+                        driver=driver,
+                        recorded_at=recorded.get("started_at"),
+                        key=f"{ns}.recorded",
+                        ns=ns,
+                    )
     running = jobs.pending(ns)
     if st.button(t("sandbox.run"), key=f"{ns}.run", type="primary", disabled=cfg is None or running, width="stretch"):
         jobs.start(ns, [{"label": t("sandbox.run_label"), "kind": "run", "params": cfg.to_dict()}], tag=cfg.to_dict())

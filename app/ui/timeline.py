@@ -11,6 +11,7 @@ import streamlit as st
 from app import backend
 from app.charts import segments, timeline
 from app.i18n import t
+from app.ui import layout
 from course import catalog
 from course.units import fmt_bytes
 
@@ -107,5 +108,8 @@ def render(result: dict, key: str) -> None:
 
 
 def expander(result: dict, key: str, expanded: bool = False) -> None:
-    with st.expander(t("timeline.title"), icon=":material/timeline:", expanded=expanded):
-        render(result, key)
+    with layout.lazy_expander(
+        t("timeline.title"), key=f"{key}.timeline_open", icon=":material/timeline:", expanded=expanded
+    ) as open_:
+        if open_:
+            render(result, key)

@@ -58,3 +58,13 @@ def run_until(at: AppTest, done, timeout: float = 120.0) -> AppTest:
         time.sleep(0.3)
         at.run()
     return at
+
+
+def open_expanders(at: AppTest, suffix: str) -> AppTest:
+    """Opens, as a click would, every lazy expander (app/ui/layout.lazy_expander) whose key ends with `suffix`: a
+    closed one computes nothing."""
+    keys = [k for k in at.session_state._state._state._key_id_mapper._key_id_mapping if k.endswith(suffix)]
+    assert keys, f"no expander keyed *{suffix} on the page"
+    for k in keys:
+        at.session_state[k] = True
+    return at.run()

@@ -67,7 +67,7 @@ def _markdown(at) -> str:
 
 
 def test_a_prompt_is_shown_when_the_run_bears_it_out_and_corrected_when_not(tiny_monitoring):
-    at = open_page("monitoring")
+    at = open_page("monitoring", state={"recorded.monitoring.open": True})
     at.button(key="monitoring.run").click().run()
     run_until(at, lambda a: "monitoring.done" in a.session_state)
     assert not at.exception, [e.value for e in at.exception]
@@ -121,7 +121,7 @@ def analysis_lesson(tmp_path, monkeypatch):
 
 
 def _open_recorded_profile():
-    at = open_page("analysis")
+    at = open_page("analysis", state={"recorded.analysis.open": True})
     at.selectbox(key="recorded.analysis").set_value("analysis-profile").run()
     assert not at.exception, [e.value for e in at.exception]
     return at

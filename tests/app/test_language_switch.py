@@ -12,7 +12,7 @@ NS = "multigpu"
 
 
 def _switch(at, lang: str):
-    at.radio(key="lang").set_value(lang).run()
+    at.radio(key="lang_choice").set_value(lang).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -45,3 +45,21 @@ def test_lesson_6_keeps_strategy_batch_mode_and_the_model_across_both_switches()
         # drawn with this language's labels, never the previous one's
         assert _shown(at.selectbox(key=f"{NS}_strategy")) == _label("multigpu.opt.fsdp2_zero3", lang)
         assert _shown(at.selectbox(key=f"{NS}_model")) == _label("opt.model.cnn", lang)
+
+
+def test_the_language_is_a_plain_key_that_only_the_radio_s_callback_changes():
+    """Streamlit may drop a widget's state (a page change under load, a stale-widget cleanup), and a radio recreated
+    without it shows its first option, Chinese: the language lives in a plain session key, which no cleanup drops,
+    and the radio's own state is set from it on every run."""
+    at = open_page("monitoring", "en")
+    state = at.session_state._state._state  # AppTest exposes no public way to ask which keys belong to widgets
+    assert state._key_id_mapper.get_id_from_key("lang") is None
+    assert state._key_id_mapper.get_id_from_key("lang_choice") is not None
+    english = [m.value for m in at.markdown]
+    at.session_state["lang_choice"] = "zh"  # a stale or default value that no click sent: ignored
+    at.run()
+    assert at.session_state["lang"] == "en" and at.radio(key="lang_choice").value == "en"
+    assert [m.value for m in at.markdown] == english
+    _switch(at, "zh")
+    assert at.session_state["lang"] == "zh" and at.query_params["lang"] in ("zh", ["zh"])
+    assert [m.value for m in at.markdown] != english

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import PAGES, open_page
+from conftest import PAGES, open_expanders, open_page
 
 from app import backend, i18n
 from app.features import recorded_view
@@ -100,6 +100,9 @@ def test_home_page_shows_the_lesson_map_once_and_groups_the_recordings():
     distributed ones drawn per rank, never under "Recorded GPU runs"."""
     at = open_page(catalog.HOME, "en")
     assert not at.exception
+    assert not [e.label for e in at.expander if e.label != "Recorded GPU runs" and len(e.selectbox)], "closed: not computed"
+    opened_at_first = {e.label: e.proto.expanded for e in at.expander}
+    at = open_expanders(at, ".open")
     links = [e for e in at.get("page_link")]
     assert len(links) == len(PAGES) - 1
     map_titles = [m.value for m in at.markdown if "Monitoring" in m.value and "Memory leaks" in m.value]
@@ -114,6 +117,6 @@ def test_home_page_shows_the_lesson_map_once_and_groups_the_recordings():
     assert single_gpu and distributed
     assert len(gpu.selectbox[0].options) == len(single_gpu)
     assert len(dist.selectbox[0].options) == len(distributed)
-    assert gpu.proto.expanded and not dist.proto.expanded
+    assert opened_at_first[gpu.label] and not opened_at_first[dist.label]
     # drawn per rank (lesson 6's view), never as a single-device run
     assert any(m.label == "Peak of rank 0" for m in dist.metric), [m.label for m in dist.metric]

@@ -103,7 +103,7 @@ def test_the_rounds_chart_names_rows_above_them():
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_recorded_runs_picker_names_a_technique_by_its_short_name(lang):
-    at = open_page("optimization", lang)
+    at = open_page("optimization", lang, state={"recorded.optimization.open": True})
     assert not at.exception, [e.value for e in at.exception]
     options = at.selectbox(key="recorded.optimization").options
     for tech in content.meta("optimization")["techniques"]:

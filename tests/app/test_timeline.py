@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import open_page, run_until, small_config
+from conftest import open_expanders, open_page, run_until, small_config
 
 from app.charts.common import CATEGORY_COLORS
 
@@ -71,4 +71,5 @@ def test_a_small_run_has_a_timeline_expander_on_every_result_page():
     run_until(at, _done("monitoring"))
     assert not at.exception
     assert any("Memory timeline" in e.label for e in at.expander)
-    assert _timeline_specs(at)
+    assert not _timeline_specs(at), "a closed timeline expander computes nothing"
+    assert _timeline_specs(open_expanders(at, ".timeline_open"))
