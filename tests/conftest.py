@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +30,13 @@ def pytest_report_header(config):
 def pytest_terminal_summary(terminalreporter):
     # Also under -q, which leaves out the header: a failure of a drawn configuration needs its seed to be repeated.
     terminalreporter.write_line(_seed_line())
+    if os.environ.get(ROTATION_ENV, "turns") == "turns":
+        turns, count = _slow_tests()
+        today = _today(count)
+        terminalreporter.write_line(
+            f"slow tests: today's share ran, {sum(t == today for t in turns.values())} of {len(turns)} (turn "
+            f"{today + 1} of {count}, tests/slow_tests.tsv; the others are deselected); {ROTATION_ENV}=all runs all"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -38,3 +46,38 @@ def grid_seed() -> int:
         return int(value)
     except ValueError:
         raise pytest.UsageError(f"{SEED_ENV}: got {value!r}; allowed: an integer") from None
+
+
+# The slow tests (tests/slow_tests.tsv, written by tests/slow_tests.py from measured durations) run in turns: a run
+# takes the day's share of them (the day is the seed's), so over the turns every one runs and a day's run stays
+# within CI's few minutes. GML_TEST_ROTATION=all runs them all (before a release); GML_TEST_SEED=<seed> repeats the
+# share, and the draw, of the day that seed names.
+ROTATION_ENV = "GML_TEST_ROTATION"
+SLOW_TESTS = Path(__file__).with_name("slow_tests.tsv")
+
+
+def _slow_tests() -> tuple[dict[str, int], int]:
+    turns: dict[str, int] = {}
+    for line in SLOW_TESTS.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            test, _seconds, turn = line.rsplit("\t", 2)
+            turns[test] = int(turn)
+    return turns, max(turns.values(), default=0) + 1
+
+
+def _today(count: int) -> int:
+    return int(os.environ[SEED_ENV]) % count
+
+
+def pytest_collection_modifyitems(config, items):
+    mode = os.environ.get(ROTATION_ENV, "turns")
+    if mode not in ("turns", "all"):
+        raise pytest.UsageError(f"{ROTATION_ENV}: got {mode!r}; allowed: 'turns' (the default) or 'all'")
+    if mode == "all":
+        return
+    turns, count = _slow_tests()
+    today = _today(count)
+    later = [item for item in items if turns.get(item.nodeid, today) != today]
+    if later:
+        config.hook.pytest_deselected(items=later)
+        items[:] = [item for item in items if turns.get(item.nodeid, today) == today]

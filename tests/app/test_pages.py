@@ -100,7 +100,9 @@ def test_home_page_shows_the_lesson_map_once_and_groups_the_recordings():
     distributed ones drawn per rank, never under "Recorded GPU runs"."""
     at = open_page(catalog.HOME, "en")
     assert not at.exception
-    assert not [e.label for e in at.expander if e.label != "Recorded GPU runs" and len(e.selectbox)], "closed: not computed"
+    assert not [e.label for e in at.expander if e.label != "Recorded GPU runs" and len(e.selectbox)], (
+        "closed: not computed"
+    )
     opened_at_first = {e.label: e.proto.expanded for e in at.expander}
     at = open_expanders(at, ".open")
     links = [e for e in at.get("page_link")]
