@@ -196,7 +196,7 @@ _PROJECTOR_FAULTS = """() => {
   const drawn = c => (c.__texts || []).filter(x => x.size === c.width + 'x' + c.height);
   document.querySelectorAll('[data-testid=stSelectbox] input, [data-testid=stMultiSelect] input').forEach(el => {
     if (shown(el) && el.value && el.scrollWidth > el.clientWidth + 1) bad.push('selectbox value cut: ' + el.value); });
-  document.querySelectorAll('[data-testid=stMultiSelect] [data-baseweb=tag] span').forEach(el => {
+  document.querySelectorAll('[data-testid=stMultiSelect] [data-tag] > span[title]').forEach(el => {
     if (shown(el) && el.innerText && el.scrollWidth > el.clientWidth + 1) bad.push('chip cut: ' + el.innerText); });
   const overlap = (p, q) => {  // two convex quadrilaterals, by separating axes; touching is not overlapping
     for (const poly of [p, q]) for (let i = 0; i < 4; i++) {
@@ -335,8 +335,9 @@ _FAULTY_PAGES = {
         "selectbox value cut: Gradient accumulation (4 micro-batches)",
     ),
     "a long multiselect chip": (
-        "<div data-testid='stMultiSelect'><span data-baseweb='tag'><span style='display:inline-block;width:80px;"
-        + "overflow:hidden;white-space:nowrap;text-overflow:ellipsis'>append_loss_after_backward</span></span></div>",
+        "<div data-testid='stMultiSelect'><span data-tag><span title='append_loss_after_backward' style='width:80px;"
+        + "display:inline-block;overflow:hidden;white-space:nowrap;text-overflow:ellipsis'>append_loss_after_backward"
+        + "</span></span></div>",
         "",
         "chip cut: append_loss_after_backward",
     ),
