@@ -53,8 +53,8 @@ def browser_language() -> str:
 
 
 def main() -> None:
-    # Altair validates every chart object against the Vega-Lite schema when it is built (its debug mode), again
-    # when Streamlit converts it: about 0.5 s per lesson page run on 2 cores. The tests validate every chart.
+    # Altair validates every chart object against the Vega-Lite schema when it is built (its debug mode), up to
+    # 0.5 s per lesson page run on 2 cores (cProfile); Streamlit's conversion still validates each chart once.
     alt.utils.schemapi.disable_debug_mode()
     st.set_page_config(page_title="GPU Memory Lab · 显存实验室", page_icon=str(layout.FAVICON), layout="wide")
 
