@@ -15,6 +15,7 @@ from course import catalog
 # expected-output comments off the right edge, a metric shows its whole value, and a lesson's table
 # stays inside its column (its code cells wrap) instead of drawing over the experiment beside it. A row of widgets
 # or metrics inside a column wraps to one per line when each would get less than 15rem (a selectbox cut to "MLP（Li");
+# a multiselect chip shows its whole name, wrapped, instead of "append_loss_after_back…";
 # below 1360 px the page's side margins give their room to the two columns.
 STYLE = """<style>
 [data-testid="stMarkdownContainer"] pre, [data-testid="stMarkdownContainer"] pre code {
@@ -28,6 +29,9 @@ STYLE = """<style>
 [data-testid="stColumn"] [data-testid="stHorizontalBlock"] { flex-wrap: wrap; }
 [data-testid="stColumn"] [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] { min-width: min(100%, 15rem); }
 @media (max-width: 1360px) { [data-testid="stMainBlockContainer"] { padding-left: 1.5rem; padding-right: 1.5rem; } }
+[data-testid="stMultiSelect"] [data-tag] { max-width: 100% !important; height: auto; }
+[data-testid="stMultiSelect"] [data-tag] > span[title] { white-space: normal !important; overflow: visible !important;
+  text-overflow: clip !important; overflow-wrap: anywhere; }
 [data-testid="stSidebarNavLink"] span { white-space: normal !important; overflow: visible !important;
   text-overflow: clip !important; }
 </style>"""

@@ -188,7 +188,7 @@ CANVAS_SPY = """(() => {
   };
 })();"""
 
-# What a projector shows cut or unreadable: a selectbox value, a legend entry or an axis label Vega cut to "…",
+# What a projector shows cut or unreadable: a selectbox value or multiselect chip, a legend entry or an axis label Vega cut to "…",
 # axis labels drawn over each other or smaller than 12 px, a table whose columns scroll out of view.
 _PROJECTOR_FAULTS = """() => {
   const bad = [];
@@ -196,6 +196,8 @@ _PROJECTOR_FAULTS = """() => {
   const drawn = c => (c.__texts || []).filter(x => x.size === c.width + 'x' + c.height);
   document.querySelectorAll('[data-testid=stSelectbox] input, [data-testid=stMultiSelect] input').forEach(el => {
     if (shown(el) && el.value && el.scrollWidth > el.clientWidth + 1) bad.push('selectbox value cut: ' + el.value); });
+  document.querySelectorAll('[data-testid=stMultiSelect] [data-tag] > span[title]').forEach(el => {
+    if (shown(el) && el.innerText && el.scrollWidth > el.clientWidth + 1) bad.push('chip cut: ' + el.innerText); });
   const overlap = (p, q) => {  // two convex quadrilaterals, by separating axes; touching is not overlapping
     for (const poly of [p, q]) for (let i = 0; i < 4; i++) {
       const [x1, y1] = poly[i], [x2, y2] = poly[(i + 1) % 4], nx = y2 - y1, ny = x1 - x2;
@@ -331,6 +333,13 @@ _FAULTY_PAGES = {
         "<div data-testid='stSelectbox'><input style='width:80px' value='Gradient accumulation (4 micro-batches)'></div>",
         "",
         "selectbox value cut: Gradient accumulation (4 micro-batches)",
+    ),
+    "a long multiselect chip": (
+        "<div data-testid='stMultiSelect'><span data-tag><span title='append_loss_after_backward' style='width:80px;"
+        + "display:inline-block;overflow:hidden;white-space:nowrap;text-overflow:ellipsis'>append_loss_after_backward"
+        + "</span></span></div>",
+        "",
+        "chip cut: append_loss_after_backward",
     ),
     "a lesson table wider than the text": (
         "<div data-testid='stMarkdownContainer' style='width:200px'><table style='display:block;overflow:auto'><tr>"
