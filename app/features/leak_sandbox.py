@@ -126,7 +126,11 @@ def recorded(lesson_id: str, meta: dict, known: dict) -> None:
     if not loaded:
         return
     name = (loaded[0][1]["result"].get("device") or {}).get("name", "GPU")
-    with st.expander(t("leak.recorded", name=name), icon=":material/history:"):
+    with layout.lazy_expander(
+        t("leak.recorded", name=name), key=f"{lesson_id}_leak.recorded_open", icon=":material/history:"
+    ) as open_:
+        if not open_:
+            return
         show_results(
             {"specs": [s for s, _ in loaded], "statuses": [r for _, r in loaded]},
             meta,

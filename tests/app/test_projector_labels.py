@@ -9,7 +9,7 @@ import random
 
 import pandas as pd
 import pytest
-from conftest import open_page
+from conftest import open_expanders, open_page
 
 from app.charts import driver, ratios, rounds
 from course import content
@@ -39,6 +39,8 @@ def test_the_compare_plan_puts_the_short_name_and_its_estimate_first_and_the_ful
 
 def test_the_leak_census_picker_names_the_scenario_and_writes_its_title_under_it():
     at = open_page("leaks", "en")
+    assert not [s for s in at.selectbox if str(s.key or "").endswith(".census")], "a closed expander draws nothing"
+    at = open_expanders(at, "_leak.recorded_open")
     assert not at.exception, [e.value for e in at.exception]
     pickers = [s for s in at.selectbox if str(s.key or "").endswith(".census")]
     assert pickers, "the recorded leak runs show a census"

@@ -134,7 +134,8 @@ def test_run_experiment_shows_chart(server, browser):
 # each other, the page under the sidebar.
 _LAYOUT_FAULTS = """() => {
   const bad = [];
-  const shown = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  // A collapsed expander keeps its body laid out, marked inert: it is not on the screen.
+  const shown = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0 && !el.closest('[inert]'); };
   document.querySelectorAll('[data-testid=stMetricValue]').forEach(el => {
     if (shown(el) && el.scrollWidth > el.clientWidth + 1) bad.push('metric cut: ' + el.innerText); });
   document.querySelectorAll('[data-testid=stMetricLabel]').forEach(el => {
@@ -192,7 +193,8 @@ CANVAS_SPY = """(() => {
 # axis labels drawn over each other or smaller than 12 px, a table whose columns scroll out of view.
 _PROJECTOR_FAULTS = """() => {
   const bad = [];
-  const shown = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  // A collapsed expander keeps its body laid out, marked inert: it is not on the screen.
+  const shown = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0 && !el.closest('[inert]'); };
   const drawn = c => (c.__texts || []).filter(x => x.size === c.width + 'x' + c.height);
   document.querySelectorAll('[data-testid=stSelectbox] input, [data-testid=stMultiSelect] input').forEach(el => {
     if (shown(el) && el.value && el.scrollWidth > el.clientWidth + 1) bad.push('selectbox value cut: ' + el.value); });
@@ -364,6 +366,10 @@ def test_the_projector_check_finds_each_fault(browser, case):
     page.evaluate(script + draw + "}")
     found = page.evaluate(_PROJECTOR_FAULTS)
     assert any(f.startswith(fault) for f in found), found
+    # The same body in a collapsed expander (Streamlit keeps it laid out there, inert) is not on the screen.
+    page.evaluate("() => document.body.firstElementChild.setAttribute('inert', '')")
+    assert page.evaluate(_PROJECTOR_FAULTS) == []
+    page.evaluate("() => document.body.firstElementChild.removeAttribute('inert')")
     if "canvas" in html:
         # What a resize blanked is no longer on the screen: a canvas drawn at another size reports nothing.
         page.evaluate("() => { document.querySelector('canvas').width = 301; }")
