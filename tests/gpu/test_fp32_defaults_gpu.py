@@ -60,7 +60,7 @@ for _ in range(steps):
     opt.step()
     del loss  # as the engine does: a kept loss from the last step would sit in the next step's forward peak
 torch.cuda.synchronize()
-print(json.dumps({{"peak": torch.cuda.max_memory_allocated() - base}}))
+print(json.dumps({{"peak": torch.cuda.max_memory_allocated() - base, "conv_tf32": torch.backends.cudnn.allow_tf32}}))
 """
 STRICT = "torch.backends.cudnn.allow_tf32 = False  # the learner's one line"
 
