@@ -65,6 +65,16 @@ def _slow_tests() -> tuple[dict[str, int], int]:
     return turns, max(turns.values(), default=0) + 1
 
 
+def _slow_seconds() -> dict[str, float]:
+    rows = (line.rsplit("\t", 2) for line in SLOW_TESTS.read_text(encoding="utf-8").splitlines() if line[:1] != "#")
+    return {test: float(seconds) for test, seconds, _turn in rows if test}
+
+
+def _turn(nodeid: str, turns: dict[str, int], today: int) -> int:
+    """A test's own row, else its file's (a file dealt whole), else today: a test in neither runs every day."""
+    return turns.get(nodeid, turns.get(nodeid.split("::")[0], today))
+
+
 def _today(count: int) -> int:
     return int(os.environ[SEED_ENV]) % count
 
@@ -73,11 +83,15 @@ def pytest_collection_modifyitems(config, items):
     mode = os.environ.get(ROTATION_ENV, "turns")
     if mode not in ("turns", "all"):
         raise pytest.UsageError(f"{ROTATION_ENV}: got {mode!r}; allowed: 'turns' (the default) or 'all'")
+    turns, count = _slow_tests()
     if mode == "all":
         return
-    turns, count = _slow_tests()
     today = _today(count)
-    later = [item for item in items if turns.get(item.nodeid, today) != today]
+
+    later = [item for item in items if _turn(item.nodeid, turns, today) != today]
     if later:
         config.hook.pytest_deselected(items=later)
-        items[:] = [item for item in items if turns.get(item.nodeid, today) == today]
+        items[:] = [item for item in items if _turn(item.nodeid, turns, today) == today]
+    # The day's slow tests first, the longest first: a long test started last would leave the other worker idle.
+    seconds = _slow_seconds()
+    items.sort(key=lambda item: -seconds.get(item.nodeid, seconds.get(item.nodeid.split("::")[0], 0.0)))

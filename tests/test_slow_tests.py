@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from tests import slow_tests
-from tests.conftest import _slow_tests
+from tests.conftest import _slow_tests, _turn
 
 LOG = """
 ============================= slowest durations ==============================
@@ -42,3 +42,32 @@ def test_the_shipped_turns_cover_every_day_and_are_balanced():
     rows = [line.rsplit("\t", 2) for line in slow_tests.OUT.read_text(encoding="utf-8").splitlines()[1:]]
     load = [sum(float(s) for _, s, turn in rows if int(turn) == i) for i in range(count)]
     assert max(load) - min(load) <= max(float(s) for _, s, _ in rows)
+
+
+SLOW_FIXTURE_LOG = """
+65.85s setup    tests/engine/test_distributed.py::test_hand_counted_state_after_the_step
+1.20s call     tests/engine/test_distributed.py::test_hand_counted_state_after_the_step
+0.30s call     tests/engine/test_distributed.py::test_categories
+4.00s setup    tests/e2e/test_browser.py::test_projector[zh]
+92.00s call     tests/e2e/test_browser.py::test_projector[zh]
+90.00s call     tests/e2e/test_browser.py::test_projector[en]
+0.50s call     tests/e2e/test_browser.py::test_check_finds_a_fault
+3.00s call     tests/app/test_pages.py::test_page_opens[home-en]
+0.40s call     tests/app/test_pages.py::test_page_opens[home-zh]
+"""
+
+
+def test_a_file_whose_fixture_costs_more_than_its_tests_is_dealt_whole_and_its_fast_tests_follow_it():
+    units = slow_tests.units(SLOW_FIXTURE_LOG)
+    # The gloo fixture's file as one row (its 0.3 s test would otherwise pay 66 s every day); the browser file's
+    # server (4 s) costs less than either page walk, so its walks are dealt apart and its fast check runs daily.
+    assert units == {
+        "tests/engine/test_distributed.py": 67.35,
+        "tests/e2e/test_browser.py::test_projector[zh]": 96.0,
+        "tests/e2e/test_browser.py::test_projector[en]": 90.0,
+        "tests/app/test_pages.py::test_page_opens[home-en]": 3.0,
+    }
+    turns = {"tests/engine/test_distributed.py": 4, "tests/app/test_pages.py::test_page_opens[home-en]": 1}
+    assert _turn("tests/engine/test_distributed.py::test_categories", turns, today=0) == 4
+    assert _turn("tests/app/test_pages.py::test_page_opens[home-en]", turns, today=0) == 1
+    assert _turn("tests/app/test_pages.py::test_page_opens[home-zh]", turns, today=0) == 0
