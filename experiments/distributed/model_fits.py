@@ -43,6 +43,7 @@ class _Grid:
         self.replays = 0
         self._train: dict = {}
         self._extra: dict = {}
+        self._shapes: dict = {}
 
     def train(self, precision: str, checkpoint: str, batch: int) -> tuple[int, list[int]]:
         """(peak of every phase but the optimizer steps, allocated before each optimizer step) at this batch."""
@@ -69,7 +70,10 @@ class _Grid:
         key = (precision, impl)
         if key not in self._extra:
             self.replays += 1
-            self._extra[key] = optimizer_extras(self.cfg.replace(precision=precision, optimizer_impl=impl), self.block)
+            cfg = self.cfg.replace(precision=precision, optimizer_impl=impl)
+            if precision not in self._shapes and precision != "amp_fp16":
+                self._shapes[precision] = parameter_shapes(cfg)
+            self._extra[key] = optimizer_extras(cfg, self.block, self._shapes.get(precision))
         return self._extra[key]
 
     def peak(self, precision: str, impl: str, checkpoint: str, batch: int) -> int:
@@ -85,10 +89,10 @@ class _Grid:
         return b
 
 
-def optimizer_extras(cfg: ExperimentConfig, block: int) -> list[int]:
+def optimizer_extras(cfg: ExperimentConfig, block: int, shapes: list | None = None) -> list[int]:
     """What each of two optimizer steps adds on what is alive before it (the state made in step 1, temporaries), on
-    fake parameters and gradients of the model's shapes, dtypes and order. GradScaler's unscale_ (amp_fp16) runs
-    in the step too: the whole run's replay there."""
+    fake parameters and gradients of the model's shapes, dtypes and order (`shapes`, from `parameter_shapes`, where
+    the caller has them). GradScaler's unscale_ (amp_fp16) runs in the step too: the whole run's replay there."""
     if cfg.precision == "amp_fp16":
         rows = fast_replay(cfg.replace(batch=1, accum=1, checkpoint="none"), block=block)["phases"]
         return [
@@ -96,12 +100,9 @@ def optimizer_extras(cfg: ExperimentConfig, block: int) -> list[int]:
             for i, p in enumerate(rows)
             if p["phase"] == "optimizer_step"
         ]
-    spec = spec_for(cfg)
+    shapes = shapes if shapes is not None else parameter_shapes(cfg)
     with FakeTensorMode(allow_non_fake_inputs=True):
-        with own_model_replay(spec):
-            model = spec.build(cfg, torch.device("cpu"))
-        params = [torch.nn.Parameter(torch.empty(p.shape, dtype=p.dtype)) for p in model.parameters()]
-        del model
+        params = [torch.nn.Parameter(torch.empty(shape, dtype=dtype)) for shape, dtype in shapes]
         tracker = replay_tracker(block)[0]
         with tracker:
             for p in params:
@@ -116,6 +117,16 @@ def optimizer_extras(cfg: ExperimentConfig, block: int) -> list[int]:
                 optimizer.step()
                 extras.append(tracker.phase_peak - before)
     return extras
+
+
+def parameter_shapes(cfg: ExperimentConfig) -> list[tuple[torch.Size, torch.dtype]]:
+    """The model's parameters' shapes and dtypes, in order, from a build on fake tensors: the same for every optimizer
+    implementation, so what-fits builds a (7-billion-parameter) model once per precision, not once per implementation."""
+    spec = spec_for(cfg)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        with own_model_replay(spec):
+            model = spec.build(cfg, torch.device("cpu"))
+        return [(p.shape, p.dtype) for p in model.parameters()]
 
 
 def crossing(f, capacity: int, limit: int, slope_hint: float = 0.0) -> int:
