@@ -56,23 +56,24 @@ ROTATION_ENV = "GML_TEST_ROTATION"
 SLOW_TESTS = Path(__file__).with_name("slow_tests.tsv")
 
 
+def _rows() -> list[tuple[str, float, int]]:
+    rows = (line.rsplit("\t", 2) for line in SLOW_TESTS.read_text(encoding="utf-8").splitlines() if line[:1] != "#")
+    return [(test, float(seconds), int(turn)) for test, seconds, turn in rows if test]
+
+
 def _slow_tests() -> tuple[dict[str, int], int]:
-    turns: dict[str, int] = {}
-    for line in SLOW_TESTS.read_text(encoding="utf-8").splitlines():
-        if line and not line.startswith("#"):
-            test, _seconds, turn = line.rsplit("\t", 2)
-            turns[test] = int(turn)
+    turns = {test: turn for test, _seconds, turn in _rows()}
     return turns, max(turns.values(), default=0) + 1
 
 
-def _slow_seconds() -> dict[str, float]:
-    rows = (line.rsplit("\t", 2) for line in SLOW_TESTS.read_text(encoding="utf-8").splitlines() if line[:1] != "#")
-    return {test: float(seconds) for test, seconds, _turn in rows if test}
+def _row(nodeid: str, table: dict, default):
+    """A test's own row, else its file's (a file dealt whole), else `default`."""
+    return table.get(nodeid, table.get(nodeid.split("::")[0], default))
 
 
 def _turn(nodeid: str, turns: dict[str, int], today: int) -> int:
-    """A test's own row, else its file's (a file dealt whole), else today: a test in neither runs every day."""
-    return turns.get(nodeid, turns.get(nodeid.split("::")[0], today))
+    """A test in no row runs every day."""
+    return _row(nodeid, turns, today)
 
 
 def _today(count: int) -> int:
@@ -83,15 +84,14 @@ def pytest_collection_modifyitems(config, items):
     mode = os.environ.get(ROTATION_ENV, "turns")
     if mode not in ("turns", "all"):
         raise pytest.UsageError(f"{ROTATION_ENV}: got {mode!r}; allowed: 'turns' (the default) or 'all'")
-    turns, count = _slow_tests()
     if mode == "all":
         return
+    turns, count = _slow_tests()
     today = _today(count)
-
     later = [item for item in items if _turn(item.nodeid, turns, today) != today]
     if later:
         config.hook.pytest_deselected(items=later)
         items[:] = [item for item in items if _turn(item.nodeid, turns, today) == today]
     # The day's slow tests first, the longest first: a long test started last would leave the other worker idle.
-    seconds = _slow_seconds()
-    items.sort(key=lambda item: -seconds.get(item.nodeid, seconds.get(item.nodeid.split("::")[0], 0.0)))
+    seconds = {test: sec for test, sec, _turn in _rows()}
+    items.sort(key=lambda item: -_row(item.nodeid, seconds, 0.0))
