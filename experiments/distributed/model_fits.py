@@ -19,6 +19,7 @@ precisions in the order asked for.
 
 from __future__ import annotations
 
+import math
 import time
 
 import torch
@@ -59,12 +60,12 @@ class _Grid:
         return self._train[key][:2]
 
     def sample_bytes(self, precision: str, checkpoint: str) -> int:
-        """About what one more sample adds: step 2's forward and backward above what is alive before them."""
+        """About what one more sample adds: step 2's forward above what is alive before it (the activations it saves,
+        checkpointed or not). Not backward's: at a small batch its peak is the gradients, which the batch leaves."""
         self.train(precision, checkpoint, 1)
         rows = self._train[(precision, checkpoint, 1)][2]
         i = next(i for i, p in enumerate(rows) if p["phase"] == "forward" and p["step"] == 2)
-        top = max(p["peak_bytes"] for p in rows[i:] if p["phase"] in ("forward", "backward"))
-        return top - rows[i - 1]["allocated_bytes"]
+        return rows[i]["peak_bytes"] - rows[i - 1]["allocated_bytes"]
 
     def extra(self, precision: str, impl: str) -> list[int]:
         key = (precision, impl)
@@ -130,32 +131,48 @@ def parameter_shapes(cfg: ExperimentConfig) -> list[tuple[torch.Size, torch.dtyp
 
 
 def crossing(f, capacity: int, limit: int, slope_hint: float = 0.0) -> int:
-    """The largest b in [1, limit] with f(b) <= capacity (0 if none), for f growing with b nearly on a line: each
-    guess is where the line through the two latest points crosses the capacity (the first from `slope_hint`), kept
-    strictly between the largest batch that fits and the smallest that does not."""
-    if f(1) > capacity:
+    """The largest b in [1, limit] with f(b) <= capacity (0 if none), for f growing with b and convex, nearly a line:
+    the larger of two (a small batch's peak is the gradients', a large one's the activations'). Each guess is where
+    a line crosses the capacity, kept strictly between the largest batch known to fit and the smallest known not to:
+    1. through the two smallest batches known not to fit (for a convex f it lands at or past the crossing; exact
+       where both are on the activations' line);
+    2. through a fitting b and b+1 (the slope on the fitting side: at or past the crossing too);
+    3. through the largest that fits and the smallest that does not (at or before it);
+    4. through the two latest points, or from b=1 with `slope_hint`.
+    A guess that fits is followed by b+1, where the crossing usually is; short of two points that do not fit, a
+    step that does not halve the interval between the two sides, or a flat line, is followed by its middle."""
+    seen = {1: f(1)}
+    if seen[1] > capacity:
         return 0
-    lo, hi = 1, limit + 1
-    points = [(1, f(1))]
+    lo, hi, last, width = 1, limit + 1, [1], None
     while hi - lo > 1:
-        if len(points) >= 2:
-            (b0, f0), (b1, f1) = points[-2], points[-1]
-            slope = (f1 - f0) / (b1 - b0) if b1 != b0 else 0
+        over = sorted(b for b in seen if seen[b] > capacity)[:2]
+        if len(over) == 2:
+            (b0, b1), base = over, over[0]
+        elif last[-2:] == [lo - 1, lo]:
+            b0, b1, base = lo - 1, lo, lo
+        elif hi in seen:
+            b0, b1, base = lo, hi, lo
+        elif len(last) >= 2:
+            b0, b1, base = *last[-2:], last[-1]
         else:
-            slope = slope_hint
-        b1, f1 = points[-1]
-        guess = b1 + int((capacity - f1) / slope) if slope > 0 else 2 * lo
-        b = min(max(guess, lo + 1), hi - 1)
-        fb = f(b)
-        points.append((b, fb))
-        if fb > capacity:
-            hi = b
-            continue
-        lo = b
-        if b + 1 < hi:  # the crossing is usually right after a good guess
-            fn = f(b + 1)
-            points.append((b + 1, fn))
-            hi, lo = (b + 1, lo) if fn > capacity else (hi, b + 1)
+            b0 = b1 = base = 1
+        slope = (seen[b1] - seen[b0]) / (b1 - b0) if b1 != b0 else slope_hint
+        middle = (lo + hi) // 2 if hi in seen else 2 * lo
+        guess = base + math.floor((capacity - seen[base]) / slope) if slope > 0 else middle
+        if len(over) < 2 and width is not None and hi - lo > width / 2:
+            guess = middle
+        width = hi - lo if hi in seen else None
+        first = min(max(guess, lo + 1), hi - 1)
+        for b in (first, first + 1):
+            if b >= hi:
+                break
+            seen[b] = f(b)
+            last.append(b)
+            if seen[b] > capacity:
+                hi = b
+                break
+            lo = b
     return lo
 
 

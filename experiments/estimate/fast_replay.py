@@ -71,31 +71,59 @@ def _affine(values: list[int], n: int) -> int | None:
     return b + (n - SAMPLES[1]) * (b - a) if c - b == b - a else None
 
 
-def _peak_moves(timelines, figs, n: int, names: list[str]) -> int | None:
-    """The first forward or backward phase whose peak at n layers may sit at another moment than in the samples.
+def _edges(timelines, p: int, n: int) -> tuple[int, ...] | None:
+    """The most bytes alive in phase p's first and in its last h events at n layers, or () where the phase has no
+    layers in it, None where its trace is not a prefix, L alike segments and a suffix.
 
     A phase of L layers is a prefix, L alike segments and a suffix; the segments differ by a constant, so the most
     alive moment among the layers is in the first or the last segment: the phase's first and last h events,
-    h = (events at 3 layers) - 2 x (events per layer), cover them and are the same events at every L. Their maxima
-    are affine in L; if either would pass the extrapolated peak at n layers, the peak moves there."""
+    h = (events at 3 layers) - 2 x (events per layer), cover them and are the same events at every L. So the phase's
+    peak at any L is the larger of the two windows' maxima, each affine in L."""
+    counts = [len(t[p]) for t in timelines]
+    seg = counts[1] - counts[0]
+    if counts[2] - counts[1] != seg or seg < 0:
+        return None
+    if seg == 0:
+        return ()
+    h = counts[0] - 2 * seg
+    if h <= 0:
+        return None
+    edges = tuple(_affine([max(t[p][window]) for t in timelines], n) for window in (slice(0, h), slice(-h, None)))
+    return None if None in edges else edges
+
+
+def _peak_moves(timelines, figs, n: int, names: list[str]) -> int | None:
+    """The first forward or backward phase whose peak at n layers may sit at another moment than in the samples:
+    one of its trace's edges (`_edges`) would pass the extrapolated peak, or the trace has no such edges."""
     for p, name in enumerate(names):
         if name not in ("forward", "backward"):
             continue
-        counts = [len(t[p]) for t in timelines]
-        seg = counts[1] - counts[0]
-        if counts[2] - counts[1] != seg or seg < 0:
-            return p
-        if seg == 0:
+        edges = _edges(timelines, p, n)
+        if edges == ():
             continue
-        h = counts[0] - 2 * seg
-        if h <= 0:
-            return p
         peak = _affine([f[f"phase{p}.peak"] for f in figs], n)
-        for window in (slice(0, h), slice(-h, None)):
-            edge = _affine([max(t[p][window]) for t in timelines], n)
-            if peak is None or edge is None or edge > peak:
-                return p
+        if edges is None or peak is None or any(e > peak for e in edges):
+            return p
     return None
+
+
+def _edge_peaks(timelines, figs, n: int, names: list[str], at: dict[str, int]) -> dict[int, int] | None:
+    """Every forward and backward phase's peak at n layers from its trace's edges (exact where the peak moves past
+    the samples), or None where a sample's phase peak is not what its own trace shows (bytes counted outside the
+    trace's phase, e.g. before the phase began)."""
+    peaks = {}
+    for p, name in enumerate(names):
+        if name not in ("forward", "backward"):
+            continue
+        edges = _edges(timelines, p, n)
+        if edges is None:
+            return None
+        before = [f[f"phase{p - 1}.allocated"] if p else 0 for f in figs]
+        if any(max([b, *t[p]]) != f[f"phase{p}.peak"] for b, t, f in zip(before, timelines, figs, strict=True)):
+            return None
+        if edges:
+            peaks[p] = max(*edges, at[f"phase{p - 1}.allocated"] if p else 0)
+    return peaks
 
 
 def fast_replay(cfg: ExperimentConfig, block: int = 1, transients=None, phases_only: bool = False) -> dict:
@@ -118,7 +146,8 @@ def fast_replay(cfg: ExperimentConfig, block: int = 1, transients=None, phases_o
     ]
     timelines = [_timelines(r.pop("events"), block) for r in samples]
     figs = [_figures(r) for r in samples]
-    moved = _peak_moves(timelines, figs, n, [p["phase"] for p in samples[0]["phases"]])
+    names = [p["phase"] for p in samples[0]["phases"]]
+    moved = _peak_moves(timelines, figs, n, names)
 
     def on_line(k):
         return figs[2][k] - figs[1][k] == figs[1][k] - figs[0][k]
@@ -128,18 +157,23 @@ def fast_replay(cfg: ExperimentConfig, block: int = 1, transients=None, phases_o
     collinear = all(set(f) == set(figs[0]) for f in figs) and all(
         on_line(k) for k in figs[0] if "step." not in k and k.startswith(wanted)
     )
-    if moved is not None or not collinear:
+    at = {k: figs[1][k] + (n - SAMPLES[1]) * (figs[1][k] - figs[0][k]) for k in figs[0]}
+    # Where a peak moves, the phase rows still follow from the traces' edges; the peak's categories do not.
+    peaks = _edge_peaks(timelines, figs, n, names, at) if moved is not None and phases_only and collinear else None
+    if (moved is not None and peaks is None) or not collinear:
         why = f"the peak of phase {moved} moves past {SAMPLES[-1]} layers" if moved is not None else "not collinear"
         return dict(replay(cfg, block=block, transients=transients), path=f"full ({why})")
-    at = {k: figs[1][k] + (n - SAMPLES[1]) * (figs[1][k] - figs[0][k]) for k in figs[0]}
+    peaks = peaks or {}
     mid = samples[1]
     phases = [
-        dict(p, allocated_bytes=at[f"phase{i}.allocated"], peak_bytes=at[f"phase{i}.peak"])
+        dict(p, allocated_bytes=at[f"phase{i}.allocated"], peak_bytes=peaks.get(i, at[f"phase{i}.peak"]))
         for i, p in enumerate(mid["phases"])
     ]
     top = max(phases, key=lambda p: p["peak_bytes"])
     parameters = dict(mid["parameters"], bytes=at["parameters.bytes"], count=at["parameters.count"])
     path = f"from {', '.join(map(str, SAMPLES))}-layer replays to {n} layers"
+    if moved is not None:
+        path += f" (the peak of phase {moved} moves: from its traces' edges)"
     if phases_only:
         return {"phases": phases, "peak_bytes": top["peak_bytes"], "parameters": parameters, "path": path}
     marks = [

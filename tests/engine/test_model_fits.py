@@ -5,6 +5,8 @@ and 5 layers equal to the full replay; per rank across GPUs; the command line's 
 from __future__ import annotations
 
 import json
+import random
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +15,7 @@ import pytest
 
 from experiments.core.config import ExperimentConfig
 from experiments.core.units import MIB
-from experiments.distributed.model_fits import _Grid, fits_across, optimizer_extras, what_fits
+from experiments.distributed.model_fits import _Grid, crossing, fits_across, optimizer_extras, what_fits
 from experiments.estimate import fast_replay as fr
 from experiments.estimate.own_model import model_estimate, preset_defaults
 from experiments.estimate.replay import replay
@@ -86,6 +88,49 @@ def test_the_search_reads_phase_rows_that_equal_the_full_replay_also_where_the_a
         (p["allocated_bytes"], p["peak_bytes"]) for p in full["phases"]
     ]
     assert rows["peak_bytes"] == full["peak_bytes"] and rows["parameters"]["count"] == full["parameters"]["count"]
+
+
+@pytest.mark.parametrize(
+    "preset,checkpoint,seq,layers",
+    [("mistral-7b", "none", 24, 16), ("mistral-7b", "per_layer", 32, 8), ("gpt2", "none", 32, 16)],
+)
+def test_the_search_reads_exact_phase_rows_where_the_peak_moves_past_the_samples(
+    preset, checkpoint, seq, layers, monkeypatch
+):
+    """At batch 1 and a short sequence each layer's gradients outweigh its activations: backward peaks at the loss
+    with 3-5 layers but at its end with more. The search's phase rows then come from the traces' edges, equal to the
+    full replay; the whole result (the peak's categories) still takes the full replay."""
+    monkeypatch.setattr(fr, "MIN_LAYERS", 6)
+    cfg = tiny(preset, checkpoint=checkpoint, batch=1, seq_len=seq, model_overrides=f"layers={layers},vocab=4096")
+    rows = fr.fast_replay(cfg, block=512, phases_only=True)
+    full = replay(cfg, block=512)
+    assert rows["path"].endswith("(the peak of phase 5 moves: from its traces' edges)")
+    assert [(p["allocated_bytes"], p["peak_bytes"]) for p in rows["phases"]] == [
+        (p["allocated_bytes"], p["peak_bytes"]) for p in full["phases"]
+    ]
+    assert full["phases"][5]["phase"] == "backward" and rows["peak_bytes"] == full["peak_bytes"]
+    if layers == 8:
+        assert fr.fast_replay(cfg, block=512)["path"].startswith("full (the peak of phase 5 moves")
+
+
+def test_the_batch_search_finds_the_crossing_of_two_lines_in_few_replays():
+    """A peak against the batch is the larger of two lines (gradients, flat; activations, steep): the search returns
+    the largest batch under the capacity, as a scan of every batch does, in at most 12 evaluations, 4 typically."""
+    rng = random.Random(7)
+    counts = []
+    for _ in range(2000):
+        g0, g1, a0, a1 = rng.uniform(10, 60), rng.uniform(0, 1), rng.uniform(0, 40), rng.uniform(0.1, 20)
+        cap, limit = rng.uniform(20, 200), rng.choice([64, 512, 4096])
+        calls = set()
+
+        def peak(b, g0=g0, g1=g1, a0=a0, a1=a1, calls=calls):
+            calls.add(b)
+            return max(g0 + g1 * b, a0 + a1 * b)
+
+        want = max((b for b in range(1, limit + 1) if max(g0 + g1 * b, a0 + a1 * b) <= cap), default=0)
+        assert crossing(peak, cap, limit, a1 * rng.uniform(0.5, 2)) == want
+        counts.append(len(calls))
+    assert max(counts) <= 12 and statistics.median(counts) <= 4
 
 
 def _phase(layers: int, act: int, grad: int, loss_peak: int) -> list[int]:
