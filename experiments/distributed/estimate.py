@@ -27,6 +27,7 @@ reduces on the last; DDP and ZeRO-1 communicate once per step.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import torch
@@ -71,9 +72,11 @@ def strategy_order(accum: int = 1) -> tuple[str, ...]:
 STRATEGY_ORDER = strategy_order()
 
 
+@functools.lru_cache(maxsize=8)
 def _param_shapes(cfg: ExperimentConfig) -> tuple[list[list[tuple[int, ...]]], list[tuple[int, ...]], int]:
     """(shapes per block, shapes of the root's own parameters, bytes per element), from the model on meta: the
-    blocks its spec names (FSDP2 shards each) and what is left of the model's parameters."""
+    blocks its spec names (FSDP2 shards each) and what is left of the model's parameters. Kept for the next world
+    size or strategy of the same configuration (what_fits asks for several); read, never changed."""
     spec = spec_for(cfg)
     if cfg.model_source:
         # A model of one's own may read values while it initialises (trunc_normal_): a fake build, neutralised.
@@ -131,8 +134,14 @@ def optimizer_step_bytes(
 
 def _single(cfg: ExperimentConfig, block: int, transients: dict[str, int] | None = None) -> dict:
     """The single-device replay of the per-rank configuration, reduced to the figures the strategies move.
-    `transients`: scratch bytes per op signature measured on the GPU (experiments/estimate/workspaces.py)."""
-    r = replay(cfg, block=block, transients=transients)
+    `transients`: scratch bytes per op signature measured on the GPU (experiments/estimate/workspaces.py). The same
+    for every world size and strategy of one per-rank configuration: replayed once (read, never changed)."""
+    return _single_replay(cfg, block, tuple(sorted(transients.items())) if transients else None)
+
+
+@functools.lru_cache(maxsize=8)
+def _single_replay(cfg: ExperimentConfig, block: int, transients: tuple | None) -> dict:
+    r = replay(cfg, block=block, transients=dict(transients) if transients else None)
     rows = r["phases"]
     step2 = [p for p in rows if p["step"] == 2]
     step_peak = max(p["peak_bytes"] for p in step2 if p["phase"] == "optimizer_step")
@@ -310,7 +319,8 @@ def what_fits(
     """The smallest world size, then the strategy with the least traffic (strategy_order), whose per-rank estimate fits
     (the top of its range, where it has one). A strategy's per-rank memory does not grow with the world size (its
     shards shrink, and so does the per-rank batch when the global batch is fixed), so each strategy's smallest
-    fitting world size is found by bisection: about three replays per strategy instead of one per world size."""
+    fitting world size is found from the fewest ranks, the most, then bisection: one replay where two ranks fit, two
+    where a strategy fits nowhere, about four otherwise, instead of one per world size."""
     cfg = ExperimentConfig.from_dict(config)
     single = estimate(cfg, device_type=device_type, transients=transients)["peak_bytes"]
     if single <= capacity_bytes:
@@ -328,18 +338,24 @@ def what_fits(
             continue
         limit = best["world_size"] - 1 if best else max_world_size  # a later strategy wins only with fewer ranks
         sizes = [(n, d) for n in range(2, limit + 1) if (d := plan(strategy, n)) is not None]
-        lo, hi = 0, len(sizes) - 1
+
+        def fits(i: int, strategy=strategy, sizes=sizes) -> bool:
+            nonlocal best
+            est = estimate_sharded(sizes[i][1], device_type, transients)
+            top = est.get("peak_high_bytes") or est["peak_bytes"]
+            if top <= capacity_bytes and (best is None or sizes[i][0] < best["world_size"]):
+                best = {"world_size": sizes[i][0], "strategy": strategy, "peak_bytes": est["peak_bytes"]}
+                best["peak_high_bytes"] = top
+            return top <= capacity_bytes
+
+        # The fewest ranks first (a model just over one GPU fits on two), then the most: if it does not fit there it
+        # fits nowhere; then bisection between.
+        if not sizes or fits(0) or len(sizes) == 1 or not fits(len(sizes) - 1):
+            continue
+        lo, hi = 1, len(sizes) - 2
         while lo <= hi:
             mid = (lo + hi) // 2
-            est = estimate_sharded(sizes[mid][1], device_type, transients)
-            top = est.get("peak_high_bytes") or est["peak_bytes"]
-            if top <= capacity_bytes:
-                best = {
-                    "world_size": sizes[mid][0],
-                    "strategy": strategy,
-                    "peak_bytes": est["peak_bytes"],
-                    "peak_high_bytes": top,
-                }
+            if fits(mid):
                 hi = mid - 1
             else:
                 lo = mid + 1
