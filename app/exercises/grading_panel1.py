@@ -9,7 +9,7 @@ from app.backend import CHOICES, PHASES, RANGES
 from app.charts import breakdown
 from app.exercises import grading_view
 from app.i18n import t
-from app.ui import jobs, options, results, sandbox, sizing, urlstate, widget_state
+from app.ui import jobs, layout, options, results, sandbox, sizing, urlstate, widget_state
 from app.ui.errors import engine_error
 from course.grading import ex1
 from course.units import fmt_bytes
@@ -200,4 +200,4 @@ def _show(s: ex1.Settings, done: dict, meta: dict) -> None:
     bdf = breakdown.frame(result.get("breakdown"), (result.get("estimate") or {}).get("categories"))
     if not bdf.empty:
         st.markdown(f"##### {t('chart.breakdown')}")
-        st.altair_chart(breakdown.chart(bdf), width="stretch")
+        layout.altair(breakdown.chart(bdf))

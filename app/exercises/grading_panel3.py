@@ -10,7 +10,7 @@ from app.charts import leak
 from app.exercises import grading_view
 from app.features import census_view
 from app.i18n import t
-from app.ui import jobs, results, urlstate
+from app.ui import jobs, layout, results, urlstate
 from app.ui.errors import engine_error
 from course.grading import ex3
 from course.units import fmt_bytes
@@ -121,6 +121,6 @@ def _show(s: ex3.Settings, meta: dict, done: dict, tolerance: float) -> None:
     if v["why"]:
         st.markdown(grading_view.say_all(v["why"]))
     st.markdown(f"##### {t('chart.leak')}")
-    st.altair_chart(leak.chart(leak.frame(ok)), width="stretch")
+    layout.altair(leak.chart(leak.frame(ok)))
     st.dataframe(leak.table(ok), hide_index=True, width="stretch")
     census_view.render(ok, key=NS)

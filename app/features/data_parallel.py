@@ -8,7 +8,7 @@ import streamlit as st
 from app import backend
 from app.charts import categories
 from app.i18n import t
-from app.ui import sandbox, urlstate, widget_state
+from app.ui import layout, sandbox, urlstate, widget_state
 from app.ui.errors import engine_error
 from course.units import MIB, fmt_bytes
 
@@ -105,7 +105,7 @@ def show_estimate(dcfg) -> None:
         # Under CPU offload the rank's shards live in host memory: a bar of their own, beside the device's.
         df = categories.frame([(t("source.estimated"), est["categories"], est.get("host_categories"))])
         if not df.empty:
-            st.altair_chart(categories.chart(df), width="stretch")
+            layout.altair(categories.chart(df))
 
 
 def show_what_fits(dcfg) -> None:

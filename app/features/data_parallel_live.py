@@ -47,6 +47,6 @@ def show(result: dict, meta: dict, key: str) -> None:
         if df.empty:
             st.caption(t("multigpu.timeline.none"))
         else:
-            st.altair_chart(rank_phases.chart(df), width="stretch")
+            layout.altair(rank_phases.chart(df))
     side_by_side.controls(result, key)
     st.caption(t("multigpu.pin_rank0"))

@@ -58,14 +58,14 @@ def show_result(result: dict, meta: dict, key: str, runs: dict | None = None) ->
     df = ranks.frame(result)
     if not df.empty:
         st.markdown(f"##### {t('multigpu.chart.ranks')}")
-        st.altair_chart(ranks.chart(df), width="stretch")
+        layout.altair(ranks.chart(df))
     split = [(t("multigpu.rank", rank=r["rank"]), *categories.rank_breakdowns(r, result)) for r in all_ranks]
     if any(dev is None and r.get("breakdown") for r, (_, dev, _h) in zip(all_ranks, split, strict=True)):
         st.caption(t("multigpu.host_mixed"))
     bdf = categories.frame(split)
     if not bdf.empty:
         st.markdown(f"##### {t('multigpu.chart.breakdown')}")
-        st.altair_chart(categories.chart(bdf), width="stretch")
+        layout.altair(categories.chart(bdf))
         if runs is not None:  # under the ranks' bars at their peaks, which both prompts talk about
             layout.prompts(meta, "memory", runs, key=f"{key}.memory")
             layout.prompts(meta, "breakdown", runs, key=f"{key}.breakdown")

@@ -8,7 +8,7 @@ import streamlit as st
 from app import backend
 from app.charts import fragmentation, segments
 from app.i18n import t
-from app.ui import expect_view, jobs, results, widget_state
+from app.ui import expect_view, jobs, layout, results, widget_state
 from app.ui.failures import job_failed
 from course import catalog
 from course.units import fmt_bytes
@@ -39,7 +39,7 @@ def show(result: dict, meta: dict, key: str) -> None:
         )
         col.caption(f"{t('frag.unallocated')} · {t('frag.reserved_end')}: {fmt_bytes(end.get('reserved_bytes'))}")
     st.markdown(f"##### {t('frag.chart')}")
-    st.altair_chart(fragmentation.chart(fragmentation.frame(result)), width="stretch")
+    layout.altair(fragmentation.chart(fragmentation.frame(result)))
     entry = entry_for(result, meta)
     if entry:
         expect_view.notice(meta, "fragmentation", runs, entry=entry)
@@ -60,7 +60,7 @@ def _segment_charts(runs: dict) -> None:
         segs = [s for s in (run.get("end") or {}).get("segments") or [] if s.get("blocks")]
         if segs:
             st.markdown(f"###### {t('frag.allocator.' + allocator)}")
-            st.altair_chart(segments.chart(segments.frame(segs)), width="stretch")
+            layout.altair(segments.chart(segments.frame(segs)))
 
 
 def render(lesson_id: str, meta: dict) -> None:

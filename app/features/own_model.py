@@ -147,7 +147,7 @@ def show_estimate(est: dict) -> None:
     phase = p if isinstance(p, str) else p["phase"]
     device = t("source.estimated") + f" ({est.get('device_type', 'cuda').upper()})"
     st.markdown(t("ym.estimate_result", peak=fmt_bytes(est["peak_bytes"]), phase=t("phase." + phase), device=device))
-    st.altair_chart(breakdown.estimate_chart(breakdown.frame(None, est["categories"])), width="stretch")
+    layout.altair(breakdown.estimate_chart(breakdown.frame(None, est["categories"])))
 
 
 def what_fits(meta: dict, cfg) -> None:
@@ -166,7 +166,7 @@ def what_fits(meta: dict, cfg) -> None:
 def show_fits(res: dict) -> None:
     df = fits.frame(res)
     st.dataframe(df, hide_index=True)
-    st.altair_chart(fits.chart(df), width="stretch")
+    layout.altair(fits.chart(df))
     c = res["cheapest"]
     if c is None:
         st.warning(t("ym.fits_none", batch=res["batch"]))
@@ -207,6 +207,4 @@ def show_run(result: dict) -> None:
     (st.success if same else st.info)(
         t("ym.run_equal") if same else t("ym.run_differs", diff=fmt_bytes(abs(measured - est)))
     )
-    st.altair_chart(
-        breakdown.chart(breakdown.frame(result["breakdown"], result["estimate"]["categories"])), width="stretch"
-    )
+    layout.altair(breakdown.chart(breakdown.frame(result["breakdown"], result["estimate"]["categories"])))

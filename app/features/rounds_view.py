@@ -68,7 +68,7 @@ def show(result: dict, meta: dict, key: str, rset: dict | None = None, names: di
         return
     rows = result.get("strategies") or []
     st.markdown(f"##### {t('rounds.chart_times')}")
-    st.altair_chart(rounds.chart(df), width="stretch")
+    layout.altair(rounds.chart(df))
     # Lines, not a table: they wrap in a half-width column on a projector, where a table hides its numbers.
     st.markdown(
         "\n".join(
@@ -88,7 +88,7 @@ def show(result: dict, meta: dict, key: str, rset: dict | None = None, names: di
     if not pdf.empty:
         st.markdown(f"##### {t('rounds.chart_paired', versus=versus)}")
         st.caption(t("rounds.paired_explain", versus=versus, min=VERDICT_MIN_ROUNDS))
-        st.altair_chart(ratios.chart(pdf, versus), width="stretch")
+        layout.altair(ratios.chart(pdf, versus))
         st.markdown("\n".join(f"- {line}" for line, _ in paired_lines(result, names)))
     if prompted:
         layout.prompts(meta, "rounds", {"rounds": result}, key=key)

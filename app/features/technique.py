@@ -11,7 +11,7 @@ from app.charts import peak, step_time
 from app.features import rounds_view
 from app.features.claim_verdict import regime, rounds_verdict, source, verdict
 from app.i18n import t
-from app.ui import expect_view, jobs, sizing
+from app.ui import expect_view, jobs, layout, sizing
 from app.ui.errors import engine_error
 from app.ui.failures import job_failed
 from course import catalog, claims, content
@@ -109,10 +109,10 @@ def _measured_pair(meta: dict, technique: dict, ns: str, full_width: int) -> dic
         tech, base = statuses[0]["result"], statuses[1]["result"]
         verdict(meta, technique, tech, base, source(tech, full_width))
         pairs = [(t("opt.technique"), tech), (t("opt.baseline"), base)]
-        st.altair_chart(peak.chart(peak.frame(pairs)), width="stretch")
+        layout.altair(peak.chart(peak.frame(pairs)))
         sdf = step_time.frame([(label, r.get("step_ms")) for label, r in pairs])
         if not sdf.empty:
-            st.altair_chart(step_time.chart(sdf), width="stretch")
+            layout.altair(step_time.chart(sdf))
     return done
 
 

@@ -156,7 +156,9 @@ def render_run(
     )
     cols[1].download_button(
         t("download.json"),
-        json.dumps(result, indent=1, default=str),
+        # Made when clicked, not on every page run (and kept in memory for each): a result with its allocation
+        # history is hundreds of kB.
+        lambda: json.dumps(result, indent=1, default=str),
         file_name="result.json",
         mime="application/json",
         key=f"{key}.json",
@@ -175,7 +177,7 @@ def render_driver(result: dict) -> None:
         cpu = (result.get("device") or {}).get("type") != "cuda"
         st.caption(t("driver.cpu") if cpu else t("driver.missing"))
         return
-    st.altair_chart(driver_chart.chart(ddf), width="stretch")
+    layout.altair(driver_chart.chart(ddf))
     st.markdown(t("driver.explain"))
 
 

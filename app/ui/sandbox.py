@@ -227,7 +227,7 @@ def show_estimate(cfg: ExperimentConfig) -> dict | None:
         st.caption(t("estimate.workspaces_measured"))
     df = breakdown.frame(None, est.get("categories"))
     if not df.empty:
-        st.altair_chart(breakdown.estimate_chart(df), width="stretch")
+        layout.altair(breakdown.estimate_chart(df))
     terms = est.get("terms") or []
     if terms:
         with st.expander(t("estimate.terms")):

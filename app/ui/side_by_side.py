@@ -12,6 +12,7 @@ from app import backend
 from app.backend import net_peak
 from app.charts import memory
 from app.i18n import t
+from app.ui import layout
 from course import experiment
 from course.units import fmt_bytes
 
@@ -60,7 +61,7 @@ def show(left: dict, left_title: str, right: dict, right_title: str, key: str) -
     for result, title, df in zip((left, right), (left_title, right_title), longs, strict=True):
         st.markdown(f"**{title}** · {fmt_bytes(net_peak(result))}")
         if not df.empty:
-            st.altair_chart(memory.chart(df, y_max=top * 1.05), width="stretch")
+            layout.altair(memory.chart(df, y_max=top * 1.05))
     a, b = net_peak(left), net_peak(right)
     if a and b:
         st.caption(t("side.ratio", ratio=f"{b / a:.2f}"))

@@ -67,7 +67,7 @@ def render_segments(history: dict | None, cuda: bool, key: str) -> None:
     free = sum(b["size"] for s in segs for b in s["blocks"] if b["state"] != "allocated")
     at = t("timeline.at_peak") if history.get("segments_at") == "peak" else t("timeline.at_end")
     st.caption(t("timeline.segments_summary", at=at, n=len(segs), reserved=fmt_bytes(reserved), free=fmt_bytes(free)))
-    st.altair_chart(segments.chart(segments.frame(segs)), width="stretch")
+    layout.altair(segments.chart(segments.frame(segs)))
 
 
 def render(result: dict, key: str) -> None:
@@ -94,7 +94,7 @@ def render(result: dict, key: str) -> None:
     if df.empty:
         st.caption(t("timeline.empty"))
     else:
-        st.altair_chart(timeline.chart(df, timeline.phase_rules(history)), width="stretch")
+        layout.altair(timeline.chart(df, timeline.phase_rules(history)))
         st.caption(
             t(
                 "timeline.peak",

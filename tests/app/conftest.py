@@ -11,7 +11,10 @@ os.environ.setdefault("GPU_MEMORY_LAB_INLINE", "1")
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from app.ui import layout  # noqa: E402
 from course import catalog  # noqa: E402
+
+layout.VALIDATE = True  # every chart a test draws is checked against Vega-Lite's schema, as the app skips it
 
 MAIN = "../../app/main.py"
 PAGES = catalog.PAGE_IDS
