@@ -44,7 +44,10 @@ def _procs() -> list[dict]:
 
 
 def _ranks_of(parent: int) -> list[int]:
-    return [p["pid"] for p in _procs() if p["ppid"] == parent and "spawn_main" in p["cmd"]]
+    """Spawned ranks run multiprocessing's spawn_main; forked ones (the launcher's, on a CPU) its own command line."""
+    procs = _procs()
+    own = next((p["cmd"] for p in procs if p["pid"] == parent), None)
+    return [p["pid"] for p in procs if p["ppid"] == parent and ("spawn_main" in p["cmd"] or p["cmd"] == own)]
 
 
 def _group_alive(pgrp: int) -> bool:
@@ -115,6 +118,9 @@ def test_the_launcher_and_its_ranks_end_quietly_with_the_process_that_started_th
         launcher = int(parent.stdout.readline())
         assert parent.stdout.readline().strip() == "running"
         assert len(_ranks_of(launcher)) == 2
+        # On a CPU they are forks of the launcher, which has imported torch once for both (not spawned: each would
+        # import it again, both at once on the same cores).
+        assert not [p for p in _procs() if p["ppid"] == launcher and "spawn_main" in p["cmd"]]
         parent.kill()
         parent.wait()
         killed = time.monotonic()
