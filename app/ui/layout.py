@@ -75,7 +75,7 @@ def altair(figure) -> None:
     """st.altair_chart(figure), without Altair's check of the whole spec against Vega-Lite's JSON schema on every
     page run: about 30 ms a chart on 2 cores, a third of a lesson's script run after Run. The charts are this app's
     own code, and the tests draw each of them with the check on."""
-    if not VALIDATE:
+    if not VALIDATE and "to_dict" not in vars(figure):  # once per object, however often it is drawn
         to_dict = figure.to_dict
         # object.__setattr__: an Altair object's own __setattr__ would make it a property of the spec.
         object.__setattr__(figure, "to_dict", lambda *a, **k: to_dict(*a, **{**k, "validate": False}))
