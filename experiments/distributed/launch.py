@@ -383,18 +383,12 @@ def _child_main() -> None:
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             _kill_own_group()
 
-    # On the CPU the ranks fork from this interpreter, which has imported torch and the ranks' code and run no
-    # kernel (no thread pool to inherit): each rank then starts in milliseconds instead of importing torch again,
-    # both at once on the same cores (about 5 s on 2 cores). CUDA ranks are spawned: CUDA does not survive a fork.
+    # CPU ranks fork from here, where torch and the ranks' code are imported and no kernel has run (no thread pool
+    # to inherit), instead of importing torch again, both at once on the same cores. CUDA does not survive a fork.
     if device_type == "cpu":
         from . import rank, update_check  # noqa: F401 - imported once, before the fork
-
-    got = _spawn(
-        plans,
-        device_type,
-        lambda done, total, label: say({"progress": [done, total, label]}),
-        start_method="fork" if device_type == "cpu" else "spawn",
-    )
+    method = "fork" if device_type == "cpu" else "spawn"
+    got = _spawn(plans, device_type, lambda done, total, label: say({"progress": [done, total, label]}), None, method)
     say({"got": got})
 
 
