@@ -19,12 +19,16 @@ def lesson_section(lesson_id: str) -> None:
         st.caption(t("timeline.lesson_explain"))
         done = jobs.finished(lesson_id)
         result = (done["statuses"][0].get("result") if done and done.get("statuses") else None) or None
+        recorded, _ = backend.safe_load_recorded(catalog.preset_id(lesson_id))
+        shown = (
+            bool(recorded and recorded.get("history")) and catalog.preset_id(lesson_id) == catalog.TIMELINE_RECORDING
+        )
         if result and result.get("history"):
             st.markdown(f"##### {t('timeline.lesson_live')}")
-            timeline.render(result, key=f"{lesson_id}.timeline")
+            # On a CPU the live run has no segments; the recording below has them: not drawn twice.
+            timeline.render(result, key=f"{lesson_id}.timeline", segments_fallback=not shown)
         else:
             st.caption(t("timeline.lesson_none"))
-        recorded, _ = backend.safe_load_recorded(catalog.preset_id(lesson_id))
         if recorded and recorded.get("history"):
             name = (recorded.get("device") or {}).get("name", "GPU")
             with st.expander(t("timeline.lesson_recorded", name=name), icon=":material/history:", expanded=not gpu):

@@ -47,8 +47,12 @@ def _download(history: dict, cuda: bool, key: str) -> None:
     st.caption(t("timeline.download_hint"))
 
 
-def render_segments(history: dict | None, cuda: bool, key: str) -> None:
+def render_segments(history: dict | None, cuda: bool, key: str, fallback: bool = True) -> None:
+    """`fallback`: on a CPU, draw the recorded GPU run's segments (unless the page shows that recording already)."""
     st.markdown(f"###### {t('timeline.segments_title')}")
+    if not cuda and not fallback:
+        st.info(t("timeline.segments_cpu_below"))
+        return
     if not cuda:
         st.info(t("timeline.segments_cpu"))
         recorded, _ = backend.safe_load_recorded(catalog.TIMELINE_RECORDING)
@@ -70,14 +74,14 @@ def render_segments(history: dict | None, cuda: bool, key: str) -> None:
     layout.altair(segments.chart(segments.frame(segs)))
 
 
-def render(result: dict, key: str) -> None:
+def render(result: dict, key: str, segments_fallback: bool = True) -> None:
     """The timeline of one result (live or recorded), its segments and the snapshot download."""
     history = result.get("history")
     cuda = (result.get("device") or {}).get("type") == "cuda"
     if not history:
         st.caption(t("timeline.missing"))
         if not cuda:
-            render_segments(None, cuda, key)
+            render_segments(None, cuda, key, segments_fallback)
         return
     if history.get("error"):
         st.warning(t("timeline.failed", message=history["error"]))
@@ -103,7 +107,7 @@ def render(result: dict, key: str) -> None:
                 start=fmt_bytes(history.get("start_bytes")),
             )
         )
-    render_segments(history, cuda, key)
+    render_segments(history, cuda, key, segments_fallback)
     _download(history, cuda, key)
 
 

@@ -40,6 +40,10 @@ def test_analysis_run_shows_the_timeline_with_fixed_colours(lang):
     # On a CPU: no caching allocator, no snapshot; the page says why.
     infos = " ".join(i.value for i in at.info)
     assert ("A CPU has no caching allocator" if lang == "en" else "CPU 没有缓存分配器") in infos
+    # The recording's segments are drawn under the recorded run, not a second time under the live one.
+    assert ("The recorded GPU run below shows them" if lang == "en" else "下面录制的 GPU 运行结果中可以看到段") in infos
+    charts = [c.proto.spec for c in at.get("vega_lite_chart")]
+    assert not [c for c in charts if charts.count(c) > 1], "a chart drawn twice on the page"
     # The only snapshot offered is the one recorded on the H200 (shipped with the lessons), not one of this run.
     snapshots = [b for b in at.get("download_button") if "snapshot" in str(b.proto.label).lower()]
     assert all("recorded." in b.key for b in snapshots), [b.key for b in snapshots]  # the page's or the browser's
