@@ -47,11 +47,12 @@ def show(result: dict, meta: dict, key: str) -> None:
         if run.get("oom"):
             st.error(t("frag.oom", allocator=t("frag.allocator." + allocator)))
             st.code(run["oom"]["message"], language=None, wrap_lines=True)
-    seg = fragmentation.segments_table(result)
-    if not seg.empty:
-        with st.expander(t("frag.segments")):
-            st.dataframe(seg, hide_index=True, width="stretch")
-            _segment_charts(runs)
+    if any((run.get("end") or {}).get("segments") for run in runs.values()):
+        with layout.lazy_expander(t("frag.segments"), key=f"{key}.segments_open") as open_:
+            seg = fragmentation.segments_table(result) if open_ else None
+            if seg is not None and not seg.empty:
+                st.dataframe(seg, hide_index=True, width="stretch")
+                _segment_charts(runs)
 
 
 def _segment_charts(runs: dict) -> None:

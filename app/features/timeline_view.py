@@ -7,7 +7,7 @@ import streamlit as st
 
 from app import backend
 from app.i18n import t
-from app.ui import jobs, timeline
+from app.ui import jobs, layout, timeline
 from course import catalog
 
 
@@ -31,5 +31,8 @@ def lesson_section(lesson_id: str) -> None:
             st.caption(t("timeline.lesson_none"))
         if recorded and recorded.get("history"):
             name = (recorded.get("device") or {}).get("name", "GPU")
-            with st.expander(t("timeline.lesson_recorded", name=name), icon=":material/history:", expanded=not gpu):
-                timeline.render(recorded, key=f"{lesson_id}.timeline.recorded")
+            label = t("timeline.lesson_recorded", name=name)
+            key = f"{lesson_id}.timeline.recorded_open"
+            with layout.lazy_expander(label, key=key, icon=":material/history:", expanded=not gpu) as open_:
+                if open_:
+                    timeline.render(recorded, key=f"{lesson_id}.timeline.recorded")

@@ -77,3 +77,16 @@ def test_a_small_run_has_a_timeline_expander_on_every_result_page():
     assert any("Memory timeline" in e.label for e in at.expander)
     assert not _timeline_specs(at), "a closed timeline expander computes nothing"
     assert _timeline_specs(open_expanders(at, ".timeline_open"))
+
+
+def test_the_recorded_fragmentation_runs_build_their_segments_only_when_opened():
+    """On a CPU lesson 2 shows the fragmentation patterns recorded on a GPU; their segment table and charts sit in a
+    closed expander, built only when it opens (not on every page run)."""
+    at = open_page("analysis", "en")
+
+    def tables():
+        return [d.value for d in at.dataframe if "Segment" in d.value.columns and "Live blocks" in d.value.columns]
+
+    assert not at.exception and not tables()
+    open_expanders(at, ".segments_open")
+    assert tables() and not at.exception
