@@ -49,9 +49,8 @@ def show(result: dict, meta: dict, key: str) -> None:
             st.code(run["oom"]["message"], language=None, wrap_lines=True)
     if any((run.get("end") or {}).get("segments") for run in runs.values()):
         with layout.lazy_expander(t("frag.segments"), key=f"{key}.segments_open") as open_:
-            seg = fragmentation.segments_table(result) if open_ else None
-            if seg is not None and not seg.empty:
-                st.dataframe(seg, hide_index=True, width="stretch")
+            if open_:
+                st.dataframe(fragmentation.segments_table(result), hide_index=True, width="stretch")
                 _segment_charts(runs)
 
 
