@@ -52,6 +52,17 @@ def _exit_with_parent(parent_pid: int) -> None:
             os._exit(0)
 
 
+def _warm_launcher() -> None:
+    """Lesson 6's runs start from a launcher kept ready (experiments/distributed/launch.keep_warm): a CPU worker's
+    from the start; a GPU worker's once it has run one (every GPU has a worker, and most never run one)."""
+    import torch
+
+    from ..distributed.launch import keep_warm
+
+    with contextlib.suppress(OSError):
+        keep_warm(None if torch.cuda.is_available() else "cpu")
+
+
 def claim_device() -> bool:
     """One lab worker per GPU, and one per machine's CPU: a second server on the same machine would share the
     device (or the cores and the memory) and spoil both servers' measurements and fit checks. Returns False when
@@ -92,6 +103,8 @@ def worker_main(
     # device's measured rates (seconds on a busy CPU), so the first page does not wait for them.
     _report_device(events, rates=False)
     _report_device(events, rates=rates)
+    if rates:  # a classroom worker (tests start theirs without rates, and need no launcher waiting)
+        _warm_launcher()
     while True:
         item = jobs.get()
         if item is None:

@@ -137,6 +137,32 @@ def test_the_launcher_and_its_ranks_end_quietly_with_the_process_that_started_th
     assert "BrokenPipeError" not in text and "Traceback" not in text, text[-2000:]
 
 
+def test_a_launcher_kept_warm_runs_the_next_launch_and_another_waits_after_it(monkeypatch):
+    """The classroom worker keeps one launcher waiting with torch imported (about 4 s of a laptop CPU per run): the
+    next launch's ranks are that launcher's, and after the run a fresh one waits for the one after."""
+    monkeypatch.setattr(launch, "_warm", {})
+    monkeypatch.setattr(launch, "_keeping_warm", False)
+    launch.keep_warm("cpu")
+    warm = launch._warm["cpu"]
+    plans = [DistributedConfig.from_dict(TINY | {"world_size": 2, "strategy": "ddp"}).to_dict()]
+    seen: list[int] = []
+
+    def look():  # called every 0.1 s while the launch runs
+        seen.append(len(_ranks_of(warm.pid)))
+        return False
+
+    try:
+        got = launch._spawn_via_child(plans, "cpu", should_cancel=look)
+        assert not got[0]["errors"] and sorted(got[0]["results"]) == [0, 1]
+        assert 2 in seen, f"the warm launcher's children while it ran: {seen}"
+        assert warm.wait(10) == 0
+        after = launch._warm["cpu"]
+        assert after is not warm and after.poll() is None
+    finally:
+        for proc in launch._warm.values():
+            launch.stop_group(proc)
+
+
 def test_a_launch_no_rank_can_hold_is_refused_before_any_rank_starts(monkeypatch):
     # world size 8 of a model whose every rank needs more than the machine has free: one message, not 8 OOM kills
     big = {"model": "mlp", "layers": 16, "width": 4096, "batch": 64, "device": "cpu", "world_size": 8}
