@@ -101,6 +101,18 @@ def status(job_id: str, result: bool = True) -> dict:
         return {"state": "error", "error": _text(exc), "result": None}
 
 
+def wait_ended(job_ids: list[str], timeout: float) -> bool:
+    """Up to `timeout` seconds for every job to end (WorkerClient.wait_ended); False on any failure (the caller
+    polls again)."""
+    c, err = get_client()
+    if err:
+        return False
+    try:
+        return c.wait_ended(job_ids, timeout)
+    except Exception:  # noqa: BLE001 - a poll that cannot wait just reads the statuses
+        return False
+
+
 def cancel(job_ids: list[str]) -> None:
     c, _ = get_client()
     for job_id in job_ids if c is not None else ():

@@ -6,8 +6,8 @@ Each action is timed from the click on its button to the moment its result is vi
 `--rounds` rounds, each in a fresh browser context (a new learner). A first Run uses a configuration this server has
 not run yet (the round's seed, steps or choice goes into the URL, which the pages restore their widgets from); the
 cached action repeats a configuration already run. Compare's "Run all" and exercise 3, whose jobs no URL changes,
-get a server of their own each round. Every server is warmed first (one page opened until its Run button is drawn
-and the worker has started), not counted. The machine's load average is printed before and after: a loaded machine
+get a server of their own each round. Every server is warmed first (one page opened until its Run button is drawn,
+the worker has started, and the server's processes are idle: see warm_up), not counted. The machine's load average is printed before and after: a loaded machine
 measures the load, so quote only a run on idle cores. `--only REGEX` times a subset of the actions.
 """
 
@@ -275,8 +275,43 @@ def summarize(action: Action, recs: list[dict]) -> dict:
     }
 
 
-async def warm_up(browser, base: str, timeout_s: float) -> float:
-    """Seconds until the first page draws its Run button and the sidebar no longer says the worker is starting."""
+def _tree_cpu_s(root: int) -> float:
+    """CPU seconds (user + system) of a process and all its descendants, from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    procs = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            procs[int(d.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks)
+    tree, grew = {root}, True
+    while grew:
+        more = {pid for pid, (ppid, _) in procs.items() if ppid in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return sum(procs[pid][1] for pid in tree if pid in procs)
+
+
+async def _idle(server_pid: int, timeout_s: float, window_s: float = 1.0, busy: float = 0.05) -> None:
+    """Until the server and its processes use less than `busy` of one core over `window_s` (or `timeout_s`)."""
+    deadline = time.monotonic() + timeout_s
+    before = _tree_cpu_s(server_pid)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(window_s)
+        now = _tree_cpu_s(server_pid)
+        if now - before < busy * window_s:
+            return
+        before = now
+
+
+async def warm_up(browser, base: str, server_pid: int, timeout_s: float) -> float:
+    """Seconds until the first page draws its Run button, the sidebar no longer says the worker is starting, and the
+    server with its processes is idle: the worker has measured its device's rates and the processes it starts
+    ahead (estimates, a data-parallel launcher) have imported torch. A teacher starts the server before class; a
+    learner's first click should not be timed against the server's own start."""
     page = await browser.new_page()
     t0 = time.monotonic()
     try:
@@ -286,6 +321,7 @@ async def warm_up(browser, base: str, timeout_s: float) -> float:
         await starting.wait_for(state="hidden", timeout=timeout_s * 1000)
     finally:
         await page.close()
+    await _idle(server_pid, timeout_s)
     return round(time.monotonic() - t0, 2)
 
 
@@ -295,9 +331,9 @@ async def main_async(args) -> dict:
     rows, warm = [], []
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        with app_server.running() as (base, _server):
-            warm.append(await warm_up(browser, base, args.timeout))
-            print(f"warm-up: /{sandbox_pages()[0]} ready (Run button, worker started) in {warm[0]} s, not counted")
+        with app_server.running() as (base, server):
+            warm.append(await warm_up(browser, base, server.pid, args.timeout))
+            print(f"warm-up: /{sandbox_pages()[0]} ready (Run button, server idle) in {warm[0]} s, not counted")
             print(HEADER, flush=True)
             for action in (a for a in chosen if not a.fresh_server):
                 recs = [await one_round(browser, base, action, i, args.timeout) for i in range(args.rounds)]
@@ -306,8 +342,8 @@ async def main_async(args) -> dict:
         for action in (a for a in chosen if a.fresh_server):
             recs = []
             for i in range(args.rounds):
-                with app_server.running() as (base, _server):
-                    warm.append(await warm_up(browser, base, args.timeout))
+                with app_server.running() as (base, server):
+                    warm.append(await warm_up(browser, base, server.pid, args.timeout))
                     recs.append(await one_round(browser, base, action, i, args.timeout))
             rows.append(summarize(action, recs))
             print(_line(rows[-1]) + "  (a fresh, warmed server each round)", flush=True)

@@ -11,6 +11,9 @@ from app.i18n import t
 from app.ui.errors import engine_error
 
 POLL_S = 0.7
+# Each poll first waits this long for the group to end: a result is drawn the moment the worker reports it
+# (it waited 0.2-0.8 s for the next poll), and the fragment still ends before the next one is due.
+POLL_WAIT_S = 0.5
 FAR_POLL_S = 2.0
 FAR_POSITION = 3
 TERMINAL = ("done", "error", "cancelled")
@@ -99,6 +102,7 @@ def poll(ns: str) -> None:
             return
         # Far back in the queue nothing changes quickly: fewer polls leave the server's time to the pages.
         far = (group.get("last_position") or 0) > FAR_POSITION
+        group["in_page_run"] = True  # the fragment's body runs within this page run: it must not wait there
         st.fragment(_poll_body, run_every=FAR_POLL_S if far else POLL_S)(ns)
 
 
@@ -121,6 +125,8 @@ def _poll_body(ns: str) -> None:
     group = st.session_state.get(_pending_key(ns))
     if not group:
         return
+    if not group.pop("in_page_run", False) and (group.get("last_position") or 0) <= FAR_POSITION:
+        backend.wait_ended(group["ids"], POLL_WAIT_S)
     statuses = _store_if_ended(ns, group)
     if statuses is None:
         st.rerun()

@@ -151,6 +151,21 @@ class WorkerClient:
             return out | {"position": position, "result": None}
         return out | {"position": position, "result": pickle.loads(blob) if blob is not None else out["result"]}
 
+    def wait_ended(self, tickets: list[str], timeout: float) -> bool:
+        """Blocks until every one of these jobs has ended (done, error or cancelled; an unknown one counts as ended)
+        or `timeout` seconds have passed; True when they all ended. A page that polls waits here for part of its
+        interval and sees its result the moment the worker reports it, not up to one interval later."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while True:
+                states = [self._jobs.get(self._tickets.get(t, t), {}).get("state") for t in tickets]
+                if all(s not in ("queued", "running") for s in states):
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.lock.wait(left)
+
     def cancel(self, ticket: str) -> None:
         """Withdraws one submission; the job stops only when no other learner still waits for it."""
         with self.lock:

@@ -236,3 +236,22 @@ def test_a_fresh_submission_runs_again_where_the_cache_holds_the_same_job(fake):
     again = client.submit("timing_rounds", {"name": "timed"}, owner="B", fresh=True)
     _wait(lambda: client.status(again)["state"] == "done")
     assert not client.status(again)["cached"] and fake.started == ["timed", "timed"]
+
+
+def test_a_poll_waits_for_the_end_and_returns_the_moment_it_comes(fake):
+    """wait_ended: a page's poll sees a result when the worker reports it, not at its next poll."""
+    client = worker.WorkerClient(inline=True)
+    a = client.submit("run", {"name": "a"}, owner="A")
+    b = client.submit("run", {"name": "b"}, owner="A")
+    _wait(lambda: "a" in fake.started)
+    t0 = time.monotonic()
+    assert not client.wait_ended([a], 0.2)  # still running: the whole timeout, then False
+    assert time.monotonic() - t0 >= 0.2
+    threading.Timer(0.1, fake.go, args=("a",)).start()
+    t0 = time.monotonic()
+    assert client.wait_ended([a], 10.0)
+    assert time.monotonic() - t0 < 5.0 and client.status(a)["state"] == "done"
+    assert not client.wait_ended([a, b], 0.05)  # a group ends when every job of it has ended
+    fake.go("b")
+    assert client.wait_ended([a, b], 10.0)
+    assert client.wait_ended(["no-such-ticket"], 0.0)  # unknown: nothing to wait for

@@ -1,0 +1,36 @@
+"""The page's poll (app/ui/jobs.py): run on its own (the fragment's timer), it waits part of its interval for the
+group to end, so a result is drawn when the worker reports it; run within a page run, it never holds the page."""
+
+from __future__ import annotations
+
+from streamlit.testing.v1 import AppTest
+
+from app import backend
+
+
+def _script():
+    import streamlit as st
+
+    from app.ui import jobs
+
+    if st.session_state.get("step") == "fragment":
+        jobs._poll_body("t")  # what the fragment's timer runs, without the page around it
+    else:
+        if not jobs.pending("t"):
+            jobs.start("t", [{"label": "x", "kind": "run", "params": {}}])
+        jobs.poll("t")
+
+
+def test_the_poll_waits_in_its_own_runs_and_never_in_a_page_run(monkeypatch):
+    waits = []
+    monkeypatch.setattr(backend, "submit", lambda specs: (["j1"], None))
+    monkeypatch.setattr(backend, "status", lambda job_id, result=True: {"state": "running", "position": 0})
+    monkeypatch.setattr(backend, "wait_ended", lambda ids, timeout: waits.append((tuple(ids), timeout)) or False)
+    at = AppTest.from_function(_script, default_timeout=30)
+    at.run()  # the page run that submits
+    at.run()  # a page run while the group is pending (a learner moved a slider)
+    assert waits == []
+    at.session_state["step"] = "fragment"
+    at.run()
+    assert waits == [(("j1",), 0.5)]
+    assert not at.exception
