@@ -17,6 +17,7 @@ from course.units import fmt_bytes
 
 NS = "compare"
 ROUNDS_NS = "compare.rounds"
+HISTORY = ":material/history:"
 
 
 def short_title(strategy: dict) -> str:
@@ -104,8 +105,15 @@ def recorded_and_live(meta: dict, valid: list) -> None:
     recorded = [(sid, title, backend.find_recorded(backend.config(full[sid])[0])) for sid, title, _ in valid]
     recorded = [item for item in recorded if item[2]]
     if recorded:
-        with st.expander(t("recorded.compare"), icon=":material/history:", expanded=not jobs.finished(NS)):
-            show_comparison(recorded, meta, key="compare.recorded", recorded=True)
+        # Open until this page has a result of its own, then closed, and computed only while open: its two charts
+        # cost the result's page run about 0.4 s. A key per state, so the closing is not undone by the kept state.
+        after = "after" if jobs.finished(NS) else "before"
+        title = t("recorded.compare")
+        with layout.lazy_expander(
+            title, key=f"compare.recorded_open.{after}", expanded=after == "before", icon=HISTORY
+        ) as open_:
+            if open_:
+                show_comparison(recorded, meta, key="compare.recorded", recorded=True)
     jobs.poll(NS)
     done = jobs.finished(NS)
     if done:
@@ -126,5 +134,10 @@ def rounds_box(meta: dict, valid: list) -> None:
         rec, _ = backend.safe_load_recorded(catalog.rounds_id(meta["id"]))
         if rec:
             name = (rec.get("device") or {}).get("name", "GPU")
-            with st.expander(t("rounds.recorded", name=name), icon=":material/history:", expanded=done is None):
-                rounds_view.show(rec, meta, key="compare.rounds.recorded")
+            after = "before" if done is None else "after"
+            title = t("rounds.recorded", name=name)
+            with layout.lazy_expander(
+                title, key=f"compare.rounds.recorded_open.{after}", expanded=done is None, icon=HISTORY
+            ) as open_:
+                if open_:
+                    rounds_view.show(rec, meta, key="compare.rounds.recorded")

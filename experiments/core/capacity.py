@@ -32,3 +32,9 @@ def capacity(budget_mb: float | None, free_bytes: int | None, cached_free_bytes:
     if budget is None or available is None:
         return budget if budget is not None else available
     return min(budget, available)
+
+
+def verdict(peak_bytes: int, capacity_bytes: int | None) -> dict:
+    """An estimate's "fits" against a capacity. Kept apart from the replay, which does not depend on it: a device's
+    free memory moves after every run, and a cache of estimates keyed by it would replay every configuration again."""
+    return {"capacity_bytes": capacity_bytes, "fits": None if capacity_bytes is None else peak_bytes <= capacity_bytes}

@@ -8,6 +8,7 @@ device (experiments/estimate/workspaces.py) is held where its op runs.
 
 from __future__ import annotations
 
+from ..core.capacity import verdict
 from ..core.config import ExperimentConfig
 from ..core.vocabulary import TENSOR_CATEGORIES as CATS
 from .explain import terms
@@ -64,8 +65,7 @@ def estimate(
         "peak_bytes": peak,
         "peak_phase": phase,
         "terms": terms(asked, r, categories),
-        "capacity_bytes": capacity_bytes,
-        "fits": None if capacity_bytes is None else peak <= capacity_bytes,
+        **verdict(peak, capacity_bytes),
         "method": method,
         "device_type": device_type,
         "step": r["step"],

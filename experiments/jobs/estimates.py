@@ -24,6 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as NotYet
 
+from ..core.capacity import verdict
 from . import policy
 
 PROCESSES = 2  # estimates at once: one long estimate leaves the other process to the rest of the class
@@ -194,12 +195,18 @@ class EstimatePool:
         the measured workspaces `table` (a frozen mapping, or None)."""
         kwargs = {"device_type": where, "transients": dict(table or ())}
         key = (type(cfg).__name__, _frozen(cfg.to_dict()), where, table)
-        if type(cfg).__name__ == "ExperimentConfig":
-            target, args, key = "experiments.estimate.estimator:estimate", (cfg, capacity), (*key, capacity)
+        single = type(cfg).__name__ == "ExperimentConfig"
+        if single:  # replayed once, whatever the capacity it is judged against (free memory moves after each run)
+            target, args = "experiments.estimate.estimator:estimate", (cfg, None)
         else:
             target, args = "experiments.distributed.estimate:estimate_sharded", (cfg,)
         own = getattr(getattr(cfg, "config", cfg), "model_source", "")
-        return self.get(key, target, args, kwargs, owner, wait, OWN_MODEL_SECONDS if own else None)
+        est = self.get(key, target, args, kwargs, owner, wait, OWN_MODEL_SECONDS if own else None)
+        return (
+            est | verdict(est["peak_bytes"], capacity)
+            if single and isinstance(est, dict) and "peak_bytes" in est
+            else est
+        )
 
     def model_fits(self, cfg, capacity: int, where: str, owner=None, wait=None):
         """A model of one's own on one device: the levers x batch grid (experiments/distributed/model_fits.py)."""

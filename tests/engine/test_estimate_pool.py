@@ -40,10 +40,23 @@ def test_a_page_opens_in_about_a_second_while_another_session_estimates_for_minu
         assert time.monotonic() < deadline, "the page's estimate never came"
     assert max(waits) < 2.0, waits  # no page render waits for the other session's estimate
     assert est["peak_bytes"] > 0 and not long.done()
-    assert pool.estimate(CFG, None, "cpu", None, owner="C", wait=0) is est  # one cache
+    assert pool.estimate(CFG, None, "cpu", None, owner="C", wait=0) == est  # one cache: ready at once
     gone.add("A")  # A's tab closes: its estimate is stopped, its process replaced
     with pytest.raises(estimates.EstimateCancelled):
         long.result(timeout=30)
+
+
+def test_an_estimate_is_replayed_once_whatever_capacity_it_is_judged_against(pool):
+    """A device's free memory moves after every run: the page asks again with another capacity, and must not wait
+    for a second replay of the same configuration (compare's seven estimates held its result's page run 2-3 s)."""
+    est = pool.estimate(CFG, None, "cpu", None, wait=None)
+    peak = est["peak_bytes"]
+    assert est["fits"] is None and est["capacity_bytes"] is None
+    for capacity, fits in ((peak, True), (peak - 1, False), (10 * peak, True)):
+        judged = pool.estimate(CFG, capacity, "cpu", None, wait=0)  # no replay: ready at once
+        assert judged is not estimates.PENDING, capacity
+        assert (judged["capacity_bytes"], judged["fits"], judged["peak_bytes"]) == (capacity, fits, peak)
+    assert est["fits"] is None  # the cached estimate itself is not changed by a verdict
 
 
 def test_an_estimate_past_the_time_limit_is_refused_naming_it(pool):
