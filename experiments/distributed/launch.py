@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import gc
 import json
 import multiprocessing
 import os
@@ -415,6 +416,10 @@ def _child_main() -> None:
 
     if device_type == "cpu":
         from . import rank, update_check  # noqa: F401 - imported once, before the fork
+
+        # The ranks' gc.collect() (and the forks' copies of pages) need not go over what every rank shares.
+        gc.collect()
+        gc.freeze()
     plans = json.loads(sys.stdin.read())
 
     def say(message: dict) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import multiprocessing as mp
 import os
 import pickle
@@ -114,6 +115,11 @@ def worker_main(
     _report_device(events, rates=rates)
     if rates:  # a classroom worker (tests start theirs without rates, and need no launcher waiting)
         _warm_launcher()
+    # Runs and leak scenarios call gc.collect() to measure what is freed; with torch and the engine imported (about
+    # 290,000 objects) each full collection took 0.16-0.19 s, three per run. Frozen, they are never traversed again:
+    # a leak scenario 0.51 -> 0.23 s. What the jobs create afterwards is collected as before.
+    gc.collect()
+    gc.freeze()
     while True:
         item = jobs.get()
         if item is None:
