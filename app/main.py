@@ -8,7 +8,7 @@ import streamlit as st
 # `app`, `course` and `experiments` are an installed project (requirements.txt installs it with `-e .`).
 from app import backend
 from app.i18n import LANGS, t
-from app.ui import layout, widget_state
+from app.ui import jobs, layout, widget_state
 from course import catalog
 
 # Half-width lesson columns on a projector (1024-1280 px): lesson code wraps instead of hiding its
@@ -97,6 +97,7 @@ def main() -> None:
     # The estimate processes (each imports torch) start once the server's first page is drawn, not while it is
     # drawn, and not when a graded tab first waits for them.
     backend.shared_pool()
+    jobs.settle()
 
 
 def device_caption(slot, info: dict | None) -> None:

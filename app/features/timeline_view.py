@@ -23,7 +23,8 @@ def lesson_section(lesson_id: str) -> None:
         shown = (
             bool(recorded and recorded.get("history")) and catalog.preset_id(lesson_id) == catalog.TIMELINE_RECORDING
         )
-        if result and result.get("history"):
+        live = bool(result and result.get("history"))
+        if live:
             st.markdown(f"##### {t('timeline.lesson_live')}")
             # On a CPU the live run has no segments; the recording below has them: not drawn twice.
             timeline.render(result, key=f"{lesson_id}.timeline", segments_fallback=not shown)
@@ -32,7 +33,12 @@ def lesson_section(lesson_id: str) -> None:
         if recorded and recorded.get("history"):
             name = (recorded.get("device") or {}).get("name", "GPU")
             label = t("timeline.lesson_recorded", name=name)
-            key = f"{lesson_id}.timeline.recorded_open"
-            with layout.lazy_expander(label, key=key, icon=":material/history:", expanded=not gpu) as open_:
+            # Open on a CPU until the learner's own run is drawn above it, then closed: each timeline is about
+            # 2,700 rows (half a megabyte of chart) that the browser took a second or more to draw beside the
+            # result. A key per state, so the closing is not undone by the kept state.
+            key = f"{lesson_id}.timeline.recorded_open.{'after' if live else 'before'}"
+            with layout.lazy_expander(
+                label, key=key, icon=":material/history:", expanded=not gpu and not live
+            ) as open_:
                 if open_:
                     timeline.render(recorded, key=f"{lesson_id}.timeline.recorded")

@@ -19,6 +19,9 @@ FAR_POSITION = 3
 TERMINAL = ("done", "error", "cancelled")
 
 
+SUBMITTED = "jobs.submitted_this_run"
+
+
 def _pending_key(ns: str) -> str:
     return f"{ns}.jobs"
 
@@ -44,6 +47,7 @@ def submit(ns: str, specs: list[dict], tag=None) -> str | None:
             return t("jobs.session_full" if failed.code == "per_session" else "jobs.queue_full")
         return failed.message
     st.session_state[_pending_key(ns)] = {"ids": ids, "specs": specs, "tag": tag, "since": time.time(), "new": True}
+    st.session_state.setdefault(SUBMITTED, []).append(ns)
     return None
 
 
@@ -104,6 +108,18 @@ def poll(ns: str) -> None:
         far = (group.get("last_position") or 0) > FAR_POSITION
         group["in_page_run"] = True  # the fragment's body runs within this page run: it must not wait there
         st.fragment(_poll_body, run_every=FAR_POLL_S if far else POLL_S)(ns)
+
+
+def settle() -> None:
+    """At the end of a page run that submitted a group (app/main.py, after the page is drawn): wait up to
+    POLL_WAIT_S for it to end, and if it did, run the page again at once with its result. A short job's result
+    then comes when the worker reports it, not with the fragment's first poll, 0.7 s after the page run."""
+    submitted = [ns for ns in st.session_state.pop(SUBMITTED, []) if pending(ns)]
+    ids = [job_id for ns in submitted for job_id in st.session_state[_pending_key(ns)]["ids"]]
+    if ids and backend.wait_ended(ids, POLL_WAIT_S):
+        for ns in submitted:
+            _store_if_ended(ns, st.session_state[_pending_key(ns)])
+        st.rerun()
 
 
 def _store_if_ended(ns: str, group: dict) -> list[dict] | None:

@@ -34,3 +34,34 @@ def test_the_poll_waits_in_its_own_runs_and_never_in_a_page_run(monkeypatch):
     at.run()
     assert waits == [(("j1",), 0.5)]
     assert not at.exception
+
+
+def _submitting_page():
+    import streamlit as st
+
+    from app.ui import jobs
+
+    if not jobs.pending("t") and not jobs.finished("t"):
+        jobs.start("t", [{"label": "x", "kind": "run", "params": {}}])
+    jobs.poll("t")
+    if jobs.finished("t"):
+        st.markdown("result: " + jobs.finished("t")["statuses"][0]["state"])
+    jobs.settle()  # what app/main.py does after the page
+
+
+def test_a_job_that_ends_while_the_submitting_page_settles_is_drawn_without_waiting_for_a_poll(monkeypatch):
+    state, waits = {"j1": "running"}, []
+
+    def wait_ended(ids, timeout):
+        waits.append(timeout)
+        state["j1"] = "done"  # the worker reports within the wait
+        return True
+
+    monkeypatch.setattr(backend, "submit", lambda specs: (["j1"], None))
+    monkeypatch.setattr(backend, "status", lambda job_id, result=True: {"state": state[job_id], "position": 0})
+    monkeypatch.setattr(backend, "wait_ended", wait_ended)
+    at = AppTest.from_function(_submitting_page, default_timeout=30)
+    at.run()  # one click: the page, the wait at its end, the page again with the result
+    assert waits == [0.5]
+    assert [m.value for m in at.markdown] == ["result: done"]
+    assert not at.exception
