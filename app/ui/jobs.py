@@ -96,18 +96,20 @@ def poll(ns: str) -> None:
     """Shows progress of the page's running group; while it runs, a fragment polls it and reruns the page when it
     ends. A group submitted in this run that already ended (the worker's cache answered) is stored at once: the
     page, which reads `finished` after this and drew its Run button before submitting, draws the result in this
-    run, with no second run."""
+    run, with no second run. With nothing pending an empty container takes the fragment's place: the elements
+    below keep their places in the page, and the browser keeps their charts instead of building them again."""
     if pending(ns):
         group = st.session_state[_pending_key(ns)]
         submitted_now = group.pop("new", False)
-        if _store_if_ended(ns, group) is None:
-            if not submitted_now:
-                st.rerun()  # this run drew the page (its Run button disabled) while the group was pending
+        if _store_if_ended(ns, group) is not None:
+            # Far back in the queue nothing changes quickly: fewer polls leave the server's time to the pages.
+            far = (group.get("last_position") or 0) > FAR_POSITION
+            group["in_page_run"] = True  # the fragment's body runs within this page run: it must not wait there
+            st.fragment(_poll_body, run_every=FAR_POLL_S if far else POLL_S)(ns)
             return
-        # Far back in the queue nothing changes quickly: fewer polls leave the server's time to the pages.
-        far = (group.get("last_position") or 0) > FAR_POSITION
-        group["in_page_run"] = True  # the fragment's body runs within this page run: it must not wait there
-        st.fragment(_poll_body, run_every=FAR_POLL_S if far else POLL_S)(ns)
+        if not submitted_now:
+            st.rerun()  # this run drew the page (its Run button disabled) while the group was pending
+    st.container()
 
 
 def settle() -> None:

@@ -292,8 +292,10 @@ def render(ns: str, meta: dict, *, driver: bool = False) -> ExperimentConfig | N
         jobs.start(ns, [{"label": t("sandbox.run_label"), "kind": "run", "params": cfg.to_dict()}], tag=cfg.to_dict())
     jobs.poll(ns)
     done = jobs.finished(ns)
-    if done:
-        with st.container(key=f"{ns}-results"):
+    # Drawn empty before a result: the elements below keep their places in the page, so the browser keeps their
+    # charts instead of building them again when a result appears above them.
+    with st.container(key=f"{ns}-results"):
+        if done:
             before = jobs.previous(ns)
             previous = before["statuses"][0].get("result") if before else None
             results.render_status(
