@@ -71,12 +71,17 @@ def _text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _safe(call, default):
+    """(call(), None), or (default, the error message): any engine failure becomes a message on the page."""
+    try:
+        return call(), None
+    except Exception as exc:  # noqa: BLE001
+        return default, _text(exc)
+
+
 def get_client():
     """(client, error message)."""
-    try:
-        return client(), None
-    except Exception as exc:  # noqa: BLE001 - any engine failure becomes a message on the page
-        return None, _text(exc)
+    return _safe(client, None)
 
 
 def submit(specs: list[dict]) -> tuple[list[str] | None, Failure | None]:
@@ -92,25 +97,15 @@ def submit(specs: list[dict]) -> tuple[list[str] | None, Failure | None]:
 
 
 def status(job_id: str, result: bool = True) -> dict:
-    c, err = get_client()
-    if err:
-        return {"state": "error", "error": err, "result": None}
-    try:
-        return c.status(job_id, result=result)
-    except Exception as exc:  # noqa: BLE001
-        return {"state": "error", "error": _text(exc), "result": None}
+    got, err = _safe(lambda: client().status(job_id, result=result), None)
+    return got if err is None else {"state": "error", "error": err, "result": None}
 
 
 def wait_ended(job_ids: list[str], timeout: float) -> bool:
-    """Up to `timeout` seconds for every job to end (WorkerClient.wait_ended); False on any failure (the caller
-    polls again)."""
-    c, err = get_client()
-    if err:
-        return False
-    try:
-        return c.wait_ended(job_ids, timeout)
-    except Exception:  # noqa: BLE001 - a poll that cannot wait just reads the statuses
-        return False
+    """Up to `timeout` seconds for every job to end (WorkerClient.wait_ended); False where it cannot wait."""
+    with contextlib.suppress(Exception):  # a poll that cannot wait just reads the statuses
+        return client().wait_ended(job_ids, timeout)
+    return False
 
 
 def cancel(job_ids: list[str]) -> None:
@@ -138,10 +133,7 @@ def device_info_nowait() -> dict | None:
 
 
 def safe_device_info() -> tuple[dict | None, str | None]:
-    try:
-        return device_info(), None
-    except Exception as exc:  # noqa: BLE001
-        return None, _text(exc)
+    return _safe(device_info, None)
 
 
 def gpu_worker() -> bool:
@@ -374,17 +366,11 @@ def load_recorded(record_id: str) -> dict | None:
 
 
 def safe_list_recorded() -> tuple[list[dict], str | None]:
-    try:
-        return _recorded.list_recorded(), None
-    except Exception as exc:  # noqa: BLE001
-        return [], _text(exc)
+    return _safe(_recorded.list_recorded, [])
 
 
 def safe_load_recorded(record_id: str) -> tuple[dict | None, str | None]:
-    try:
-        return load_recorded(record_id), None
-    except Exception as exc:  # noqa: BLE001
-        return None, _text(exc)
+    return _safe(lambda: load_recorded(record_id), None)
 
 
 def find_recorded(cfg) -> dict | None:

@@ -61,11 +61,11 @@ def cpu_threads() -> int:
 
 
 def _warm_launcher() -> None:
-    """Lesson 6's runs start from a launcher kept ready (experiments/distributed/launch.keep_warm): a CPU worker's
+    """Lesson 6's runs start from a launcher kept ready (experiments/distributed/launcher.keep_warm): a CPU worker's
     from the start; a GPU worker's once it has run one (every GPU has a worker, and most never run one)."""
     import torch
 
-    from ..distributed.launch import keep_warm
+    from ..distributed.launcher import keep_warm
 
     with contextlib.suppress(OSError):
         keep_warm(None if torch.cuda.is_available() else "cpu")

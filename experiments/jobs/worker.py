@@ -26,6 +26,7 @@ from .errors import QueueFull
 from .lanes import InlineLane, Lane, ProcessLane
 
 LIMITS = load_limits()
+UNDER_WAY = {"queued", "running"}
 CACHE_SIZE = 256
 CACHE_BYTES = 256 * MIB  # results kept for the next learner, all together (a run with its timeline: ~1 MB)
 TAB_GRACE_S = 15.0  # a tab disconnected this long counts as closed (its jobs dropped); a shorter blip does not
@@ -152,19 +153,10 @@ class WorkerClient:
         return out | {"position": position, "result": pickle.loads(blob) if blob is not None else out["result"]}
 
     def wait_ended(self, tickets: list[str], timeout: float) -> bool:
-        """Blocks until every one of these jobs has ended (done, error or cancelled; an unknown one counts as ended)
-        or `timeout` seconds have passed; True when they all ended. A page that polls waits here for part of its
-        interval and sees its result the moment the worker reports it, not up to one interval later."""
-        deadline = time.monotonic() + timeout
+        """True once every one of these jobs has ended (an unknown one counts), False after `timeout` seconds."""
         with self.lock:
-            while True:
-                states = [self._jobs.get(self._tickets.get(t, t), {}).get("state") for t in tickets]
-                if all(s not in ("queued", "running") for s in states):
-                    return True
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.lock.wait(left)
+            states = lambda: [self._jobs.get(self._tickets.get(t, t), {}).get("state") for t in tickets]  # noqa: E731
+            return self.lock.wait_for(lambda: not UNDER_WAY & set(states()), timeout)
 
     def cancel(self, ticket: str) -> None:
         """Withdraws one submission; the job stops only when no other learner still waits for it."""

@@ -3,9 +3,19 @@ group to end, so a result is drawn when the worker reports it; run within a page
 
 from __future__ import annotations
 
+import sys
+
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import backend
+
+
+@pytest.fixture(autouse=True)
+def _main_module_kept(monkeypatch):
+    """AppTest runs a function's script as __main__ and leaves it there, a temporary file it then deletes; a worker
+    process spawned later in this test process re-imports __main__ and would die at its start."""
+    monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
 
 
 def _script():

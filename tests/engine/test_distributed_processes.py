@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from experiments.core.config import DistributedConfig
-from experiments.distributed import fit_check, launch
+from experiments.distributed import fit_check, launch, launcher
 from experiments.measure.fits import WouldNotFit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,10 +140,10 @@ def test_the_launcher_and_its_ranks_end_quietly_with_the_process_that_started_th
 def test_a_launcher_kept_warm_runs_the_next_launch_and_another_waits_after_it(monkeypatch):
     """The classroom worker keeps one launcher waiting with torch imported (about 4 s of a laptop CPU per run): the
     next launch's ranks are that launcher's, and after the run a fresh one waits for the one after."""
-    monkeypatch.setattr(launch, "_warm", {})
-    monkeypatch.setattr(launch, "_keeping_warm", False)
-    launch.keep_warm("cpu")
-    warm = launch._warm["cpu"]
+    monkeypatch.setattr(launcher, "_warm", {})
+    monkeypatch.setattr(launcher, "_keeping_warm", False)
+    launcher.keep_warm("cpu")
+    warm = launcher._warm["cpu"]
     plans = [DistributedConfig.from_dict(TINY | {"world_size": 2, "strategy": "ddp"}).to_dict()]
     seen: list[int] = []
 
@@ -152,15 +152,15 @@ def test_a_launcher_kept_warm_runs_the_next_launch_and_another_waits_after_it(mo
         return False
 
     try:
-        got = launch._spawn_via_child(plans, "cpu", should_cancel=look)
+        got = launcher.spawn_via_child(plans, "cpu", should_cancel=look)
         assert not got[0]["errors"] and sorted(got[0]["results"]) == [0, 1]
         assert 2 in seen, f"the warm launcher's children while it ran: {seen}"
         assert warm.wait(10) == 0
-        after = launch._warm["cpu"]
+        after = launcher._warm["cpu"]
         assert after is not warm and after.poll() is None
     finally:
-        for proc in launch._warm.values():
-            launch.stop_group(proc)
+        for proc in launcher._warm.values():
+            launcher.stop_group(proc)
 
 
 def test_a_launch_no_rank_can_hold_is_refused_before_any_rank_starts(monkeypatch):

@@ -1,4 +1,4 @@
-"""A data-parallel launcher kept warm (experiments/distributed/launch.keep_warm) on a GPU: the launcher imports
+"""A data-parallel launcher kept warm (experiments/distributed/launcher.keep_warm) on a GPU: the launcher imports
 torch but creates no CUDA context, so NCCL ranks it spawns later measure what ranks of a fresh launcher measure.
 Skipped without CUDA.
 
@@ -22,16 +22,16 @@ PLAN = {"model": "mlp", "layers": 4, "width": 1024, "batch": 16, "steps": 2, "ti
 
 def test_ranks_of_a_warm_launcher_measure_what_a_fresh_launchers_do(monkeypatch):
     from experiments.core.config import DistributedConfig
-    from experiments.distributed import launch
+    from experiments.distributed import launcher
 
-    monkeypatch.setattr(launch, "_warm", {})
-    monkeypatch.setattr(launch, "_keeping_warm", False)
+    monkeypatch.setattr(launcher, "_warm", {})
+    monkeypatch.setattr(launcher, "_keeping_warm", False)
     plans = [DistributedConfig.from_dict(PLAN | {"world_size": 1, "strategy": "ddp"}).to_dict()]
-    cold = launch._spawn_via_child(plans, "cuda")[0]
-    launch.keep_warm("cuda")
-    warm_proc = launch._warm["cuda"]
+    cold = launcher.spawn_via_child(plans, "cuda")[0]
+    launcher.keep_warm("cuda")
+    warm_proc = launcher._warm["cuda"]
     try:
-        warm = launch._spawn_via_child(plans, "cuda")[0]
+        warm = launcher.spawn_via_child(plans, "cuda")[0]
         assert warm_proc.wait(30) == 0  # that launcher ran this launch
         for got in (cold, warm):
             assert not got["errors"] and sorted(got["results"]) == [0], got["errors"]
@@ -43,5 +43,5 @@ def test_ranks_of_a_warm_launcher_measure_what_a_fresh_launchers_do(monkeypatch)
         assert first == [(p["phase"], p["allocated_bytes"]) for p in b["phases"] if (p.get("step") or 0) <= 1]
         assert len(a["phases"]) == len(b["phases"]) and b["step_ms"]["median"] > 0
     finally:
-        for proc in launch._warm.values():
-            launch.stop_group(proc)
+        for proc in launcher._warm.values():
+            launcher.stop_group(proc)
