@@ -17,9 +17,7 @@ POLL_WAIT_S = 0.5
 FAR_POLL_S = 2.0
 FAR_POSITION = 3
 TERMINAL = ("done", "error", "cancelled")
-
-
-SUBMITTED = "jobs.submitted_this_run"
+SUBMITTED = "jobs.submitted_this_run"  # the groups this page run submitted, for settle()
 
 
 def _pending_key(ns: str) -> str:
@@ -102,14 +100,17 @@ def poll(ns: str) -> None:
         group = st.session_state[_pending_key(ns)]
         submitted_now = group.pop("new", False)
         if _store_if_ended(ns, group) is not None:
-            # Far back in the queue nothing changes quickly: fewer polls leave the server's time to the pages.
-            far = (group.get("last_position") or 0) > FAR_POSITION
             group["in_page_run"] = True  # the fragment's body runs within this page run: it must not wait there
-            st.fragment(_poll_body, run_every=FAR_POLL_S if far else POLL_S)(ns)
+            st.fragment(_poll_body, run_every=FAR_POLL_S if _far(group) else POLL_S)(ns)
             return
         if not submitted_now:
             st.rerun()  # this run drew the page (its Run button disabled) while the group was pending
     st.container()
+
+
+def _far(group: dict) -> bool:
+    """Far back in the queue nothing changes quickly: fewer polls, and none waits, leave the server to the pages."""
+    return (group.get("last_position") or 0) > FAR_POSITION
 
 
 def settle() -> None:
@@ -143,7 +144,7 @@ def _poll_body(ns: str) -> None:
     group = st.session_state.get(_pending_key(ns))
     if not group:
         return
-    if not group.pop("in_page_run", False) and (group.get("last_position") or 0) <= FAR_POSITION:
+    if not group.pop("in_page_run", False) and not _far(group):
         backend.wait_ended(group["ids"], POLL_WAIT_S)
     statuses = _store_if_ended(ns, group)
     if statuses is None:
