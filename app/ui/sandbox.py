@@ -76,7 +76,7 @@ def _reset(ns: str, base: ExperimentConfig) -> None:
 
 
 def config_widgets(ns: str, base: ExperimentConfig, url_base: ExperimentConfig | None = None) -> tuple[dict, dict]:
-    """Renders the widgets; returns (raw values, one empty slot per field for its error message).
+    """Renders the widgets; returns (raw values, each field's column, where its error message goes under it).
     Widgets start at `base`; the URL holds what differs from `url_base` (the full-size preset), so a link made
     on a CPU-sized page opens the same experiment on a GPU server too."""
     values, slots = {}, {}
@@ -87,7 +87,9 @@ def config_widgets(ns: str, base: ExperimentConfig, url_base: ExperimentConfig |
         cols = st.columns(2)
         for i, field in enumerate(fields):
             values[field] = _widget(ns, field, defaults[field], cols[i])
-            slots[field] = cols[i].empty()
+            # The column itself, not an empty slot in it: a column takes an error written after the rows are drawn
+            # just as well, and a page run sends one element fewer per field (the browser draws the result sooner).
+            slots[field] = cols[i]
             urlstate.sync(widget_state.key(ns, field), values[field], url_defaults[field])
 
     # Drawn in order so that model and checkpoint (already returned) decide which fields follow;
@@ -231,11 +233,13 @@ def show_estimate(cfg: ExperimentConfig) -> dict | None:
     terms = est.get("terms") or []
     if terms:
         with st.expander(t("estimate.terms")):
-            for term in terms:
-                st.markdown(
+            st.markdown(
+                "\n".join(
                     f"- **{t('cat.' + term['category'], default=term['category'])}** "
                     f"({results.fmt_bytes(term['bytes'])}): {term_text(term)}"
+                    for term in terms
                 )
+            )
     return est
 
 
