@@ -33,7 +33,7 @@ from .allocator_model import AllocationLog, replay_trace
 from .cuda_autocast import cuda_autocast
 from .cuda_kernels import cuda_kernels
 from .unpredictable import CannotPredict, classify
-from .workspaces import signature
+from .workspaces import signature, sizes
 
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 _FULL_SIZE_REDUCTIONS = {torch.ops.aten.mse_loss.default}
@@ -87,15 +87,16 @@ class Scratch:
     """A tracker listener: the signature of every op whose kernel takes scratch memory, and that memory (measured on
     the device, experiments/estimate/workspaces.py) held while the op runs."""
 
-    def __init__(self, transients: dict[str, int] | None = None):
-        self.transients = transients or {}  # op signature -> scratch bytes measured on the device
+    def __init__(self, transients: dict | None = None):
+        self.transients = transients or {}  # op signature -> its scratch allocations measured on the device
         self.signatures: list[str] = []
 
     def after_op(self, tracker, func, args, kwargs, out) -> None:
         sig = signature(func, args, kwargs)
         if sig is not None:
             self.signatures.append(sig)
-            tracker.hold_scratch(self.transients.get(sig, 0))
+            for nbytes in sizes(self.transients.get(sig, ())):
+                tracker.hold_scratch(nbytes)
 
 
 class StepCounter:

@@ -11,12 +11,16 @@ None of these can be computed from shapes alone, so each is measured once per op
 (the op alone, on random inputs) and cached. The replay adds it as a transient at the moment the op runs,
 so it lands in the peak exactly where the real run has it.
 
-A signature's transient is the op's own peak above what was allocated before it, minus its outputs:
-`max_memory_allocated during the op - allocated before - outputs`.
+A signature's transient is the op's scratch allocations in the order the caching allocator saw them (CUDA's memory
+history of the op alone): a convolution's backward takes one workspace for the input's gradient and another for the
+weight's, each freed before the next. The reserved figure depends on each size, not only on the largest: the replay
+allocates and frees each in turn. Tables written before (one number per signature, the op's peak beyond its outputs)
+still load, as one allocation each.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -93,8 +97,9 @@ def _round(n: int) -> int:
     return 512 if n < 512 else -(-n // 512) * 512
 
 
-def measure(sig: str, device: torch.device) -> int:
-    """Run the op of `sig` alone on `device`; bytes it held beyond its outputs at its own peak."""
+def measure(sig: str, device: torch.device) -> tuple[int, ...]:
+    """Run the op of `sig` alone on `device` (twice: the first call may build cuDNN's plan for the shape); the
+    scratch allocations of the call that took more, in order."""
     spec = json.loads(sig)
     func = next(f for f, n in PROBED.items() if n == spec["op"])
     args = _materialize(spec["args"], device)
@@ -104,37 +109,95 @@ def measure(sig: str, device: torch.device) -> int:
     kwargs = {k: _materialize(v, device) for k, v in spec.get("kwargs", {}).items()}
     if "dtype" in kwargs and isinstance(kwargs["dtype"], str):
         kwargs["dtype"] = getattr(torch, kwargs["dtype"].removeprefix("torch."))
-    peak_extra, out = 0, None
+    op = functools.partial(func, *args, **kwargs)
+    del args, kwargs
     with fp32_mode("fp32" if spec.get("tf32", False) else "fp32_strict"):
-        for _ in range(2):  # the first call may build cuDNN's plan for the shape; a run's peak spans both
-            del out
-            torch.cuda.synchronize(device)
-            before = torch.cuda.memory_allocated(device)
-            torch.cuda.reset_peak_memory_stats(device)
-            out = func(*args, **kwargs)
-            torch.cuda.synchronize(device)
-            peak_extra = max(peak_extra, torch.cuda.max_memory_allocated(device) - before)
+        calls = [_scratch_of(op, device) for _ in range(2)]
+    return max(calls, key=lambda c: max(c, default=0))
+
+
+def _scratch_of(call, device: torch.device) -> tuple[int, ...]:
+    """The scratch allocations of one call, from CUDA's memory history; where a history is already being recorded
+    (a run's timeline), the call's peak beyond its outputs, as one allocation."""
+    torch.cuda.synchronize(device)
+    if getattr(torch._C, "_cuda_isHistoryEnabled", lambda: False)():
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        out = call()
+        torch.cuda.synchronize(device)
+        extra = torch.cuda.max_memory_allocated(device) - before - _outputs_bytes(out)
+        return (extra,) if extra > 0 else ()
+    torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=100_000)
+    try:
+        start = len(_trace(device))
+        out = call()
+        torch.cuda.synchronize(device)
+        events = _trace(device)[start:]
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    del out
+    return scratch_allocations(events)
+
+
+def _trace(device: torch.device) -> list[dict]:
+    traces = torch.cuda.memory._snapshot(device)["device_traces"]
+    return traces[device.index if device.index is not None else torch.cuda.current_device()]
+
+
+def _outputs_bytes(out) -> int:
     outs = [t for t in (out if isinstance(out, (list, tuple)) else [out]) if isinstance(t, torch.Tensor)]
-    out_bytes = sum(_round(t.untyped_storage().nbytes()) for t in outs)
-    del out, outs, args, kwargs
-    return max(0, peak_extra - out_bytes)
+    return sum(_round(t.untyped_storage().nbytes()) for t in outs)
+
+
+def scratch_allocations(events: list[dict]) -> tuple[int, ...]:
+    """From an allocator trace of one op ({"action", "addr", "size"}, in order): the allocations freed before the op
+    returned (its outputs stay), in order. Scratch allocations alive at the same time count as one, of their peak
+    together."""
+    open_at: dict[int, int] = {}  # address -> index of the allocation now there
+    steps: list[tuple[int, int]] = []  # (allocation index, +size at its allocation / -size at its free)
+    for e in events:
+        if e["action"] == "alloc" and e["size"] > 0:
+            open_at[e["addr"]] = len(steps)
+            steps.append((len(steps), e["size"]))
+        elif e["action"] == "free_requested" and e["addr"] in open_at:
+            i = open_at.pop(e["addr"])
+            steps.append((i, -steps[i][1]))
+    freed = {i for i, n in steps if n < 0}
+    out, live, peak = [], 0, 0
+    for i, n in steps:
+        if i not in freed:
+            continue  # an output
+        live += n
+        peak = max(peak, live)
+        if live == 0:
+            out.append(peak)
+            peak = 0
+    return tuple(out)
+
+
+def sizes(transient) -> tuple[int, ...]:
+    """A table's entry as scratch allocations: a tuple of sizes, or one number (tables written before)."""
+    if isinstance(transient, (int, float)):
+        return (int(transient),) if transient > 0 else ()
+    return tuple(int(n) for n in transient)
 
 
 def cache_path(device_name: str) -> Path:
     """One table per device model and library versions: the algorithm choice depends on all of them."""
     root = Path(os.environ.get("GPU_MEMORY_LAB_CACHE", Path.home() / ".cache" / "gpu-memory-lab"))
     tag = f"{device_name}-torch{torch.__version__}-cudnn{torch.backends.cudnn.version()}"
-    return root / ("workspaces-" + "".join(c if c.isalnum() or c in "-._" else "_" for c in tag) + ".json")
+    # v2: scratch allocations in order; a table of one peak per op (v1) is not mixed into it.
+    return root / ("workspaces-v2-" + "".join(c if c.isalnum() or c in "-._" else "_" for c in tag) + ".json")
 
 
-def load(path: Path) -> dict[str, int]:
+def load(path: Path) -> dict[str, tuple[int, ...]]:
     try:
-        return {k: int(v) for k, v in json.loads(path.read_text()).items()}
-    except (OSError, ValueError, AttributeError):
+        return {k: sizes(v) for k, v in json.loads(path.read_text()).items()}
+    except (OSError, ValueError, AttributeError, TypeError):
         return {}
 
 
-def measure_all(sigs, device: torch.device, path: Path | None = None) -> dict[str, int]:
+def measure_all(sigs, device: torch.device, path: Path | None = None) -> dict[str, tuple[int, ...]]:
     """Measured transients for `sigs`, from the cache file where present; new ones are measured and saved."""
     with fp32_math.LOCK, _CACHE_LOCK:  # the fp32 modes' lock first: measure opens mode blocks inside
         table = load(path) if path else {}
