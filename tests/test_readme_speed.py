@@ -23,4 +23,4 @@ def test_the_readme_quotes_the_browser_benchmark():
     assert f"a cached result {m['monitoring: Run (cached)']:.2f} s" in readme
     assert f"lesson 6's two ranks {m['multigpu: Run on every rank']:.1f} s" in readme
     assert f"compare's Run all {m['compare: Run all']:.0f} s" in readme
-    assert f"a grading {min(grading):.0f}-{max(grading):.0f} s" in readme
+    assert f"a grading {min(grading):.1f}-{max(grading):.1f} s" in readme
