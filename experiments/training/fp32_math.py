@@ -20,7 +20,9 @@ The switches are process-wide, and one process may run mode blocks on several th
 estimates and exercise 2's background search, a job of the inline worker): a block that gives back what it found
 while another thread's block is open gives back a state the other thread set, so each thread's runs compute in
 the other's mode and the process keeps whichever state was given back last. Blocks therefore take turns (LOCK);
-code that writes the switches itself (a test's leftover) holds LOCK around the write and what reads it.
+code that writes the switches itself (a test's leftover) holds LOCK around the write and what reads it. A run seeds
+the global RNG and builds its model inside its block, so the turns also keep another thread from reseeding it
+between the two (a test's reference loop that seeds it holds LOCK too).
 """
 
 from __future__ import annotations

@@ -131,10 +131,14 @@ def test_cancel_stops_the_timing_steps_too():
 def test_losses_match_a_plain_pytorch_loop():
     cfg = ExperimentConfig(**dict(SMALL, optimizer="sgd", timing_steps=0, steps=3))
     r = run_experiment(cfg)
+    from experiments.training import fp32_math
     from experiments.training.models import build_model, spec_for
 
-    torch.manual_seed(cfg.seed)
-    model = build_model(cfg, torch.device("cpu"))
+    # The global RNG is process-wide: a thread of an earlier test in this process (the inline worker's calibration,
+    # an estimate) may seed it between these lines. The engine's seeded sections take fp32_math.LOCK; so does this.
+    with fp32_math.LOCK:
+        torch.manual_seed(cfg.seed)
+        model = build_model(cfg, torch.device("cpu"))
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     inputs, targets = spec_for(cfg).batch(cfg, torch.device("cpu"), cfg.seed + 1)
     x, y = inputs["x"], targets["y"]
