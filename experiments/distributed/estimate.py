@@ -132,9 +132,9 @@ def optimizer_step_bytes(
     return state - held, tracker.peak - state
 
 
-def _single(cfg: ExperimentConfig, block: int, transients: dict[str, int] | None = None) -> dict:
+def _single(cfg: ExperimentConfig, block: int, transients: dict[str, tuple[int, ...]] | None = None) -> dict:
     """The single-device replay of the per-rank configuration, reduced to the figures the strategies move.
-    `transients`: scratch bytes per op signature measured on the GPU (experiments/estimate/workspaces.py). The same
+    `transients`: scratch allocations per op signature measured on the GPU (experiments/estimate/workspaces.py). The same
     for every world size and strategy of one per-rank configuration: replayed once (read, never changed)."""
     return _single_replay(cfg, block, tuple(sorted(transients.items())) if transients else None)
 
@@ -175,7 +175,7 @@ def _zero1_share(single: dict, cfg: ExperimentConfig, shapes, n: int, pe: int, b
     return max(ranks, key=lambda st: max(single["train_peak"] + st[0], single["step_peak"] + st[0] + st[1] - T))
 
 
-def estimate_sharded(dcfg, device_type: str = "cpu", transients: dict[str, int] | None = None) -> dict:
+def estimate_sharded(dcfg, device_type: str = "cpu", transients: dict[str, tuple[int, ...]] | None = None) -> dict:
     """Per-rank peak of `dcfg` (a distributed.DistributedConfig), its categories, and the paper's terms."""
     if device_type == "cuda" and dcfg.config.optimizer_impl == "default" and dcfg.config.optimizer != "sgd":
         # torch's default for parameters that are all on CUDA (the replays' fake tensors are CPU tensors)
@@ -314,7 +314,7 @@ def what_fits(
     max_world_size: int = 8,
     device_type: str = "cuda",
     batch_mode: str = "per_rank",
-    transients: dict[str, int] | None = None,
+    transients: dict[str, tuple[int, ...]] | None = None,
 ) -> dict | None:
     """The smallest world size, then the strategy with the least traffic (strategy_order), whose per-rank estimate fits
     (the top of its range, where it has one). A strategy's per-rank memory does not grow with the world size (its

@@ -60,7 +60,9 @@ class Offload:
             tracker.hold_scratch(sum(local(t).untyped_storage().nbytes() for t in args[0]))
 
 
-def replay_rank(dcfg, block: int = 1, transients: dict[str, int] | None = None, listeners=(), rank: int = 0) -> dict:
+def replay_rank(
+    dcfg, block: int = 1, transients: dict[str, tuple[int, ...]] | None = None, listeners=(), rank: int = 0
+) -> dict:
     """One rank of `dcfg` on fake tensors (rank 0, the one an uneven split loads most, unless asked):
     {"peak_bytes", "peak_phase", "categories", "phases", "allocator_peak_bytes", ...}. peak_bytes counts storages
     (rounded to `block`); allocator_peak_bytes the caching allocator's whole blocks. `listeners`: more listeners of

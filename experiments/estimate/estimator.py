@@ -23,7 +23,7 @@ def estimate(
     capacity_bytes: int | None = None,
     device_type: str = "cuda",
     method: str = "auto",
-    transients: dict[str, int] | None = None,
+    transients: dict[str, tuple[int, ...]] | None = None,
     spec=None,
 ) -> dict:
     """The peak a run of cfg reaches on `device_type`, with the categories at that moment and their explanation.
@@ -32,7 +32,7 @@ def estimate(
     (experiments/estimate/unpredictable.py) for what fake tensors cannot replay.
     method "replay" (or "auto") traces the real training step on fake CPU tensors; "replay_device" dispatches as
     CUDA does (a CUDA build only, in the worker process).
-    `transients`: scratch bytes of cuDNN's convolutions per op signature, measured on the device. A convolution
+    `transients`: the kernels' scratch allocations per op signature, measured on the device. A convolution
     whose signature is missing is listed in "unmeasured", and "not_predicted" says its workspace is not in the
     figure.
     """

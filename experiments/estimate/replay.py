@@ -149,7 +149,9 @@ class ReplayTracker(MemoryTracker):
         return super().__torch_dispatch__(func, types, args, kwargs)
 
 
-def replay_tracker(block: int = 1, transients: dict[str, int] | None = None, sizer=fake_kernel_bytes, **kwargs):
+def replay_tracker(
+    block: int = 1, transients: dict[str, tuple[int, ...]] | None = None, sizer=fake_kernel_bytes, **kwargs
+):
     """(the tracker of a replay, its allocation log, its scratch listener): storages rounded to `block`, fake
     kernels corrected. `kwargs`: the tracker's own options (a rank's categories and shards, ...)."""
     log, scratch = AllocationLog(), Scratch(transients)
@@ -206,7 +208,7 @@ def replay(
     cfg: ExperimentConfig,
     block: int = 1,
     fake_device: str = "cpu",
-    transients: dict[str, int] | None = None,
+    transients: dict[str, tuple[int, ...]] | None = None,
     spec: ModelSpec | None = None,
     keep_events: bool = False,
 ) -> dict:
@@ -214,7 +216,7 @@ def replay(
 
     `fake_device="cuda"` dispatches as CUDA does (autocast's CUDA op lists, CUDA attention kernels); it needs
     a CUDA build of torch and creates a CUDA context, so only the worker process may use it.
-    `transients`: scratch bytes per op signature measured on the device (experiments/estimate/workspaces.py).
+    `transients`: scratch allocations per op signature measured on the device (experiments/estimate/workspaces.py).
     `spec`: the model, where the configuration does not name it (an import path, from the command line).
     `keep_events`: the allocation trace in the result (`events`; experiments/estimate/fast_replay.py reads it).
     Raises CannotPredict (one line naming the op and the module) for what fake tensors cannot replay.

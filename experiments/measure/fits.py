@@ -33,7 +33,7 @@ class WouldNotFit(ValueError):
         self.params = params
 
 
-def measure_workspaces(signatures: list[str], device: torch.device) -> dict[str, int]:
+def measure_workspaces(signatures: list[str], device: torch.device) -> dict[str, tuple[int, ...]]:
     """Kernels' scratch memory for these ops, measured here and cached on disk (experiments/estimate/workspaces.py).
     An op too large to probe, or one the probe cannot reproduce, stays unmeasured: the estimate says so."""
     path = op_workspace.cache_path(torch.cuda.get_device_properties(device).name)
