@@ -181,6 +181,8 @@ def main() -> None:
         "device": args.device,
         "world_size": args.world_size,
         "seed": args.seed,
+        # The estimate replays the installed torch's FSDP2: a later torch is compared with a grid of its own.
+        "torch": __import__("torch").__version__,
         "rows": len(rows),
         "seconds": round(time.monotonic() - t0, 1),
         **summarize(rows),

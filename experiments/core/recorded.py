@@ -61,6 +61,19 @@ NOT_THE_EXPERIMENT = ("device", "force", "timing_steps", "steps")
 ADDED_LATER = {"model_source": "", "model_overrides": ""}
 
 
+def torch_release(version: str | None) -> str | None:
+    """ "2.11" of "2.11.0+cu130": the release whose code a recording ran (its sharding, its kernels' choices)."""
+    if not version:
+        return None
+    parts = version.split("+")[0].split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 else None
+
+
+def recorded_torch(result: dict) -> str | None:
+    """The torch version a recorded result was measured with (its device block), or None for an older file."""
+    return ((result or {}).get("device") or {}).get("torch_version")
+
+
 def experiment_key(config: dict) -> tuple:
     """What makes two configurations (plain dicts, as results record them) the same experiment: equal keys are."""
     return tuple(

@@ -11,8 +11,10 @@ CUDA's policies, op by op, for the duration of the replay:
   which get an fp32 output dtype, which run in the widest input dtype, and the one CUDA refuses.
 - An op with an autocast kernel for the CPU but none for CUDA (`cross_entropy_loss`, `cat`, ...) is passed through,
   as CUDA's dispatcher does.
-- The ops CUDA registers are read from the installed torch (`REGISTERED`); tests fail when torch registers one that
-  the table does not name, so an upgrade cannot change the policy silently.
+- The ops CUDA registers are read from the installed torch (`REGISTERED`). One the table does not name (a newer torch
+  adds ops: 2.15 added `linalg_matrix_sqrth`) is not guessed: a replay that calls it under autocast stops with
+  `UnknownAutocastPolicy`, which the estimate reports as "cannot be predicted", naming the op. A CUDA build also
+  registers `_cudnn_rnn` (cuDNN's RNN, which casts and re-flattens its weights), which a CPU replay never reaches.
 
 Casts to the low dtype are not cached here (CUDA caches those of fp32 leaf parameters for the autocast region): of the
 ops this module takes over, only the rarely used einsum/mv/addmv/addr/chain_matmul/multi_dot/RNN cells cast in that
@@ -41,7 +43,7 @@ _FP32 = (
     "triplet_margin_loss multi_margin_loss binary_cross_entropy_with_logits dist pdist cdist renorm logsumexp "
     "upsample_nearest1d _upsample_nearest_exact1d upsample_nearest2d _upsample_nearest_exact2d upsample_nearest3d "
     "_upsample_nearest_exact3d upsample_linear1d upsample_bilinear2d _upsample_bilinear2d_aa upsample_trilinear3d "
-    "upsample_bicubic2d _upsample_bicubic2d_aa"
+    "upsample_bicubic2d _upsample_bicubic2d_aa linalg_matrix_sqrth"
 )
 _FP32_OUT = (
     "prod prod.dim_int prod.dim_Dimname softmax.int softmax.Dimname log_softmax.int log_softmax.Dimname cumprod "
@@ -65,6 +67,14 @@ POLICIES: dict[str, str] = {
     _BANNED: "banned",
 }
 _KEY = torch._C.DispatchKey.AutocastCPU
+
+
+class UnknownAutocastPolicy(NotImplementedError):
+    """An op that CUDA's autocast registers in this torch and whose policy the table above does not know."""
+
+    def __init__(self, op: str):
+        super().__init__(f"aten.{op}: CUDA's autocast policy for it (torch {torch.__version__}) is not known here")
+        self.op = f"aten.{op}"
 
 
 def _names(key: str) -> set[str]:
@@ -131,6 +141,13 @@ def _kernel(name: str, policy: str):
     return kernel
 
 
+def _unknown(name: str):
+    def kernel(*args, **kwargs):
+        raise UnknownAutocastPolicy(name)
+
+    return kernel
+
+
 def _passthrough(name: str):
     """CUDA has no autocast kernel for this op: a composite op runs its decomposition with autocast still on (its parts
     meet CUDA's policies), any other op runs as it is."""
@@ -149,7 +166,7 @@ def _passthrough(name: str):
 @contextlib.contextmanager
 def cuda_autocast(active: bool):
     """CUDA's autocast policies for the CPU's autocast while `active`; yields the op names taken over (None when
-    inactive). Nothing changes outside an autocast region."""
+    inactive), those without a known policy included (they refuse). Nothing changes outside an autocast region."""
     if not active:
         yield None
         return
@@ -159,7 +176,10 @@ def cuda_autocast(active: bool):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
             for name in sorted(REGISTERED):
-                if name in POLICIES and (name not in _CPU or name in DIFFER):
+                if name not in POLICIES:
+                    lib.impl(name, _unknown(name), "AutocastCPU")
+                    taken.append(name)
+                elif name not in _CPU or name in DIFFER:
                     lib.impl(name, _kernel(name, POLICIES[name]), "AutocastCPU")
                     taken.append(name)
             for name in sorted(_CPU - REGISTERED):

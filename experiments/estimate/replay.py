@@ -30,7 +30,7 @@ from ..training.step import Setup, TrainState, train
 from ..training.strategies import float32_precision
 from . import quirks
 from .allocator_model import AllocationLog, replay_trace
-from .cuda_autocast import cuda_autocast
+from .cuda_autocast import UnknownAutocastPolicy, cuda_autocast
 from .cuda_kernels import cuda_kernels
 from .unpredictable import CannotPredict, classify
 from .workspaces import signature, sizes
@@ -254,7 +254,8 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spe
         try:
             train(state, rec, tracker, Setup(scaler=NeverSkippingScaler))
         except Exception as e:  # noqa: BLE001 - classified; anything that is not a replay's limit is re-raised
-            info = classify(e, state.model, getattr(rec, "current", ("setup", 0))) if own else None
+            known = own or isinstance(e, UnknownAutocastPolicy)
+            info = classify(e, state.model, getattr(rec, "current", ("setup", 0))) if known else None
             rec.state = None
             state.clear()
             if info is None:

@@ -1,7 +1,8 @@
 """What fake tensors cannot replay, said in one line that names the op and the module, instead of a traceback: a value
 read (`.item()`, `bool()`, a Python `if` on a tensor), a shape that depends on the data (`nonzero`, boolean indexing),
-an op with no fake kernel, or a fake kernel that refuses inputs its real kernel takes (aten._grouped_mm's meta
-kernel implements CUDA's bf16-only rule). Anything else is a bug, not the learner's model, and is re-raised."""
+an op with no fake kernel, a fake kernel that refuses inputs its real kernel takes (aten._grouped_mm's meta
+kernel implements CUDA's bf16-only rule up to torch 2.14), or, in a CUDA estimate under autocast, an op whose CUDA
+autocast policy the installed torch added after the lab's table (experiments/estimate/cuda_autocast.py). Anything else is a bug, not the learner's model, and is re-raised."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 
-_KINDS = (DataDependentOutputException, DynamicOutputShapeException, UnsupportedOperatorException)
+from .cuda_autocast import UnknownAutocastPolicy
+
+_KINDS = (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    UnsupportedOperatorException,
+    UnknownAutocastPolicy,
+)
 _NO_FAKE = re.compile(
     r"no fake impl registered for <CustomOpDef\((?P<op>[^)]+)\)>|Could not run '(?P<aten>[^']+)' "
     r"with arguments from the 'Meta' backend"
@@ -25,6 +33,7 @@ WHAT = {
     "DynamicOutputShapeException": "makes a tensor whose shape depends on the data (nonzero, boolean indexing, unique)",
     "UnsupportedOperatorException": "has no fake (shape-only) kernel",
     "refused": "calls an op whose fake kernel refuses these inputs",
+    "UnknownAutocastPolicy": f"calls an op whose CUDA autocast policy in torch {torch.__version__} is not known here",
 }
 
 
@@ -51,7 +60,7 @@ def classify(e: BaseException, model, phase: tuple) -> dict | None:
     """{"op", "module", ...} when `e` is something fake tensors cannot replay, else None. `model`: for the module's
     qualified name (the innermost module in the traceback: no hooks, which would change what autograd keeps)."""
     kind = next((k.__name__ for k in _KINDS if isinstance(e, k)), None)
-    op, detail = str(getattr(e, "func", "") or ""), ""
+    op, detail = str(getattr(e, "func", "") or getattr(e, "op", "") or ""), ""
     if kind is None:
         m = _NO_FAKE.search(str(e)) if isinstance(e, (RuntimeError, NotImplementedError)) else None
         refused = _refused_by_fake_kernel(e)
