@@ -73,7 +73,14 @@ def add_fits_parser(sub) -> argparse.ArgumentParser:
         help="what fits a memory size: the largest batch per precision x optimizer implementation x checkpointing, "
         "the cheapest combination for --batch, and with --world-size the fewest GPUs and the strategy",
     )
-    p.add_argument("--capacity-gib", type=float, help="memory for tensors; default: this GPU's (H200: about 139.8)")
+    p.add_argument(
+        "--capacity-gib",
+        type=float,
+        help="the card's memory in GiB, as the driver reports its total; default: this GPU's (H200: about 139.8)",
+    )
+    p.add_argument(
+        "--card", default="", help="a card by name instead (experiments/core/cards.json), e.g. rtx-4090-24gb"
+    )
     p.add_argument("--precisions", default="", help="comma-separated precisions to try (default: --precision)")
     p.add_argument("--max-batch", type=int, default=4096)
     p.add_argument("--device-type", choices=("cuda", "cpu"), default="cuda", help="which device to predict")
@@ -82,14 +89,26 @@ def add_fits_parser(sub) -> argparse.ArgumentParser:
 
 
 def run_fits(cfg, args) -> dict:
+    from .core import cards
     from .distributed.model_fits import fits_across, what_fits
 
-    capacity = args.capacity_gib
+    capacity, overhead = args.capacity_gib, None
+    if args.card:
+        if capacity is not None:
+            raise ConfigError("card", "give --card or --capacity-gib, not both")
+        try:
+            chosen = cards.card(args.card)
+        except KeyError as e:
+            known = ",".join(c["id"] for c in cards.CARDS)
+            raise ConfigError(
+                "card", str(e.args[0]).removeprefix("card: "), "choice", value=args.card, allowed=known
+            ) from None
+        capacity, overhead = chosen["total_bytes"] / GIB, cards.overhead_bytes(chosen)
     if capacity is None:
         import torch
 
         if not torch.cuda.is_available():
-            raise ConfigError("capacity_gib", "no GPU here: give --capacity-gib", "needs_cuda")
+            raise ConfigError("capacity_gib", "no GPU here: give --capacity-gib or --card", "needs_cuda")
         capacity = torch.cuda.mem_get_info()[1] / GIB
     lo, hi = 0.001, 100_000
     if not lo <= capacity <= hi:
@@ -99,20 +118,51 @@ def run_fits(cfg, args) -> dict:
     precisions = tuple(p for p in args.precisions.split(",") if p) or None
     for p in precisions or ():
         cfg.replace(precision=p)  # each one validated: one line naming the field
-    out = what_fits(cfg, int(capacity * GIB), args.device_type, precisions, max_batch=args.max_batch)
+    out = what_fits(
+        cfg,
+        int(capacity * GIB),
+        args.device_type,
+        precisions,
+        max_batch=args.max_batch,
+        overhead_bytes=overhead,
+        progress=_progress(args),
+    )
+    if args.card:
+        out["card"] = args.card
     if args.across:
         out["across_gpus"] = fits_across(cfg, int(capacity * GIB), args.across, args.device_type)
     return out
 
 
+def _progress(args):
+    import sys
+
+    if getattr(args, "json", False):
+        return None
+
+    def show(done: int, planned: int) -> None:
+        print(f"  {done} of {planned} lever combinations searched", file=sys.stderr, flush=True)
+
+    return show
+
+
 def print_fits(r: dict) -> None:
-    print(f"capacity {r['capacity_bytes'] / GIB:.2f} GiB ({r['device_type']}), batch {r['batch']}")
-    print(f"{'precision':10} {'impl':9} {'checkpoint':10} {'largest batch':>13} {'peak GiB':>9}")
+    card = f"{r['card']}: " if r.get("card") else ""
+    print(
+        f"{card}{r['capacity_bytes'] / GIB:.2f} GiB ({r['device_type']}), {r.get('overhead_bytes', 0) / GIB:.2f} GiB of "
+        f"it held outside PyTorch's allocator (CUDA context, libraries); batch {r['batch']}"
+    )
+    print(f"{'precision':10} {'impl':9} {'checkpoint':10} {'largest batch':>13} {'expandable':>10} {'peak GiB':>9}")
     for row in r["grid"]:
         peak = "-" if row["peak_bytes"] is None else f"{row['peak_bytes'] / GIB:9.3f}"
         print(
             f"{row['precision']:10} {row['optimizer_impl']:9} {row['checkpoint']:10} "
-            f"{row['largest_batch']:>13} {peak:>9}"
+            f"{row['largest_batch']:>13} {row.get('largest_batch_expandable', row['largest_batch']):>10} {peak:>9}"
+        )
+    if r["device_type"] == "cuda":
+        print(
+            "largest batch: with PyTorch's default allocator; expandable: with "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
         )
     c = r["cheapest"]
     print(

@@ -13,6 +13,14 @@ PROCESS_MARGIN_SHARE = 0.10
 PROCESS_BASE_BYTES = 256 * MIB
 
 
+# The allocator model's reserved figure against the measured one on the H200, at full size with the kernels' scratch
+# memory measured (docs/model-presets-h200.txt, first table): 0.10-1.29 % under for every preset but ResNet-50
+# (1.95 % over). "What fits on a card" asks the reserved estimate to fit with this much to spare, and does not count on
+# the allocator giving cached segments back before it fails (whether that saves a run depends on which blocks are free
+# at that moment, which the replay's order of frees knows only approximately).
+RESERVED_MARGIN = 0.015
+
+
 def process_margin_bytes(tensor_bytes: int = 0, fresh: bool = False) -> int:
     """Memory a CPU run of `tensor_bytes` needs besides them: the margin, plus a new process's own (`fresh`: a rank)."""
     return int(PROCESS_MARGIN_BYTES + PROCESS_MARGIN_SHARE * tensor_bytes + (PROCESS_BASE_BYTES if fresh else 0))

@@ -25,10 +25,12 @@ import time
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from ..core.capacity import RESERVED_MARGIN
 from ..core.config import ExperimentConfig
+from ..estimate.allocator_limit import first_oom
 from ..estimate.fast_replay import fast_replay
 from ..estimate.own_model import cuda_config, model_estimate
-from ..estimate.replay import own_model_replay, replay_tracker
+from ..estimate.replay import own_model_replay, replay, replay_tracker
 from ..training.models import spec_for
 from ..training.strategies import make_optimizer
 from .estimate import what_fits as fits_across_ranks
@@ -88,6 +90,77 @@ class _Grid:
         while b > 0 and self.peak(precision, impl, checkpoint, b) > capacity:
             b -= 1  # the step adds a fixed amount on what is alive before it, which grows with the batch by data only
         return b
+
+
+def runs_within(
+    cfg: ExperimentConfig, budget: int, expandable: bool = False, transients=None, cache=None
+) -> dict | None:
+    """None if cfg's CUDA run gets through an allocator limited to `budget` bytes, else where it runs out (the full
+    replay's allocation trace through the caching allocator's own retry rules, experiments/estimate/allocator_limit.py).
+    `cache`: a dict that keeps the trace per configuration (both allocator settings read the same one)."""
+    run_cfg = cuda_config(cfg).replace(accum=cfg.accum)
+    key = json_key(run_cfg)
+    events = cache.get(key) if cache is not None else None
+    if events is None:
+        events = replay(run_cfg, block=512, transients=transients, keep_events=True)["events"]
+        if cache is not None:
+            cache[key] = events
+    # Expandable segments unmap whole free pages before failing, a rule the page arithmetic follows exactly.
+    return first_oom(events, int(budget / (1 + RESERVED_MARGIN)), expandable, release=expandable)
+
+
+def json_key(cfg: ExperimentConfig) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in cfg.to_dict().items()))
+
+
+def allocated_largest_batch(cfg: ExperimentConfig, budget: int, max_batch: int = 4096) -> int:
+    """The largest batch whose allocated peak is within `budget` (a run cannot need less: where the search starts)."""
+    return _Grid(cfg, "cuda").largest_batch(
+        cfg.precision, cuda_config(cfg).optimizer_impl, cfg.checkpoint, budget, max_batch
+    )
+
+
+def largest_that_runs(
+    cfg: ExperimentConfig,
+    card_bytes: int,
+    overhead_bytes: int,
+    expandable: bool = False,
+    max_batch: int = 4096,
+    transients=None,
+    cache: dict | None = None,
+    start: int | None = None,
+) -> dict:
+    """The largest batch of cfg (its other levers as they are) that runs on a card of `card_bytes` whose process holds
+    `overhead_bytes` outside the allocator: the allocated-peak search gives the candidate (a run cannot need less;
+    `start` where the caller has it), then the allocator's own rules step it down while the run would run out of
+    memory (a large request that no cached segment holds, with the default allocator; core/capacity.RESERVED_MARGIN
+    to spare). {"largest_batch", "replays"}."""
+    budget = max(0, card_bytes - overhead_bytes)
+    cache = {} if cache is None else cache
+    replays = 0
+    b = start
+    if b is None:
+        grid = _Grid(cfg, "cuda")
+        b = grid.largest_batch(cfg.precision, cuda_config(cfg).optimizer_impl, cfg.checkpoint, budget, max_batch)
+        replays = grid.replays
+
+    def fits(n: int) -> bool:
+        nonlocal replays
+        replays += 1
+        return runs_within(cfg.replace(batch=n, accum=1), budget, expandable, transients, cache) is None
+
+    if b == 0 or fits(b):
+        return {"largest_batch": b, "replays": replays}
+    hi, step, lo = b, 1, 0  # hi does not run: step down, doubling, to one that runs, then bisect
+    while hi - step >= 1:
+        if fits(hi - step):
+            lo = hi - step
+            break
+        hi, step = hi - step, step * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return {"largest_batch": lo, "replays": replays}
 
 
 def optimizer_extras(cfg: ExperimentConfig, block: int, shapes: list | None = None) -> list[int]:
@@ -183,29 +256,52 @@ def what_fits(
     precisions: tuple[str, ...] | None = None,
     impls: tuple[str, ...] = IMPL_ORDER,
     max_batch: int = 4096,
+    overhead_bytes: int | None = None,
+    transients=None,
+    progress=None,
 ) -> dict:
     """`cfg`: the learner's levers (its batch is the one to train, its optimizer the one to use). The grid (largest
-    batch per combination, with its peak) and the cheapest combination that trains cfg.batch."""
+    batch per combination, with its peak) and the cheapest combination that trains cfg.batch.
+
+    On CUDA, `capacity_bytes` is the card's memory (or what is free on a live GPU) and the answer is what runs on it:
+    the process holds `overhead_bytes` outside the allocator (default: experiments/core/cards.json's measured
+    figure), and each row's largest batch is checked against the allocator's rules, with the default allocator
+    (`largest_batch`) and with expandable segments (`largest_batch_expandable`). `progress(done, planned)` is called
+    as the replays go."""
     t0 = time.perf_counter()
+    cuda = device_type == "cuda"
+    if overhead_bytes is None:
+        from ..core.cards import overhead_bytes as measured_overhead
+
+        overhead_bytes = measured_overhead() if cuda else 0
     if cfg.optimizer == "sgd":
         impls = tuple(i for i in impls if i != "fused") or ("foreach",)
     precisions = precisions or (cfg.precision,)
     grid = _Grid(cfg, device_type)
+    budget = max(0, capacity_bytes - overhead_bytes)
     rows = []
+    planned = len(precisions) * len(CHECKPOINTS) * len(impls)
+    traces: dict = {}
     for precision in precisions:
         for checkpoint in CHECKPOINTS:
             for impl in impls:
-                b = grid.largest_batch(precision, impl, checkpoint, capacity_bytes, max_batch)
-                peak = grid.peak(precision, impl, checkpoint, b) if b else None
-                rows.append(
-                    {
-                        "precision": precision,
-                        "optimizer_impl": impl,
-                        "checkpoint": checkpoint,
-                        "largest_batch": b,
-                        "peak_bytes": peak,
-                    }
-                )
+                b = grid.largest_batch(precision, impl, checkpoint, budget, max_batch)
+                row = {"precision": precision, "optimizer_impl": impl, "checkpoint": checkpoint, "allocated_batch": b}
+                if cuda:
+                    lever = cfg.replace(precision=precision, optimizer_impl=impl, checkpoint=checkpoint)
+                    for key, expandable in (("largest_batch", False), ("largest_batch_expandable", True)):
+                        r = largest_that_runs(
+                            lever, capacity_bytes, overhead_bytes, expandable, max_batch, transients, traces, start=b
+                        )
+                        row[key] = r["largest_batch"]
+                        grid.replays += r["replays"]
+                else:
+                    row["largest_batch"] = row["largest_batch_expandable"] = b
+                b = row["largest_batch"]
+                row["peak_bytes"] = grid.peak(precision, impl, checkpoint, b) if b else None
+                rows.append(row)
+                if progress is not None:
+                    progress(len(rows), planned)
     rank = {impl: i for i, impl in enumerate(IMPL_ORDER)}
     options = []
     for row in rows:
@@ -228,7 +324,10 @@ def what_fits(
         )
         grid.replays += 1
         est = model_estimate(choice, device_type)
-        if est["predicted"] and est["peak_bytes"] <= capacity_bytes:
+        within = est["predicted"] and est["peak_bytes"] <= budget
+        if within and cuda:
+            within = runs_within(choice, budget, False, transients, traces) is None
+        if within:
             keys = ("precision", "optimizer_impl", "checkpoint", "accum")
             cheapest = {
                 **{k: getattr(choice, k) for k in keys},
@@ -239,6 +338,7 @@ def what_fits(
     return {
         "config": cfg.to_dict(),
         "capacity_bytes": capacity_bytes,
+        "overhead_bytes": overhead_bytes,
         "device_type": device_type,
         "batch": cfg.batch,
         "grid": rows,

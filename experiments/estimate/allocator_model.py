@@ -38,11 +38,12 @@ def segment_size(n: int) -> int:
 
 
 class _Block:
-    __slots__ = ("segment", "offset", "size", "free", "prev", "next", "pool")
+    __slots__ = ("segment", "offset", "size", "free", "prev", "next", "pool", "unmapped")
 
     def __init__(self, segment: int, offset: int, size: int, pool: str):
         self.segment, self.offset, self.size, self.pool = segment, offset, size, pool
         self.free, self.prev, self.next = True, None, None
+        self.unmapped = 0  # expandable segments: bytes of this free block given back to the driver (allocator_limit.py)
 
 
 class CachingAllocatorModel:
@@ -83,11 +84,9 @@ class CachingAllocatorModel:
         if i < len(pool):
             block = self._by_key[pool[i]]
             self._remove_free(block)
+            self._remap(block, size)
         else:
-            seg = segment_size(size)
-            self._segments += 1
-            block = _Block(self._segments, 0, seg, pool_name)
-            self.reserved += seg
+            block = self._new_block(size, pool_name)
             self.peak_reserved = max(self.peak_reserved, self.reserved)
         rest = block.size - size
         if rest >= 512 if pool_name == "small" else rest > SMALL:
@@ -97,11 +96,22 @@ class CachingAllocatorModel:
                 block.next.prev = tail
             block.next = tail
             block.size = size
+            tail.unmapped, block.unmapped = block.unmapped, 0  # what is still given back stays with the free part
             self._add_free(tail)
         block.free = False
         self._live[key] = block
         self.allocated += block.size
         self.peak_allocated = max(self.peak_allocated, self.allocated)
+
+    def _new_block(self, size: int, pool_name: str) -> _Block:
+        """No cached block fits: a new segment (cudaMalloc)."""
+        seg = segment_size(size)
+        self._segments += 1
+        self.reserved += seg
+        return _Block(self._segments, 0, seg, pool_name)
+
+    def _remap(self, block: _Block, size: int) -> None:
+        """A cached block is taken: nothing to do here (expandable segments map its given-back pages again)."""
 
     def free(self, key: int) -> None:
         block = self._live.pop(key, None)
@@ -114,12 +124,14 @@ class CachingAllocatorModel:
                 self._remove_free(neighbour)
                 if neighbour is block.prev:
                     neighbour.size += block.size
+                    neighbour.unmapped += block.unmapped
                     neighbour.next = block.next
                     if block.next:
                         block.next.prev = neighbour
                     block = neighbour
                 else:
                     block.size += neighbour.size
+                    block.unmapped += neighbour.unmapped
                     block.next = neighbour.next
                     if neighbour.next:
                         neighbour.next.prev = block

@@ -77,3 +77,40 @@ def test_the_cuda_estimate_reports_reserved_memory():
     # Every tensor of this step is at most 1 MiB: all from the small pool, whose segments are 2 MiB.
     assert est["reserved_bytes"] >= est["peak_bytes"] and est["reserved_bytes"] % (2 * MIB) == 0
     assert estimate(ExperimentConfig(layers=4, width=512, batch=256), device_type="cpu")["reserved_bytes"] is None
+
+
+# ---------------------------------------------------------------- a limit: where the allocator itself fails
+
+
+def test_a_request_no_cached_segment_holds_fails_below_the_allocated_peak():
+    """A 60 MiB segment split by a 20 MiB tensor keeps 40 MiB cached but cannot hold 50 MiB: the default allocator
+    needs a new segment (110 MiB reserved, 70 allocated) and fails under 100 MiB; expandable segments grow the one
+    segment by a page (20 MiB) and do not. Under 110 MiB the default allocator gets through."""
+    from experiments.estimate.allocator_limit import first_oom
+
+    events = [("alloc", 1, 60 * MIB), ("free", 1, 0), ("alloc", 2, 20 * MIB), ("mark", 0, 0), ("alloc", 3, 50 * MIB)]
+    oom = first_oom(events, 100 * MIB)
+    assert oom == {
+        "request_bytes": 50 * MIB,
+        "phase_index": 1,
+        "reserved_bytes": 60 * MIB,
+        "allocated_bytes": 20 * MIB,
+        "expandable": False,
+    }
+    assert first_oom(events, 110 * MIB) is None
+    assert first_oom(events, 80 * MIB, expandable=True) is None
+    # Past the limit the 40 free MiB are unmapped (20 reserved), and growing the end needs them mapped again.
+    assert first_oom(events, 79 * MIB, expandable=True)["reserved_bytes"] == 20 * MIB
+
+
+def test_a_wholly_free_segment_is_given_back_before_failing():
+    """100 MiB freed whole, then 120 MiB asked with 30 MiB live: 250 MiB reserved without the release, 150 with it.
+    Expandable segments unmap the free pages inside the one segment and map them again for the request."""
+    from experiments.estimate.allocator_limit import first_oom
+
+    events = [("alloc", 1, 100 * MIB), ("alloc", 2, 30 * MIB), ("free", 1, 0), ("alloc", 3, 120 * MIB)]
+    assert first_oom(events, 150 * MIB) is None
+    assert first_oom(events, 150 * MIB - 512)["reserved_bytes"] == 30 * MIB
+    # Expandable: pages of 20 MiB: 100 + 40 mapped; the freed 100 MiB head is reused, 20 more mapped at the end.
+    assert first_oom(events, 160 * MIB, expandable=True) is None
+    assert first_oom(events, 159 * MIB, expandable=True) is not None

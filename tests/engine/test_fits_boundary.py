@@ -1,0 +1,70 @@
+"""What "What fits" answers, against the largest batch that really ran on a card (docs/benchmarks/fits-trials-*.jsonl:
+trials on the NVIDIA H200 and on cards it emulated, benchmarks/fits_boundary.py). An answer above a measured boundary
+would send a learner into an out-of-memory error: it fails here. One below it by more than one is too careful."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments.core.cards import card, overhead_bytes
+from experiments.core.config import ExperimentConfig
+from experiments.distributed.model_fits import allocated_largest_batch, largest_that_runs
+from experiments.estimate.own_model import preset_defaults
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def boundaries() -> dict[tuple, int]:
+    """(preset, card, levers, expandable) -> the largest batch that ran, where the next one was tried and failed."""
+    tried: dict[tuple, dict[int, bool]] = {}
+    for path in sorted((ROOT / "docs" / "benchmarks").glob("fits-trials-*.jsonl")):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            key = (r["preset"], r["card"], json.dumps(r["levers"], sort_keys=True), r["expandable"])
+            tried.setdefault(key, {})[r["batch"]] = r["ran"]
+    out = {}
+    for key, runs in tried.items():
+        largest = max((b for b, ran in runs.items() if ran), default=0)
+        if runs.get(largest + 1) is False:
+            out[key] = largest
+    return out
+
+
+BOUNDARIES = boundaries()
+
+
+def test_the_recorded_boundaries_are_read():
+    assert (
+        BOUNDARIES[
+            (
+                "llama3-8b",
+                "h200-141gb",
+                json.dumps({"checkpoint": "none", "optimizer_impl": "fused", "precision": "bf16"}, sort_keys=True),
+                False,
+            )
+        ]
+        == 5
+    )
+
+
+@pytest.mark.parametrize("key", sorted(BOUNDARIES), ids=lambda k: f"{k[0]}-{k[1]}-{'exp' if k[3] else 'default'}")
+def test_the_answer_is_the_measured_boundary_or_one_below(key):
+    preset, card_id, levers, expandable = key
+    source = f"preset:{preset}"
+    cfg = ExperimentConfig.from_dict(
+        {"model_source": source, **preset_defaults(source), **json.loads(levers), "device": "cuda", "steps": 2}
+    )
+    c = card(card_id)
+    answer = largest_that_runs(cfg, c["total_bytes"], overhead_bytes(c), expandable=expandable)["largest_batch"]
+    assert BOUNDARIES[key] - 1 <= answer <= BOUNDARIES[key], (key, answer, BOUNDARIES[key])
+
+
+def test_the_allocated_peak_alone_answers_above_the_boundary_here():
+    """Why the answer asks the allocator: the allocated peak of Llama-3-8B at batch 6 is within the H200, the run
+    is not (the case of issue 28)."""
+    source = "preset:llama3-8b"
+    cfg = ExperimentConfig.from_dict({"model_source": source, **preset_defaults(source), "device": "cuda"})
+    assert allocated_largest_batch(cfg, card("h200-141gb")["total_bytes"]) == 6
