@@ -11,8 +11,9 @@ from course.units import GIB
 
 
 def label(row: dict) -> str:
-    ck = t("ym.col.checkpoint") if row["checkpoint"] != "none" else "—"
-    return f"{row['precision']} · {row['optimizer_impl']} · {ck}"
+    """A combination in the learner's words: the sandbox's labels of its precision, implementation, checkpointing."""
+    ck = f"{t('field.checkpoint')}: {t('opt.checkpoint.' + row['checkpoint'])}"
+    return " · ".join([t(f"opt.precision.{row['precision']}"), t(f"opt.optimizer_impl.{row['optimizer_impl']}"), ck])
 
 
 def frame(result: dict) -> pd.DataFrame:
@@ -20,6 +21,7 @@ def frame(result: dict) -> pd.DataFrame:
         {
             t("ym.fits_col.combination"): label(r),
             t("ym.fits_col.largest_batch"): r["largest_batch"],
+            t("ym.fits_col.expandable"): r.get("largest_batch_expandable", r["largest_batch"]),
             t("ym.fits_col.peak_gib"): None if r["peak_bytes"] is None else round(r["peak_bytes"] / GIB, 3),
         }
         for r in result["grid"]

@@ -9,17 +9,16 @@ import streamlit as st
 
 from app import backend
 from app.charts import breakdown, fits
+from app.features import own_model_picker
 from app.i18n import lang, t
-from app.ui import jobs, layout, results
+from app.ui import jobs, layout, results, urlstate, widget_state
 from app.ui.errors import engine_error
 from course import content, facts
 from course import own_model as om
+from course.cards import CARDS, overhead
 from course.units import GIB, fmt_bytes
 
 NS = "ym"
-OVERRIDES = ("layers", "hidden", "heads", "kv_heads", "experts")
-HF_DEFAULTS = {"batch": 1, "seq_len": 512, "precision": "bf16", "optimizer": "adamw", "optimizer_impl": "fused"}
-TV_DEFAULTS = {"batch": 32, "image_size": 224, "precision": "amp_bf16", "optimizer": "adamw", "optimizer_impl": "fused"}
 
 
 def page(lesson_id: str):
@@ -54,74 +53,26 @@ def recorded(meta: dict) -> None:
 
 
 def picker(meta: dict):
-    """The configuration the learner picked (an ExperimentConfig), or None after showing why it is not valid."""
-    st.subheader(t("ym.pick"))
-    presets = om.presets()
-    # Labels resolved now: a format_func called later (AppTest does) must not re-read the language.
-    kinds = {k: t("ym.source." + k) for k in ("preset", "hf", "torchvision")}
-    kind = st.radio(t("ym.source"), tuple(kinds), format_func=kinds.__getitem__, horizontal=True, key=f"{NS}.kind")
-    if kind == "preset":
-        ids = list(presets)
-        pid = st.selectbox(
-            t("ym.preset"),
-            ids,
-            index=ids.index(meta["default_preset"]),
-            key=f"{NS}.preset",
-            format_func={p: content.localized(presets[p]["title"], lang()) for p in ids}.__getitem__,
-        )
-        size = st.radio(
-            t("ym.size"),
-            ("full", "tiny"),
-            format_func={s: t("ym.size." + s) for s in ("full", "tiny")}.__getitem__,
-            horizontal=True,
-            key=f"{NS}.size",
-        )
-        source = f"preset:{pid}" + (":tiny" if size == "tiny" else "")
-        defaults, task = om.defaults(source), presets[pid]["source"].get("task")
-    elif kind == "hf":
-        source = "hf:" + st.text_input(t("ym.model_type"), "qwen2", key=f"{NS}.model_type").strip()
-        defaults, task = HF_DEFAULTS, None
-    else:
-        ok, why = backend.torchvision_status()
-        if not ok:
-            st.info(t("ym.torchvision_missing", why=why))
-            return None
-        source = "torchvision:" + st.text_input(t("ym.torchvision"), "resnet18", key=f"{NS}.tv").strip()
-        defaults, task = TV_DEFAULTS, "image_classification"
-    with st.expander(t("ym.overrides")):
-        cols = st.columns(len(OVERRIDES))
-        chosen = {
-            k: cols[i].number_input(t("ym.override." + k), 0, 32768, 0, key=f"{NS}.o.{k}.{source}")
-            for i, k in enumerate(OVERRIDES)
-        }
-    st.markdown(f"**{t('ym.levers')}**")
-    c = st.columns(3)
-    data = {"model_source": source, "model_overrides": ",".join(f"{k}={v}" for k, v in chosen.items() if v)}
-    for i, (name, options) in enumerate(
-        (
-            ("precision", backend.CHOICES["precision"]),
-            ("optimizer", backend.CHOICES["optimizer"]),
-            ("optimizer_impl", backend.CHOICES["optimizer_impl"]),
-        )
-    ):
-        value = defaults.get(name, options[0])
-        data[name] = c[i].selectbox(
-            t("field." + name), options, index=options.index(value), key=f"{NS}.{name}.{source}"
-        )
-    data["checkpoint"] = c[0].selectbox(t("field.checkpoint"), ("none", "per_layer"), key=f"{NS}.ck.{source}")
-    data["batch"] = c[1].number_input(
-        t("field.batch"), 1, 65536, int(defaults.get("batch", 1)), key=f"{NS}.batch.{source}"
-    )
-    size_field = "image_size" if task == "image_classification" else "seq_len"
-    lo, hi = backend.RANGES[size_field]
-    data[size_field] = c[2].number_input(
-        t("field." + size_field), lo, hi, int(defaults.get(size_field, 512)), key=f"{NS}.{size_field}.{source}"
-    )
-    data.update(steps=2, timing_steps=0)
-    cfg, err = backend.config(data)
-    if err is not None:
-        st.error(str(err))
-    return cfg
+    """The configuration the learner picked, or None (app/features/own_model_picker.py)."""
+    return own_model_picker.picker(meta)
+
+
+def describe(cfg: dict) -> str:
+    """A configuration in the learner's words: the model and every lever, as the picker labels them."""
+    source = cfg.get("model_source") or ""
+    name = source.split(":", 1)[-1]
+    if source.startswith("preset:"):
+        pid, _, size = name.partition(":")
+        title = om.presets().get(pid, {}).get("title")
+        name = (content.localized(title, lang()) if title else pid) + (f" · {t('ym.size.tiny')}" if size else "")
+    parts = [name]
+    if cfg.get("model_overrides"):
+        parts.append(cfg["model_overrides"])
+    for field in ("precision", "optimizer", "optimizer_impl", "checkpoint"):
+        parts.append(t(f"opt.{field}.{cfg[field]}", default=str(cfg[field])))
+    size = "image_size" if cfg.get("model_source", "").startswith("torchvision") else "seq_len"
+    parts.append(f"{t('field.batch')} {cfg['batch']} · {t('field.' + size)} {cfg.get(size)}")
+    return " · ".join(parts)
 
 
 def estimate(cfg) -> None:
@@ -136,6 +87,9 @@ def estimate(cfg) -> None:
     if not shown or shown[0] != cfg.to_dict():
         return
     _, est, err = shown
+    if err and "model_source: " in err:  # the engine's field name is not the learner's word
+        st.error(t("ym.bad_model", detail=err.split("model_source: ", 1)[1]))
+        return
     if err:
         (st.warning if "cannot be predicted" in err else engine_error)(err.split(": ", 1)[-1])
         return
@@ -150,23 +104,76 @@ def show_estimate(est: dict) -> None:
     layout.altair(breakdown.estimate_chart(breakdown.frame(None, est["categories"])))
 
 
+def _card(meta: dict) -> tuple[str, int, dict]:
+    """(the card's name, its memory in bytes, its overhead {"bytes", "source", ...}) as the learner picks it."""
+    ids = [c["id"] for c in CARDS] + ["other"]
+    names = {c["id"]: c["name"][lang()] for c in CARDS} | {"other": t("ym.card.other")}
+    k = widget_state.labelled(f"{NS}_card")
+    urlstate.init(k, "h200-141gb", lambda raw: raw if raw in ids else int("x"))
+    chosen = st.selectbox(t("ym.card"), ids, format_func=names.__getitem__, key=k, persist_state="session")
+    urlstate.sync(k, chosen, "h200-141gb")
+    if chosen != "other":
+        card = next(c for c in CARDS if c["id"] == chosen)
+        return names[chosen], card["total_bytes"], overhead(card["arch"])
+    k = f"{NS}_capacity"
+    urlstate.init(k, float(meta["capacity_gib"]), float)
+    gib = st.number_input(t("ym.capacity"), 0.01, 100000.0, key=k, persist_state="session")
+    urlstate.sync(k, gib, float(meta["capacity_gib"]))
+    return f"{gib:g} GiB", int(gib * GIB), overhead(None)
+
+
 def what_fits(meta: dict, cfg) -> None:
     st.subheader(t("ym.fits"))
-    cap = st.number_input(t("ym.capacity"), 0.001, 100000.0, float(meta["capacity_gib"]), key=f"{NS}.capacity")
-    if not st.button(t("ym.fits_search"), key=f"{NS}.fits"):
-        return
-    with st.spinner(t("ym.fits_searching")):
-        res, err = backend.what_fits(cfg, int(cap * GIB), wait=None)
-    if err:
-        engine_error(err)
-        return
-    show_fits(res)
+    name, total, over = _card(meta)
+    note_source = t("ym.overhead_assumed") if over.get("assumed_for") else t("ym.overhead_measured")
+    st.caption(
+        t(
+            "ym.fits_card_note",
+            card=name,
+            total=f"{total / GIB:.2f}",
+            overhead=f"{over['bytes'] / GIB:.2f}",
+            source=note_source,
+        )
+    )
+    options = ("bf16", "amp_bf16", "fp32", "amp_fp16")
+    labels = {p: t(f"opt.precision.{p}") for p in options}
+    precisions = st.multiselect(
+        t("ym.fits_precisions"),
+        options,
+        default=[cfg.precision] if cfg.precision in options else ["bf16"],
+        format_func=labels.__getitem__,
+        key=widget_state.labelled(f"{NS}_fits_precisions"),
+    )
+    if st.button(t("ym.fits_search"), key=f"{NS}.fits", disabled=not precisions):
+        with st.spinner(t("ym.fits_searching")):
+            res, err = backend.what_fits(cfg, total, wait=None, precisions=tuple(precisions), overhead=over["bytes"])
+        st.session_state[f"{NS}.fits_result"] = (cfg.to_dict(), name, res, err)
+    shown = st.session_state.get(f"{NS}.fits_result")
+    if shown:
+        for_cfg, for_card, res, err = shown
+        if err:
+            engine_error(err)
+            return
+        st.caption(t("ym.result_for", what=f"{for_card} · {describe(for_cfg)}"))
+        if for_cfg != cfg.to_dict():
+            st.warning(t("ym.stale"))
+        show_fits(res)
 
 
 def show_fits(res: dict) -> None:
     df = fits.frame(res)
     st.dataframe(df, hide_index=True)
     layout.altair(fits.chart(df))
+    if all(r["largest_batch"] == 0 for r in res["grid"]):
+        st.warning(t("ym.fits_never"))
+        return
+    for r in res["grid"]:
+        expandable = r.get("largest_batch_expandable", r["largest_batch"])
+        if expandable != r["largest_batch"]:
+            st.info(
+                t("ym.fits_allocator_differs", expandable=expandable, standard=r["largest_batch"], combo=fits.label(r))
+            )
+            break
     c = res["cheapest"]
     if c is None:
         st.warning(t("ym.fits_none", batch=res["batch"]))
@@ -175,9 +182,9 @@ def show_fits(res: dict) -> None:
             t(
                 "ym.fits_cheapest",
                 batch=res["batch"],
-                precision=c["precision"],
-                impl=c["optimizer_impl"],
-                checkpoint=c["checkpoint"],
+                precision=t(f"opt.precision.{c['precision']}"),
+                impl=t(f"opt.optimizer_impl.{c['optimizer_impl']}"),
+                checkpoint=t(f"opt.checkpoint.{c['checkpoint']}"),
                 accum=c["accum"],
                 peak=fmt_bytes(c["peak_bytes"]),
             )
@@ -195,6 +202,9 @@ def run(cfg) -> None:
     jobs.poll(NS)
     done = jobs.finished(NS)
     for _label, result in results.successful(done) if done else []:
+        st.caption(t("ym.result_for", what=describe(result["config"])))
+        if {**result["config"], "device": cfg.device} != {**cfg.to_dict(), "device": cfg.device}:
+            st.warning(t("ym.stale"))
         show_run(result)
 
 

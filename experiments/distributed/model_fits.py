@@ -27,7 +27,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..core.capacity import RESERVED_MARGIN
 from ..core.config import ExperimentConfig
-from ..estimate.allocator_limit import first_oom
+from ..estimate.allocator_limit import first_oom, peak_reserved
 from ..estimate.fast_replay import fast_replay
 from ..estimate.own_model import cuda_config, model_estimate
 from ..estimate.replay import own_model_replay, replay, replay_tracker
@@ -92,12 +92,7 @@ class _Grid:
         return b
 
 
-def runs_within(
-    cfg: ExperimentConfig, budget: int, expandable: bool = False, transients=None, cache=None
-) -> dict | None:
-    """None if cfg's CUDA run gets through an allocator limited to `budget` bytes, else where it runs out (the full
-    replay's allocation trace through the caching allocator's own retry rules, experiments/estimate/allocator_limit.py).
-    `cache`: a dict that keeps the trace per configuration (both allocator settings read the same one)."""
+def _events(cfg: ExperimentConfig, transients, cache: dict | None) -> list:
     run_cfg = cuda_config(cfg).replace(accum=cfg.accum)
     key = json_key(run_cfg)
     events = cache.get(key) if cache is not None else None
@@ -105,8 +100,17 @@ def runs_within(
         events = replay(run_cfg, block=512, transients=transients, keep_events=True)["events"]
         if cache is not None:
             cache[key] = events
-    # Expandable segments unmap whole free pages before failing, a rule the page arithmetic follows exactly.
-    return first_oom(events, int(budget / (1 + RESERVED_MARGIN)), expandable, release=expandable)
+    return events
+
+
+def runs_within(
+    cfg: ExperimentConfig, budget: int, expandable: bool = False, transients=None, cache=None
+) -> dict | None:
+    """None if cfg's CUDA run gets through an allocator limited to `budget` bytes, else where it runs out (the full
+    replay's allocation trace through the caching allocator's own rules, experiments/estimate/allocator_limit.py), with
+    core/capacity.RESERVED_MARGIN to spare and no giving back of cached segments counted on. `cache`: a dict that keeps
+    the trace per configuration (both allocator settings read the same one)."""
+    return first_oom(_events(cfg, transients, cache), int(budget / (1 + RESERVED_MARGIN)), expandable, release=False)
 
 
 def json_key(cfg: ExperimentConfig) -> tuple:
@@ -129,12 +133,14 @@ def largest_that_runs(
     transients=None,
     cache: dict | None = None,
     start: int | None = None,
+    hint: int | None = None,
 ) -> dict:
     """The largest batch of cfg (its other levers as they are) that runs on a card of `card_bytes` whose process holds
     `overhead_bytes` outside the allocator: the allocated-peak search gives the candidate (a run cannot need less;
     `start` where the caller has it), then the allocator's own rules step it down while the run would run out of
     memory (a large request that no cached segment holds, with the default allocator; core/capacity.RESERVED_MARGIN
-    to spare). {"largest_batch", "replays"}."""
+    to spare). `hint`: a likely answer (another implementation's, the other allocator's), tried first with the batch
+    above it. {"largest_batch", "replays"}."""
     budget = max(0, card_bytes - overhead_bytes)
     cache = {} if cache is None else cache
     replays = 0
@@ -144,23 +150,47 @@ def largest_that_runs(
         b = grid.largest_batch(cfg.precision, cuda_config(cfg).optimizer_impl, cfg.checkpoint, budget, max_batch)
         replays = grid.replays
 
-    def fits(n: int) -> bool:
+    limit = int(budget / (1 + RESERVED_MARGIN))
+
+    def reserved(n: int) -> int:
         nonlocal replays
         replays += 1
-        return runs_within(cfg.replace(batch=n, accum=1), budget, expandable, transients, cache) is None
+        return peak_reserved(_events(cfg.replace(batch=n, accum=1), transients, cache), expandable)
 
-    if b == 0 or fits(b):
+    top = reserved(b) if b else 0
+    if top <= limit:
         return {"largest_batch": b, "replays": replays}
-    hi, step, lo = b, 1, 0  # hi does not run: step down, doubling, to one that runs, then bisect
-    while hi - step >= 1:
-        if fits(hi - step):
-            lo = hi - step
+    return {"largest_batch": below(reserved, limit, b, top, hint), "replays": replays}
+
+
+def below(f, limit: int, hi: int, f_hi: int, hint: int | None = None) -> int:
+    """The largest n < hi with f(n) <= limit, for f that grows with n nearly on a line but in steps (reserved memory
+    grows by whole segments): `hint` and the batch above it first, then false position between the largest n known
+    to fit and the smallest known not to (at first the origin and hi), bisecting where a step did not halve the
+    interval. 0 if not even n = 1 fits."""
+    lo, f_lo, halved = 0, 0, True
+    for n in (hint, None if hint is None else hint + 1):
+        if n is None or not lo < n < hi:
+            continue
+        value = f(n)
+        if value > limit:
+            hi, f_hi = n, value
             break
-        hi, step = hi - step, step * 2
+        lo, f_lo = n, value
     while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return {"largest_batch": lo, "replays": replays}
+        if halved:
+            guess = lo + int((hi - lo) * (limit - f_lo) / max(1, f_hi - f_lo))
+        else:
+            guess = (lo + hi) // 2
+        guess = min(max(guess, lo + 1), hi - 1)
+        width = hi - lo
+        value = f(guess)
+        if value <= limit:
+            lo, f_lo = guess, value
+        else:
+            hi, f_hi = guess, value
+        halved = (hi - lo) * 2 <= width
+    return lo
 
 
 def optimizer_extras(cfg: ExperimentConfig, block: int, shapes: list | None = None) -> list[int]:
@@ -282,6 +312,7 @@ def what_fits(
     rows = []
     planned = len(precisions) * len(CHECKPOINTS) * len(impls)
     traces: dict = {}
+    hints: dict = {}
     for precision in precisions:
         for checkpoint in CHECKPOINTS:
             for impl in impls:
@@ -289,12 +320,15 @@ def what_fits(
                 row = {"precision": precision, "optimizer_impl": impl, "checkpoint": checkpoint, "allocated_batch": b}
                 if cuda:
                     lever = cfg.replace(precision=precision, optimizer_impl=impl, checkpoint=checkpoint)
+                    # The implementation changes only the optimizer step: the answer is often another one's.
+                    hint = hints.get((precision, checkpoint))
                     for key, expandable in (("largest_batch", False), ("largest_batch_expandable", True)):
                         r = largest_that_runs(
-                            lever, capacity_bytes, overhead_bytes, expandable, max_batch, transients, traces, start=b
+                            lever, capacity_bytes, overhead_bytes, expandable, max_batch, transients, traces, b, hint
                         )
-                        row[key] = r["largest_batch"]
+                        row[key] = hint = r["largest_batch"]
                         grid.replays += r["replays"]
+                    hints[(precision, checkpoint)] = row["largest_batch"]
                 else:
                     row["largest_batch"] = row["largest_batch_expandable"] = b
                 b = row["largest_batch"]

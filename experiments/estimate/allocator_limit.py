@@ -16,7 +16,7 @@ segment can hold), and with expandable segments it fails only near the allocated
 
 from __future__ import annotations
 
-from .allocator_model import SMALL_SEGMENT, CachingAllocatorModel, _Block
+from .allocator_model import SMALL_SEGMENT, CachingAllocatorModel, Block
 
 LARGE_PAGE = 20 * 2**20
 
@@ -31,11 +31,11 @@ class LimitedAllocator(CachingAllocatorModel):
     def __init__(self, limit: int, expandable: bool = False, release: bool = True):
         super().__init__()
         self.limit, self.expandable, self.release = limit, expandable, release
-        self._head: dict[str, _Block] = {}  # an expandable pool's first block: merges keep it, so it leads to the last
+        self._head: dict[str, Block] = {}  # an expandable pool's first block: merges keep it, so it leads to the last
 
     # ------------------------------------------------------------------ the default allocator: whole segments
 
-    def _new_block(self, size: int, pool_name: str) -> _Block:
+    def _new_block(self, size: int, pool_name: str) -> Block:
         if self.expandable:
             return self._grow(size, pool_name)
         block = super()._new_block(size, pool_name)
@@ -65,7 +65,7 @@ class LimitedAllocator(CachingAllocatorModel):
     def _page(self, pool_name: str) -> int:
         return SMALL_SEGMENT if pool_name == "small" else LARGE_PAGE
 
-    def _map(self, nbytes: int, request: int, block: _Block | None = None) -> None:
+    def _map(self, nbytes: int, request: int, block: Block | None = None) -> None:
         """Maps `nbytes` more, and what `block` had given back; past the limit, first unmaps the free pages."""
         if self.reserved + nbytes + (block.unmapped if block else 0) > self.limit and self.release:
             self._unmap_free_pages()
@@ -75,7 +75,7 @@ class LimitedAllocator(CachingAllocatorModel):
         if block is not None:
             block.unmapped = 0
 
-    def _grow(self, size: int, pool_name: str) -> _Block:
+    def _grow(self, size: int, pool_name: str) -> Block:
         page = self._page(pool_name)
         tail = self._head.get(pool_name)
         while tail is not None and tail.next is not None:
@@ -89,14 +89,14 @@ class LimitedAllocator(CachingAllocatorModel):
         grown = -(-size // page) * page
         self._map(grown, size)
         offset = tail.offset + tail.size if tail is not None else 0
-        block = _Block(0 if pool_name == "small" else 1, offset, grown, pool_name)
+        block = Block(0 if pool_name == "small" else 1, offset, grown, pool_name)
         if tail is not None:
             tail.next, block.prev = block, tail
         else:
             self._head[pool_name] = block
         return block
 
-    def _remap(self, block: _Block, size: int) -> None:
+    def _remap(self, block: Block, size: int) -> None:
         """A free block with given-back pages is taken for `size` bytes: the pages its front part lacks are mapped
         again; the rest stays given back with the part split off (allocator_model.malloc)."""
         if block.unmapped:
@@ -144,3 +144,15 @@ def first_oom(
                 "expandable": expandable,
             }
     return None
+
+
+def peak_reserved(events: list[tuple[str, int, int]], expandable: bool = False) -> int:
+    """The most the allocator reserves over the trace with no limit (nothing is given back): with the default allocator
+    a run fails past a limit exactly where this passes it when the allocator does not release cached segments."""
+    model = LimitedAllocator(2**62, expandable, release=False)
+    for kind, key, nbytes in events:
+        if kind == "alloc":
+            model.malloc(key, nbytes)
+        elif kind == "free":
+            model.free(key)
+    return model.peak_reserved

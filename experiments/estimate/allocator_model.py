@@ -37,7 +37,7 @@ def segment_size(n: int) -> int:
     return -(-n // ROUND_LARGE) * ROUND_LARGE
 
 
-class _Block:
+class Block:
     __slots__ = ("segment", "offset", "size", "free", "prev", "next", "pool", "unmapped")
 
     def __init__(self, segment: int, offset: int, size: int, pool: str):
@@ -55,20 +55,20 @@ class CachingAllocatorModel:
         self._segments = 0
         self._free = {"small": [], "large": []}  # sorted (size, segment, offset, id(block)) -> block
         self._by_key: dict = {}
-        self._live: dict[int, _Block] = {}
+        self._live: dict[int, Block] = {}
 
     def _pool(self, n: int) -> str:
         return "small" if n <= SMALL else "large"
 
-    def _add_free(self, block: _Block) -> None:
+    def _add_free(self, block: Block) -> None:
         key = (block.size, block.segment, block.offset)
         bisect.insort(self._free[self._pool_of(block)], key)
         self._by_key[key] = block
 
-    def _pool_of(self, block: _Block) -> str:
+    def _pool_of(self, block: Block) -> str:
         return block.pool
 
-    def _remove_free(self, block: _Block) -> None:
+    def _remove_free(self, block: Block) -> None:
         key = (block.size, block.segment, block.offset)
         pool = self._free[self._pool_of(block)]
         pool.pop(bisect.bisect_left(pool, key))
@@ -90,7 +90,7 @@ class CachingAllocatorModel:
             self.peak_reserved = max(self.peak_reserved, self.reserved)
         rest = block.size - size
         if rest >= 512 if pool_name == "small" else rest > SMALL:
-            tail = _Block(block.segment, block.offset + size, rest, pool_name)
+            tail = Block(block.segment, block.offset + size, rest, pool_name)
             tail.prev, tail.next = block, block.next
             if block.next:
                 block.next.prev = tail
@@ -103,14 +103,14 @@ class CachingAllocatorModel:
         self.allocated += block.size
         self.peak_allocated = max(self.peak_allocated, self.allocated)
 
-    def _new_block(self, size: int, pool_name: str) -> _Block:
+    def _new_block(self, size: int, pool_name: str) -> Block:
         """No cached block fits: a new segment (cudaMalloc)."""
         seg = segment_size(size)
         self._segments += 1
         self.reserved += seg
-        return _Block(self._segments, 0, seg, pool_name)
+        return Block(self._segments, 0, seg, pool_name)
 
-    def _remap(self, block: _Block, size: int) -> None:
+    def _remap(self, block: Block, size: int) -> None:
         """A cached block is taken: nothing to do here (expandable segments map its given-back pages again)."""
 
     def free(self, key: int) -> None:
