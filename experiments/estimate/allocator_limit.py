@@ -16,7 +16,7 @@ segment can hold), and with expandable segments it fails only near the allocated
 
 from __future__ import annotations
 
-from .allocator_model import SMALL_SEGMENT, CachingAllocatorModel, Block
+from .allocator_model import SMALL_SEGMENT, Block, CachingAllocatorModel
 
 LARGE_PAGE = 20 * 2**20
 
