@@ -248,14 +248,12 @@ def main(argv: list[str] | None = None) -> int:
                 result = run_fits(cfg, args)
             elif args.command == "estimate" and own:
                 from .estimate.own_model import model_estimate
-                from .measure.device import resolve_device
 
-                result = model_estimate(cfg, resolve_device(cfg.device).type, spec=args.spec)
+                result = model_estimate(cfg, _estimated_device(cfg), spec=args.spec)
             elif args.command == "estimate":
                 from .estimate.estimator import estimate
-                from .measure.device import resolve_device
 
-                result = estimate(cfg, device_type=resolve_device(cfg.device).type)
+                result = estimate(cfg, device_type=_estimated_device(cfg))
             elif args.command == "guard":
                 from .training.guard import check_gradients
 
@@ -277,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("fits", "estimate") and own and not args.json:
         (print_fits if args.command == "fits" else print_estimate)(result)
         return 0 if result.get("predicted", True) else 3
+    if args.command == "estimate" and own and not result.get("predicted", True):
+        json.dump(result, sys.stdout, default=str)
+        print()
+        return 3  # as in text mode: a script can tell "cannot be predicted" from an estimate
     if result.get("kind") == "distributed" and not args.json:
         _print_distributed(result)
         return 0
@@ -290,6 +292,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "guard" and not result.get("ok", True):
         return 1  # the gradients differ: a script (or CI) must be able to tell
     return 0
+
+
+def _estimated_device(cfg) -> str:
+    """The device an estimate is for: "cuda" when asked, with or without a GPU here (the replay runs on fake tensors
+    on the CPU either way); otherwise where a run would go."""
+    if cfg.device == "cuda":
+        return "cuda"
+    from .measure.device import resolve_device
+
+    return resolve_device(cfg.device).type
 
 
 def _print_estimate(e: dict) -> None:

@@ -95,7 +95,7 @@ def run_fits(cfg, args) -> dict:
     capacity, overhead = args.capacity_gib, None
     if args.card:
         if capacity is not None:
-            raise ConfigError("card", "give --card or --capacity-gib, not both")
+            raise ConfigError("card", "give --card or --capacity-gib, not both", "one_of", fields="card,capacity_gib")
         try:
             chosen = cards.card(args.card)
         except KeyError as e:

@@ -21,6 +21,7 @@ ERROR_CODES = {
     "needs_cuda": (),  # an experiment of the CUDA caching allocator, without a GPU
     "same_world_size": (),  # configurations launched together differ in world size
     "same_device": (),  # configurations run together differ in device
+    "one_of": ("fields",),  # two flags that say the same thing differently, both given ("fields": comma-separated)
     # A model of one's own (experiments/training/source_models.py): a rule of its library or shape, in its words
     # (a Hugging Face config's own validation, heads that do not divide, torchvision that does not import).
     "model_spec": ("detail",),

@@ -153,9 +153,14 @@ def largest_that_runs(
     limit = int(budget / (1 + RESERVED_MARGIN))
 
     def reserved(n: int) -> int:
+        """The default allocator's reserved peak; with expandable segments, which unmap free pages before failing,
+        whether the run gets through (0) or not (past the limit)."""
         nonlocal replays
         replays += 1
-        return peak_reserved(_events(cfg.replace(batch=n, accum=1), transients, cache), expandable)
+        events = _events(cfg.replace(batch=n, accum=1), transients, cache)
+        if expandable:
+            return 0 if first_oom(events, limit, True, release=True) is None else limit + 1
+        return peak_reserved(events)
 
     top = reserved(b) if b else 0
     if top <= limit:

@@ -16,9 +16,10 @@ segment can hold), and with expandable segments it fails only near the allocated
 
 from __future__ import annotations
 
+from ..core.units import MIB
 from .allocator_model import SMALL_SEGMENT, Block, CachingAllocatorModel
 
-LARGE_PAGE = 20 * 2**20
+LARGE_PAGE = 20 * MIB
 
 
 class OutOfMemory(Exception):

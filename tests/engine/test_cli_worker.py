@@ -386,3 +386,18 @@ def test_a_long_cli_run_shows_its_phases_on_stderr_and_keeps_stdout_for_the_resu
     assert any("forward" in line for line in lines) and any("backward" in line for line in lines)
     labels = [line.split("]", 1)[1].rsplit(None, 2)[0].strip() for line in lines]
     assert all(a != b for a, b in zip(labels, labels[1:], strict=False))  # one line per phase, not per update
+
+
+def test_the_cuda_estimate_is_given_on_a_machine_without_a_gpu(capsys):
+    """An estimate replays on fake tensors on the CPU: a learner without a GPU asks for their card's."""
+    import torch
+
+    from experiments.core.config import ExperimentConfig
+    from experiments.estimate.estimator import estimate
+
+    code, out, err = _cli(capsys, "estimate", "--device", "cuda", "--layers", "4", "--width", "256", "--batch", "8")
+    assert code == 0 and "[replay on cuda]" in out, err
+    if not torch.cuda.is_available():  # the command did not need one
+        cfg = ExperimentConfig(layers=4, width=256, batch=8, device="cuda")
+        peak = estimate(cfg, device_type="cuda")["peak_bytes"]
+        assert f"{peak / 2**20:,.1f} MiB" in out

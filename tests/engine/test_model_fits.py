@@ -188,6 +188,17 @@ def test_the_command_line_estimates_a_preset_as_json_and_refuses_bad_names_in_on
         "estimate", "--import", "own_model_toys:data_dependent_shape", "--inputs", "x:float[B,32]", "--device", "cpu"
     )
     assert unpredictable.returncode == 3 and unpredictable.stdout.startswith("cannot be predicted: gate ")
+    as_json = _cli(
+        "estimate",
+        "--import",
+        "own_model_toys:data_dependent_shape",
+        "--inputs",
+        "x:float[B,32]",
+        "--device",
+        "cpu",
+        "--json",
+    )
+    assert as_json.returncode == 3 and json.loads(as_json.stdout)["predicted"] is False  # as in text mode
 
 
 def test_the_h200_benchmark_measures_its_plain_loop_as_the_replay_predicts_on_the_cpu(tmp_path):
