@@ -109,6 +109,29 @@ def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None
     return _cpu_sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) if out is None else out
 
 
+# CUDA runs these through cuDNN (aten._cudnn_rnn), which keeps a reserve space for backward and a re-flattened copy of
+# the weights whose sizes cuDNN decides: no shape rule here gives them, so a CUDA estimate names the op instead.
+RNNS = (
+    "lstm.input",
+    "lstm.data",
+    "gru.input",
+    "gru.data",
+    "rnn_tanh.input",
+    "rnn_tanh.data",
+    "rnn_relu.input",
+    "rnn_relu.data",
+)
+
+
+def _cudnn_rnn(name: str):
+    def kernel(*args, **kwargs):
+        from .unpredictable import NotPredicted
+
+        raise NotPredicted(f"aten.{name} (cuDNN on CUDA)", "cuDNN's reserve space and weight buffer are not sized")
+
+    return kernel
+
+
 @contextlib.contextmanager
 def cuda_kernels(active: bool):
     """Dropout and attention as CUDA runs them while `active` (a replay that estimates a CUDA run on fake CPU
@@ -123,6 +146,8 @@ def cuda_kernels(active: bool):
             warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
             lib.impl("dropout", dropout_as_cuda, "CompositeImplicitAutograd")
             lib.impl("scaled_dot_product_attention", _sdpa, "CompositeImplicitAutograd")
+            for name in RNNS:
+                lib.impl(name, _cudnn_rnn(name), "CompositeImplicitAutograd")
         yield True
     finally:
         lib._destroy()

@@ -27,6 +27,9 @@ instead: it takes SDPA's math path and breaks checkpointing.
    input.dtype)"), half the bytes. `stat_nbytes` gives the tracker the real size. These tensors are saved for
    backward, so the error is in every forward and backward peak (BERT's MLM head, every BatchNorm of a ResNet).
    For CUDA, the fake kernel already keeps layer_norm's statistics in fp32, as CUDA's kernel does.
+5. oneDNN's LSTM (aten.mkldnn_rnn_layer, the CPU's LSTM in training) returns a workspace for backward that its fake
+   kernel returns empty: 29 % of a small LSTM step's peak. `rnn_workspace_nbytes` reads its size off the real kernel,
+   on zeros, once per shape (a CUDA estimate names cuDNN's RNN instead: experiments/estimate/cuda_kernels.py).
 4. Fake kernels that are stricter than the CPU kernel: up to torch 2.14, aten._grouped_mm's meta kernel implements
    CUDA's checks (bf16 only), so transformers' default MoE experts (grouped_mm) in fp32 or AMP (fp32 expert weights) cannot be
    replayed, while a real CPU run works. This is reported as "cannot be predicted" with the kernel's message, not
@@ -69,6 +72,43 @@ def stat_nbytes(func, args, t: torch.Tensor, device_type: str) -> int | None:
     if params and params[0].dtype == torch.float32:
         return t.numel() * 4
     return None
+
+
+_MKLDNN_RNN = aten.mkldnn_rnn_layer.default
+_PROBED: dict[tuple, int] = {}
+# One LSTM layer's forward at the real shape, to read oneDNN's workspace size: a fraction of a second up to this many
+# multiply-adds on a CPU; past it the estimate names the op instead of waiting.
+PROBE_MACS = 4 * 10**9
+
+
+def _zeros_like(t: torch.Tensor) -> torch.Tensor:
+    # oneDNN keeps its workspace only where autograd will need it: the weights require grad as in training.
+    return torch.zeros(t.shape, dtype=t.dtype, requires_grad=t.requires_grad and t.is_floating_point())
+
+
+def rnn_workspace_nbytes(func, args, t: torch.Tensor) -> int | None:
+    """oneDNN's LSTM layer (aten.mkldnn_rnn_layer, the CPU's LSTM in training) returns a workspace that backward reads;
+    its fake kernel returns it empty. Its size is oneDNN's (page-rounded, in the sequence x batch and hidden size): read
+    off the real kernel once per shape, on zeros. None for any other tensor."""
+    if func is not _MKLDNN_RNN or t.dtype is not torch.uint8 or t.dim() != 1 or "rnn_workspace" in DISABLED:
+        return None
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    from .unpredictable import NotPredicted
+
+    shapes = tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else repr(a) for a in args)
+    dtypes = tuple(str(a.dtype) for a in args if isinstance(a, torch.Tensor))
+    key = (shapes, dtypes)
+    if key not in _PROBED:
+        x, w_ih, w_hh = args[0], args[1], args[2]
+        macs = x.numel() * w_ih.shape[0] + x.shape[0] * x.shape[1] * w_hh.numel()
+        if macs > PROBE_MACS:
+            raise NotPredicted("aten.mkldnn_rnn_layer (LSTM on the CPU)", "oneDNN's workspace, too large to probe")
+        with _disable_current_modes():  # the real kernel, outside the replay's modes, as training calls it
+            real = [_zeros_like(a) if isinstance(a, torch.Tensor) else a for a in args]
+            out = func(*real)
+            _PROBED[key] = out[3].untyped_storage().nbytes()
+    return _PROBED[key]
 
 
 def is_fake(t) -> bool:

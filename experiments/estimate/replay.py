@@ -32,7 +32,7 @@ from . import quirks
 from .allocator_model import AllocationLog, replay_trace
 from .cuda_autocast import UnknownAutocastPolicy, cuda_autocast
 from .cuda_kernels import cuda_kernels
-from .unpredictable import CannotPredict, classify
+from .unpredictable import CannotPredict, NotPredicted, classify
 from .workspaces import signature, sizes
 
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -164,6 +164,8 @@ def source_sizer(device_type: str):
 
     def sizer(func, args, t):
         fixed = quirks.stat_nbytes(func, args, t, device_type)
+        if fixed is None and device_type == "cpu":
+            fixed = quirks.rnn_workspace_nbytes(func, args, t)
         return fixed if fixed is not None else fake_kernel_bytes(func, args, t)
 
     return sizer
@@ -254,7 +256,7 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spe
         try:
             train(state, rec, tracker, Setup(scaler=NeverSkippingScaler))
         except Exception as e:  # noqa: BLE001 - classified; anything that is not a replay's limit is re-raised
-            known = own or isinstance(e, UnknownAutocastPolicy)
+            known = own or isinstance(e, (UnknownAutocastPolicy, NotPredicted))
             info = classify(e, state.model, getattr(rec, "current", ("setup", 0))) if known else None
             rec.state = None
             state.clear()

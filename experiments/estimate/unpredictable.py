@@ -18,11 +18,21 @@ from torch._subclasses.fake_tensor import (
 
 from .cuda_autocast import UnknownAutocastPolicy
 
+
+class NotPredicted(NotImplementedError):
+    """An op whose memory the replay knows it cannot size (`why`): named in the estimate, never guessed."""
+
+    def __init__(self, op: str, why: str):
+        super().__init__(f"{op}: {why}")
+        self.op, self.why = op, why
+
+
 _KINDS = (
     DataDependentOutputException,
     DynamicOutputShapeException,
     UnsupportedOperatorException,
     UnknownAutocastPolicy,
+    NotPredicted,
 )
 _NO_FAKE = re.compile(
     r"no fake impl registered for <CustomOpDef\((?P<op>[^)]+)\)>|Could not run '(?P<aten>[^']+)' "
@@ -34,6 +44,7 @@ WHAT = {
     "UnsupportedOperatorException": "has no fake (shape-only) kernel",
     "refused": "calls an op whose fake kernel refuses these inputs",
     "UnknownAutocastPolicy": f"calls an op whose CUDA autocast policy in torch {torch.__version__} is not known here",
+    "NotPredicted": "calls an op whose memory the replay cannot size",
 }
 
 
@@ -61,6 +72,8 @@ def classify(e: BaseException, model, phase: tuple) -> dict | None:
     qualified name (the innermost module in the traceback: no hooks, which would change what autograd keeps)."""
     kind = next((k.__name__ for k in _KINDS if isinstance(e, k)), None)
     op, detail = str(getattr(e, "func", "") or getattr(e, "op", "") or ""), ""
+    if isinstance(e, NotPredicted):
+        detail = f" ({e.why})"
     if kind is None:
         m = _NO_FAKE.search(str(e)) if isinstance(e, (RuntimeError, NotImplementedError)) else None
         refused = _refused_by_fake_kernel(e)

@@ -74,3 +74,30 @@ def custom_op() -> nn.Module:
 
 def not_a_module():
     return "nope"
+
+
+class _Recurrent(nn.Module):
+    def __init__(self, cell: type[nn.RNNBase], bidirectional: bool = False):
+        super().__init__()
+        self.rnn = cell(32, 48, num_layers=2, batch_first=True, bidirectional=bidirectional)
+        self.head = nn.Linear(48 * (2 if bidirectional else 1), 10)
+
+    def forward(self, x):
+        return self.head(self.rnn(x)[0][:, -1])
+
+
+def lstm() -> nn.Module:
+    """x: float[B, 12, 32] -> logits [B, 10]: two LSTM layers (oneDNN's LSTM on the CPU, with its workspace)."""
+    return _Recurrent(nn.LSTM)
+
+
+def bilstm() -> nn.Module:
+    return _Recurrent(nn.LSTM, bidirectional=True)
+
+
+def gru() -> nn.Module:
+    return _Recurrent(nn.GRU)
+
+
+def rnn() -> nn.Module:
+    return _Recurrent(nn.RNN)
