@@ -113,9 +113,10 @@ def _print_run(r: dict) -> None:
     if r["peak_bytes"] is not None:
         net = r["peak_bytes"] - r["baseline_bytes"]
         est = r["estimate"]["peak_bytes"]
+        said = "no estimate (cannot be predicted)" if est is None else f"estimate {_mb(est).strip()} MiB"
         print(
             f"peak: {_mb(r['peak_bytes']).strip()} MiB in {r['peak_phase']['phase']} (step {r['peak_phase']['step']}); "
-            f"above baseline {_mb(net).strip()} MiB; estimate {_mb(est).strip()} MiB"
+            f"above baseline {_mb(net).strip()} MiB; {said}"
         )
     if r["step_ms"]:
         s = r["step_ms"]

@@ -210,6 +210,10 @@ def run(cfg) -> None:
 
 def show_run(result: dict) -> None:
     measured, est = backend.net_peak(result), result["estimate"]["peak_bytes"]
+    if est is None:  # forced without an estimate (it cannot be predicted)
+        st.markdown(t("ym.run_no_estimate", measured=fmt_bytes(measured), device=result["device"]["type"]))
+        layout.altair(breakdown.chart(breakdown.frame(result["breakdown"], None)))
+        return
     st.markdown(
         t("ym.run_result", measured=fmt_bytes(measured), device=result["device"]["type"], estimate=fmt_bytes(est))
     )

@@ -14,6 +14,7 @@ from ..core.limits import load as load_limits
 from ..core.units import GIB, MIB, fmt_gib
 from ..estimate import workspaces as op_workspace
 from ..estimate.estimator import estimate
+from ..estimate.unpredictable import CannotPredict
 from .device import cpu_available_bytes, resolve_device
 
 # A run is refused up front only when the estimate is this far past the capacity, so runs near
@@ -71,11 +72,29 @@ def capacity_bytes(cfg: ExperimentConfig, device: torch.device) -> int | None:
     return capacity(cfg.budget_mb, cpu_free_for_tensors(cpu_available_bytes()))
 
 
+def unpredicted(cfg: ExperimentConfig, device: torch.device, e: CannotPredict) -> dict:
+    """A model the estimate cannot predict runs only when forced, labelled as having no estimate, within the checks
+    that need none: on CUDA the allocator's own out-of-memory error (never past the operator's per-run limit, which
+    only an estimate can check); on a CPU the tracker's simulated one at the machine's free memory less the worker's
+    margin (past it the system would kill the worker)."""
+    if not cfg.force or load_limits().max_peak_gib is not None:
+        raise e
+    budget = None
+    if device.type == "cpu":
+        budget = cpu_free_for_tensors(cpu_available_bytes())
+        if cfg.budget_mb is not None:
+            budget = min(budget, int(cfg.budget_mb * MIB))
+    return {"predicted": False, "cannot_predict": e.info, "peak_bytes": None, "categories": {}, "run_budget": budget}
+
+
 def check_fits(cfg: ExperimentConfig, device: torch.device, copies: int = 1, spec=None) -> tuple[int | None, dict]:
     """Refuse a configuration whose estimate is far past the capacity (runs, profiles and gradient checks alike:
     on a CPU an unchecked one is killed by the OOM killer, worker and all). `copies`: states alive at once."""
     capacity = capacity_bytes(cfg, device)
-    est = estimate(cfg, capacity_bytes=capacity, device_type=device.type, spec=spec)
+    try:
+        est = estimate(cfg, capacity_bytes=capacity, device_type=device.type, spec=spec)
+    except CannotPredict as e:
+        return capacity, unpredicted(cfg, device, e)
     if est["unmeasured"]:
         est = estimate(
             cfg,

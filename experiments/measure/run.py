@@ -50,6 +50,8 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None, his
     capacity, est = check_fits(cfg, device, spec=spec)
 
     budget = int(cfg.budget_mb * MIB) if cfg.budget_mb is not None else None
+    if est.get("predicted") is False:  # forced without an estimate: on a CPU, a simulated out-of-memory error
+        budget = est["run_budget"]
     recording = Recording(device) if history else None
     # On CUDA the allocator raises its own out-of-memory errors; on CPU the tracker simulates one at the budget.
     tracker = MemoryTracker(budget_bytes=budget if not cuda else None, listeners=[recording] if history else [])

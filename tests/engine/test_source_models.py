@@ -341,3 +341,16 @@ def test_a_cuda_estimate_of_an_rnn_names_cudnn(factory):
     assert r["predicted"] is False
     info = r["cannot_predict"]
     assert "cuDNN" in info["op"] and info["module"] == "rnn" and "\n" not in info["message"]
+
+
+def test_a_model_that_cannot_be_predicted_runs_when_forced_labelled_without_an_estimate():
+    """Refused unless forced; forced, it runs on the CPU under a simulated out-of-memory budget (the free memory less
+    the worker's margin) and says it had no estimate."""
+    spec = toy("reads_value")
+    with pytest.raises(CannotPredict):
+        run_experiment(TOY, history=False, spec=spec)
+    r = run_experiment(TOY.replace(force=True), history=False, spec=spec)
+    assert r["estimate"]["predicted"] is False and r["estimate"]["peak_bytes"] is None
+    assert r["estimate"]["cannot_predict"]["op"].startswith("aten._local_scalar_dense")
+    assert r["peak_bytes"] > 0 and r["oom"] is None
+    assert r["estimate"]["run_budget"] > 0
