@@ -45,6 +45,7 @@ WHAT = {
     "refused": "calls an op whose fake kernel refuses these inputs",
     "UnknownAutocastPolicy": f"calls an op whose CUDA autocast policy in torch {torch.__version__} is not known here",
     "NotPredicted": "calls an op whose memory the replay cannot size",
+    "raised": "raises an error with this configuration (a real run would too)",
 }
 
 
@@ -67,6 +68,10 @@ def _refused_by_fake_kernel(e: BaseException) -> str | None:
     return op if (op and in_meta) else None
 
 
+def _in_a_module(e: BaseException) -> bool:
+    return any(isinstance(f.f_locals.get("self"), torch.nn.Module) for f, _ in traceback.walk_tb(e.__traceback__))
+
+
 def classify(e: BaseException, model, phase: tuple) -> dict | None:
     """{"op", "module", ...} when `e` is something fake tensors cannot replay, else None. `model`: for the module's
     qualified name (the innermost module in the traceback: no hooks, which would change what autograd keeps)."""
@@ -81,6 +86,10 @@ def classify(e: BaseException, model, phase: tuple) -> dict | None:
             kind, op = "UnsupportedOperatorException", m["op"] or m["aten"]
         elif refused:
             kind, op, detail = "refused", refused, f" ({str(e).splitlines()[0][:300]})"
+        elif isinstance(e, (ValueError, RuntimeError, TypeError, AssertionError, IndexError)) and _in_a_module(e):
+            # The model's own code refuses this configuration (LeViT's BatchNorm at batch 1): a real run would too.
+            kind, op = "raised", type(e).__name__
+            detail = f" ({(str(e).strip().splitlines() or [''])[0][:300]})"
         else:
             return None
     if op.startswith("aten._local_scalar_dense"):

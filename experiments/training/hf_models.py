@@ -80,7 +80,28 @@ def config_kwargs(model_type: str, base: dict, overrides: dict) -> dict:
         # A preset may spell it another way (GPT-2's n_layer for num_hidden_layers): one name only.
         for other in names:
             config.pop(other, None)
-        config[attr] = value
+        current = config.get(attr, getattr(default, attr, None))
+        # A per-stage setting (Swin's heads and depths): every stage takes the value.
+        config[attr] = [value] * len(current) if isinstance(current, (list, tuple)) else value
+    return _consistent(default, config, overrides)
+
+
+def _consistent(default, config: dict, overrides: dict) -> dict:
+    """Settings the config derives from the overridden ones but keeps at their defaults: special token ids inside a
+    smaller vocabulary (Phi-3's pad token), a rotary dimension within a smaller head (GPT-J's rotary_dim)."""
+    if "vocab" in overrides:
+        vocab = overrides["vocab"]
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+            value = config.get(name, getattr(default, name, None))
+            if isinstance(value, int) and value >= vocab:
+                config[name] = vocab - 1
+            elif isinstance(value, list) and any(v >= vocab for v in value):
+                config[name] = [min(v, vocab - 1) for v in value]
+    rotary = config.get("rotary_dim", getattr(default, "rotary_dim", None))
+    hidden = config.get("n_embd", config.get("hidden_size", getattr(default, "n_embd", None)))
+    heads = config.get("n_head", config.get("num_attention_heads", getattr(default, "n_head", None)))
+    if isinstance(rotary, int) and isinstance(hidden, int) and isinstance(heads, int) and heads and hidden % heads == 0:
+        config["rotary_dim"] = min(rotary, hidden // heads)
     return config
 
 
@@ -124,6 +145,9 @@ def build(model_type: str, task: str, config, dtype: torch.dtype, attn: str | No
         kwargs["attn_implementation"] = attn
     if experts:
         kwargs["experts_implementation"] = experts
+    if getattr(config, "architectures", None) is None:
+        # transformers iterates it where a model type maps to several classes (DeiT, LeViT): none means the first.
+        config.architectures = []
     return getattr(transformers, _AUTO[task][0]).from_config(config, **kwargs)
 
 

@@ -354,3 +354,33 @@ def test_a_model_that_cannot_be_predicted_runs_when_forced_labelled_without_an_e
     assert r["estimate"]["cannot_predict"]["op"].startswith("aten._local_scalar_dense")
     assert r["peak_bytes"] > 0 and r["oom"] is None
     assert r["estimate"]["run_budget"] > 0
+
+
+# ---------------------------------------------------------------- architectures that needed a word of their own
+
+
+@pytest.mark.parametrize(
+    "source,overrides,levers",
+    [
+        ("hf:deit", "layers=1,hidden=32,heads=2,intermediate=64", {"image_size": 224, "batch": 2}),
+        ("hf:swin", "heads=2,hidden=16", {"image_size": 224, "batch": 2}),
+        ("hf:phi3", "layers=1,hidden=64,heads=4,vocab=64,intermediate=128", {"seq_len": 16, "batch": 2}),
+        ("hf:gptj", "layers=1,hidden=64,heads=4,vocab=128", {"seq_len": 16, "batch": 2}),
+    ],
+)
+def test_architectures_that_raised_now_replay_like_a_real_cpu_run(source, overrides, levers):
+    """DeiT (several classes per model type, no `architectures`), Swin with one heads value for its per-stage list,
+    Phi-3 with a vocabulary smaller than its pad token id, GPT-J with a head smaller than its rotary dimension."""
+    base = {"model_source": source, "model_overrides": overrides, "device": "cpu", "steps": 2, "timing_steps": 0}
+    cfg = ExperimentConfig.from_dict({**base, "precision": "fp32", "optimizer": "adamw", **levers})
+    same(cfg)
+
+
+def test_a_model_that_raises_on_its_configuration_is_one_line_saying_a_real_run_would_too():
+    """LeViT's classifier BatchNorm at batch 1: torch refuses it in training, fake or real."""
+    base = {"model_source": "hf:levit", "device": "cpu", "steps": 2, "timing_steps": 0, "batch": 1}
+    r = model_estimate(ExperimentConfig.from_dict({**base, "image_size": 224}), "cpu")
+    assert r["predicted"] is False
+    info = r["cannot_predict"]
+    assert info["reason"] == "raised" and "a real run would too" in info["message"] and "\n" not in info["message"]
+    assert "batch_norm" in info["module"]
