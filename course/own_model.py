@@ -27,6 +27,8 @@ METRICS = (
     "step_bytes_per_parameter",
     "formula_gib",
     "formula_over_peak",
+    "formula8_gib",
+    "formula8_miss_gib",
     "step_over_peak",
     "saving_gib",
     "saving_ratio",
@@ -60,6 +62,9 @@ def _one(e: dict, metric: str) -> float | None:
         "step_bytes_per_parameter": e["optimizer_step_peak_bytes"] / n,
         "formula_gib": e["formula_bytes"] / GIB,
         "formula_over_peak": e["formula_bytes"] / e["peak_bytes"],
+        # The rule for pure bf16 AdamW (2 + 2 + 2 x 2 bytes per parameter), and what the replay finds beyond it.
+        "formula8_gib": 8 * n / GIB,
+        "formula8_miss_gib": (e["peak_bytes"] - 8 * n) / GIB,
         "step_over_peak": e["optimizer_step_peak_bytes"] / e["peak_bytes"],
         "parameters_b": n / 1e9,
     }.get(metric)

@@ -92,7 +92,7 @@ def rnn_workspace_nbytes(func, args, t: torch.Tensor) -> int | None:
     off the real kernel once per shape, on zeros. None for any other tensor."""
     if func is not _MKLDNN_RNN or t.dtype is not torch.uint8 or t.dim() != 1 or "rnn_workspace" in DISABLED:
         return None
-    from torch.utils._python_dispatch import _disable_current_modes
+    import torch.utils._python_dispatch as python_dispatch
 
     from .unpredictable import NotPredicted
 
@@ -104,7 +104,9 @@ def rnn_workspace_nbytes(func, args, t: torch.Tensor) -> int | None:
         macs = x.numel() * w_ih.shape[0] + x.shape[0] * x.shape[1] * w_hh.numel()
         if macs > PROBE_MACS:
             raise NotPredicted("aten.mkldnn_rnn_layer (LSTM on the CPU)", "oneDNN's workspace, too large to probe")
-        with _disable_current_modes():  # the real kernel, outside the replay's modes, as training calls it
+        with (
+            python_dispatch._disable_current_modes()
+        ):  # the real kernel, outside the replay's modes, as training calls it
             real = [_zeros_like(a) if isinstance(a, torch.Tensor) else a for a in args]
             out = func(*real)
             _PROBED[key] = out[3].untyped_storage().nbytes()

@@ -7,7 +7,6 @@ import json
 import re
 from functools import cache
 
-import awaiting
 import pytest
 
 from course import catalog, claims, content, expectations, facts, recordings
@@ -16,6 +15,7 @@ from experiments.core.config import ExperimentConfig
 from experiments.core.recorded import ADDED_LATER, load_recorded
 from experiments.core.recorded import ROOT as RECORDED_ROOT
 from experiments.jobs.kinds import execute
+from tests.lessons import awaiting
 
 LESSONS = catalog.LESSON_IDS
 JOBS = recordings.all_jobs()

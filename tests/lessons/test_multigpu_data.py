@@ -5,8 +5,6 @@ on a machine with two NVIDIA H200s by benchmarks/record_distributed.py, and thei
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,10 +12,8 @@ from course import catalog, content, expectations, facts, recordings
 from experiments.core.recorded import ROOT as RECORDED_ROOT
 from experiments.core.recorded import load_recorded
 from experiments.distributed.launch import DistributedConfig
-
-sys.path.insert(0, str(Path(__file__).parent))
-import awaiting  # noqa: E402
-from test_lesson_data import bare_numbers, prose_of  # noqa: E402
+from tests.lessons import awaiting
+from tests.lessons.test_lesson_data import bare_numbers, prose_of
 
 LESSON = next(p.id for p in catalog.PAGES if p.data_parallel)
 LESSON_DIR = content.lessons_dir() / LESSON

@@ -6,16 +6,11 @@ and the text a learner without a GPU sees, on the data run at the page's CPU siz
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from course import catalog, claims, content, expectations
 from experiments.core.recorded import load_recorded
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_lesson_data import LESSONS, _record_command, _sum_outcomes, cpu_run  # noqa: E402
+from tests.lessons.test_lesson_data import LESSONS, _record_command, _sum_outcomes, cpu_run
 
 TECHNIQUES = [(lesson, t["id"]) for lesson in LESSONS for t in content.meta(lesson).get("techniques") or []]
 
