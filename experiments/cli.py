@@ -13,9 +13,10 @@ import sys
 from .cli_models import add_fits_parser, add_model_flags, model_fields, print_estimate, print_fits, run_fits
 from .cli_progress import TerminalProgress
 from .core.config import BATCH_MODES, CHOICES, STRATEGIES, ConfigError, ExperimentConfig
+from .core.errors import CannotPredict, WouldNotFit
+from .core.leak_scenarios import DEFAULTS as LEAK_DEFAULTS
+from .core.leak_scenarios import SCENARIOS as LEAK_SCENARIOS
 from .core.units import MIB
-from .labs.leaks import DEFAULTS as LEAK_DEFAULTS
-from .labs.leaks import SCENARIOS as LEAK_SCENARIOS
 
 FLAG_FIELDS = {
     "device": str,
@@ -227,9 +228,6 @@ def main(argv: list[str] | None = None) -> int:
     leak_p.add_argument("--width", type=int, default=LEAK_DEFAULTS["width"])
     leak_p.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-
-    from .estimate.unpredictable import CannotPredict
-    from .measure.fits import WouldNotFit
 
     own = False
     try:

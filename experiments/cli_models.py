@@ -90,7 +90,6 @@ def add_fits_parser(sub) -> argparse.ArgumentParser:
 
 def run_fits(cfg, args) -> dict:
     from .core import cards
-    from .distributed.model_fits import fits_across, what_fits
 
     capacity, overhead = args.capacity_gib, None
     if args.card:
@@ -118,6 +117,8 @@ def run_fits(cfg, args) -> dict:
     precisions = tuple(p for p in args.precisions.split(",") if p) or None
     for p in precisions or ():
         cfg.replace(precision=p)  # each one validated: one line naming the field
+    from .distributed.model_fits import fits_across, what_fits  # torch: after every argument is checked
+
     out = what_fits(
         cfg,
         int(capacity * GIB),

@@ -42,3 +42,26 @@ class ConfigError(ValueError):
         self.message = message
         self.code = code
         self.params = params
+
+
+# The engine's two refusals of a whole run, torch-free so that the command line can catch them before importing torch.
+
+
+class WouldNotFit(ValueError):
+    """The estimate says it will not fit. `code` says against what (jobs' structured errors carry it):
+    "max_peak_gib" the operator's limit, "host_memory" a forced CPU run past the machine's memory, "capacity" the
+    memory available (or a leak run's bound); `params` the figures, in bytes."""
+
+    def __init__(self, message: str, estimate: dict, code: str = "capacity", **params):
+        super().__init__(message)
+        self.estimate = estimate
+        self.code = code
+        self.params = params
+
+
+class CannotPredict(ValueError):
+    """A replay that cannot be done; `info`: {"op", "module", "phase", "step", "where", "reason", "message"}."""
+
+    def __init__(self, info: dict):
+        super().__init__(info["message"])
+        self.info = info

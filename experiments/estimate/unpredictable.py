@@ -16,6 +16,7 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 
+from ..core.errors import CannotPredict  # noqa: F401 - defined torch-free (the command line), imported from here too
 from .cuda_autocast import UnknownAutocastPolicy
 
 
@@ -47,14 +48,6 @@ WHAT = {
     "NotPredicted": "calls an op whose memory the replay cannot size",
     "raised": "raises an error with this configuration (a real run would too)",
 }
-
-
-class CannotPredict(ValueError):
-    """A replay that cannot be done; `info`: {"op", "module", "phase", "step", "where", "reason", "message"}."""
-
-    def __init__(self, info: dict):
-        super().__init__(info["message"])
-        self.info = info
 
 
 def _refused_by_fake_kernel(e: BaseException) -> str | None:

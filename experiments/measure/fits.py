@@ -10,6 +10,7 @@ import torch
 
 from ..core.capacity import capacity, cpu_free_for_tensors, process_margin_bytes
 from ..core.config import ExperimentConfig
+from ..core.errors import WouldNotFit
 from ..core.limits import load as load_limits
 from ..core.units import GIB, MIB, fmt_gib
 from ..estimate import workspaces as op_workspace
@@ -20,18 +21,6 @@ from .device import cpu_available_bytes, resolve_device
 # A run is refused up front only when the estimate is this far past the capacity, so runs near
 # the limit are still tried and an out-of-memory error becomes a result the learner can study.
 REFUSE_FACTOR = 1.15
-
-
-class WouldNotFit(ValueError):
-    """The estimate says it will not fit. `code` says against what (jobs' structured errors carry it):
-    "max_peak_gib" the operator's limit, "host_memory" a forced CPU run past the machine's memory, "capacity" the
-    memory available (or a leak run's bound); `params` the figures, in bytes."""
-
-    def __init__(self, message: str, estimate: dict, code: str = "capacity", **params):
-        super().__init__(message)
-        self.estimate = estimate
-        self.code = code
-        self.params = params
 
 
 def measure_workspaces(signatures: list[str], device: torch.device) -> dict[str, tuple[int, ...]]:

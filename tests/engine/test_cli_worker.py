@@ -401,3 +401,18 @@ def test_the_cuda_estimate_is_given_on_a_machine_without_a_gpu(capsys):
         cfg = ExperimentConfig(layers=4, width=256, batch=8, device="cuda")
         peak = estimate(cfg, device_type="cuda")["peak_bytes"]
         assert f"{peak / 2**20:,.1f} MiB" in out
+
+
+def test_help_and_a_bad_argument_answer_without_importing_torch():
+    """torch's import alone takes about 2 s: the command line's help and its one-line errors come first."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\nfrom experiments import cli\ntry:\n    code = cli.main(sys.argv[1:])\nexcept SystemExit as e:\n"
+        "    code = e.code\nprint('torch imported' if 'torch' in sys.modules else 'no torch', code, file=sys.stderr)"
+    )
+    for args in (["--help"], ["run", "--help"], ["leak", "--help"], ["run", "--batch", "0"], ["fits", "--card", "x"]):
+        r = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=ROOT)
+        last = r.stderr.strip().splitlines()[-1]
+        assert last.startswith("no torch"), (args, r.stderr[-400:])
