@@ -92,6 +92,10 @@ def _config(args) -> ExperimentConfig:
         if getattr(args, k) is not None
     }
     own, args.spec = model_fields(args) if hasattr(args, "set") else ({}, None)
+    if data.get("segments") is not None and data.get("checkpoint", "none") != "segments":
+        raise ConfigError(
+            "segments", "--segments sets the segments of --checkpoint segments", "one_of", fields="segments,checkpoint"
+        )
     return ExperimentConfig.from_dict({**own, **data})  # a preset's levers, under the ones given
 
 

@@ -33,6 +33,17 @@ def model_fields(args) -> tuple[dict, object]:
         flags = ", ".join("--" + f.replace("_", "-").replace("-path", "") for f in chosen)
         raise ConfigError("model_source", f"choose one of {flags}", "choice", value=chosen[1], allowed=chosen[0])
     overrides = format_overrides(parse_overrides(",".join(args.set))) if getattr(args, "set", None) else ""
+    if getattr(args, "tiny", False) and chosen[:1] != ["model_preset"]:
+        raise ConfigError(
+            "tiny", "--tiny is a preset's CPU-sized variant: give --model-preset", "one_of", fields="tiny,model_preset"
+        )
+    if chosen and getattr(args, "model", None) is not None:
+        raise ConfigError(
+            "model",
+            f"--model picks a built-in family; --{chosen[0].replace('_', '-')} picks the model",
+            "one_of",
+            fields=f"model,{chosen[0]}",
+        )
     if not chosen:
         if overrides:
             raise ConfigError(

@@ -416,3 +416,18 @@ def test_help_and_a_bad_argument_answer_without_importing_torch():
         r = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, cwd=ROOT)
         last = r.stderr.strip().splitlines()[-1]
         assert last.startswith("no torch"), (args, r.stderr[-400:])
+
+
+@pytest.mark.parametrize(
+    "args,field",
+    [
+        (["run", "--model", "transformer", "--model-preset", "gpt2"], "model"),
+        (["run", "--tiny"], "tiny"),
+        (["estimate", "--segments", "4"], "segments"),
+        (["estimate", "--segments", "4", "--checkpoint", "per_layer"], "segments"),
+        (["fits", "--card", "t4-16gb", "--capacity-gib", "15"], "card"),
+    ],
+)
+def test_flags_that_conflict_or_mean_nothing_are_one_line_naming_the_field(capsys, args, field):
+    code, out, err = _cli(capsys, *args)
+    assert code == 2 and err.startswith(f"error: {field}: ") and err.count("\n") == 1, err
