@@ -16,7 +16,7 @@ from .core.config import BATCH_MODES, CHOICES, STRATEGIES, ConfigError, Experime
 from .core.errors import CannotPredict, WouldNotFit
 from .core.leak_scenarios import DEFAULTS as LEAK_DEFAULTS
 from .core.leak_scenarios import SCENARIOS as LEAK_SCENARIOS
-from .core.units import MIB
+from .core.units import MIB, fmt_bytes
 
 FLAG_FIELDS = {
     "device": str,
@@ -287,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "estimate" and not args.json:
         _print_estimate(result)
+    elif args.command in ("leak", "guard") and not args.json:
+        print(_leak_summary(result) if args.command == "leak" else _guard_summary(result))
     elif args.json or args.command != "run":
         json.dump(result, sys.stdout, indent=None if args.json else 2, default=str)
         print()
@@ -295,6 +297,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "guard" and not result.get("ok", True):
         return 1  # the gradients differ: a script (or CI) must be able to tell
     return 0
+
+
+def _leak_summary(r: dict) -> str:
+    """One line a person reads: how much the loop keeps per step (--json prints every step and the census)."""
+    growth = r.get("growth_bytes_per_step") or 0
+    where = f"{r['scenario']} on {r['device']['type'] if isinstance(r.get('device'), dict) else r.get('device')}"
+    steps = sum(1 for row in r.get("per_step") or [] if row.get("step"))  # step 0: before the loop
+    verdict = f"grows {fmt_bytes(int(growth))} per step" if growth > 0 else "does not grow"
+    freed = r.get("gc_freed_bytes") or 0
+    tail = f"; gc.collect() freed {fmt_bytes(int(freed))}" if freed else ""
+    return f"{where}: {verdict} over {steps} steps (batch {r['batch']}, width {r['width']}){tail}"
+
+
+def _guard_summary(r: dict) -> str:
+    """One line: do the gradients match the fp32 baseline within the precision's tolerance."""
+    verdict = "match" if r["ok"] else "DIFFER from"
+    return (
+        f"gradients {verdict} the {r['baseline_precision']} baseline: largest difference {r['max_abs_diff']:.3g} "
+        f"(relative {r['max_rel_diff']:.3g}), tolerance {r['tolerance']:.3g} ({r['precision']}, checkpoint "
+        f"{r['checkpoint']}, accumulation {r['accum']})"
+    )
 
 
 def _estimated_device(cfg) -> str:

@@ -123,9 +123,24 @@ def test_cli_guard_exits_1_when_the_gradients_differ(capsys, monkeypatch):
     from experiments.training import guard
 
     for ok, expected in ((True, 0), (False, 1)):
-        monkeypatch.setattr(guard, "check_gradients", lambda cfg, ok=ok: {"ok": ok, "max_rel_diff": 0.5})
-        code, out, _ = _cli(capsys, "guard", "--layers", "2", "--width", "64", "--batch", "8")
+        verdict = {"ok": ok, "max_rel_diff": 0.5, "max_abs_diff": 0.25, "tolerance": 1e-4, "precision": "fp32"}
+        verdict |= {"baseline_precision": "fp32_strict", "checkpoint": "none", "accum": 1}
+        monkeypatch.setattr(guard, "check_gradients", lambda cfg, v=verdict: v)
+        code, out, _ = _cli(capsys, "guard", "--layers", "2", "--width", "64", "--batch", "8", "--json")
         assert code == expected and json.loads(out)["ok"] is ok
+        code, out, _ = _cli(capsys, "guard", "--layers", "2", "--width", "64", "--batch", "8")
+        said = "gradients match" if ok else "gradients DIFFER from"
+        assert code == expected and out.startswith(said) and "0.25" in out and out.count("\n") == 1
+
+
+def test_cli_leak_says_in_one_line_what_the_loop_keeps_per_step(capsys):
+    code, out, _ = _cli(
+        capsys, "leak", "--scenario", "append_loss_after_backward", "--steps", "3", "--batch", "8", "--width", "16"
+    )
+    # mse_loss keeps its (batch, width) fp32 buffer per step: 8 x 16 x 4 bytes = 0.5 KiB
+    assert code == 0 and out.count("\n") == 1 and "grows 512 B per step over 3 steps" in out, out
+    code, out, _ = _cli(capsys, "leak", "--scenario", "fixed", "--steps", "3", "--batch", "8", "--width", "16")
+    assert code == 0 and "does not grow over 3 steps" in out, out
 
 
 def test_cli_docstring_names_exactly_its_subcommands(capsys):
