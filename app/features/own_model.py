@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app import backend
-from app.charts import breakdown, fits
+from app.charts import breakdown, fits, memory
 from app.features import own_model_picker
 from app.i18n import lang, t
 from app.ui import jobs, layout, results, urlstate, widget_state
@@ -101,6 +101,12 @@ def show_estimate(est: dict) -> None:
     phase = p if isinstance(p, str) else p["phase"]
     device = t("source.estimated") + f" ({est.get('device_type', 'cuda').upper()})"
     st.markdown(t("ym.estimate_result", peak=fmt_bytes(est["peak_bytes"]), phase=t("phase." + phase), device=device))
+    if est.get("device_type") == "cuda":
+        reserved = est.get("reserved_bytes")
+        st.caption(t("ym.reserved", reserved=fmt_bytes(reserved)) if reserved else t("ym.reserved_none"))
+    rows = [{**p, "reserved_bytes": None, "ms": None} for p in est.get("phases") or []]
+    if rows:
+        layout.altair(memory.chart(memory.long(memory.frame({"phases": rows}), False)))
     layout.altair(breakdown.estimate_chart(breakdown.frame(None, est["categories"])))
 
 

@@ -59,8 +59,14 @@ def estimate(
         categories["other"] = max(0, peak - sum(categories.values()))
         reserved = r["allocator"]["peak_reserved_bytes"]
         unmeasured = [s for s in r["signatures"] if s not in (transients or {})]
+    # Every phase's row (on CUDA the allocator's whole blocks), as a measured run's phases are charted.
+    rows = [{k: p[k] for k in ("phase", "step", "micro", "allocated_bytes", "peak_bytes")} for p in r["phases"]]
+    if cuda:
+        for row, mark in zip(rows, r["allocator"]["marks"], strict=True):
+            row["peak_bytes"] = int(mark["peak_allocated_bytes"])
     return {
         "categories": categories,
+        "phases": rows,
         "steady": {c: int(r["steady"].get(c, 0)) for c in CATS},
         "peak_bytes": peak,
         "peak_phase": phase,
