@@ -81,3 +81,18 @@ def test_a_request_with_its_own_limit_runs_past_the_pools(pool):
 def test_an_estimate_process_computes_on_one_thread(pool):
     """Replays compute no numbers; the run worker keeps the cores (its timings are what the lessons read)."""
     assert pool.get(("threads",), "torch:get_num_threads", (), {}) == 1
+
+
+def test_two_different_requests_never_share_a_result(pool):
+    """The cache's key, from both sides: the device, every field of the configuration (batch, the optimizer's
+    implementation) and the workspaces table each give their own replay, checked against the engine called directly."""
+    from experiments.estimate.estimator import estimate
+
+    base = pool.estimate(CFG, None, "cpu", None, wait=None)
+    cuda = pool.estimate(CFG, None, "cuda", None, wait=None)
+    assert cuda["device_type"] == "cuda" and base["device_type"] == "cpu"
+    assert cuda["peak_bytes"] == estimate(CFG, device_type="cuda")["peak_bytes"] != base["peak_bytes"]
+    for other in (CFG.replace(batch=16), CFG.replace(optimizer_impl="for-loop"), CFG.replace(width=64)):
+        got = pool.estimate(other, None, "cpu", None, wait=None)
+        assert got["peak_bytes"] == estimate(other, device_type="cpu")["peak_bytes"], other
+    assert pool.estimate(CFG.replace(batch=16), None, "cpu", None, wait=None)["peak_bytes"] != base["peak_bytes"]
