@@ -175,7 +175,7 @@ def show_fits(res: dict) -> None:
         return
     for r in res["grid"]:
         expandable = r.get("largest_batch_expandable", r["largest_batch"])
-        if expandable != r["largest_batch"]:
+        if expandable > r["largest_batch"]:  # the sentence explains a gain, which is the case it is shown in
             st.info(
                 t("ym.fits_allocator_differs", expandable=expandable, standard=r["largest_batch"], combo=fits.label(r))
             )
