@@ -46,13 +46,21 @@ def _config_widgets(s: ex1.Settings, base: dict) -> dict:
         if field in CHOICES:
             labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in CHOICES[field]}
             values[field] = cols[i].selectbox(
-                label, list(CHOICES[field]), format_func=labels.__getitem__, key=widget_state.labelled(k)
+                label,
+                list(CHOICES[field]),
+                format_func=labels.__getitem__,
+                key=widget_state.labelled(k),
+                persist_state="session",
+                on_change="ignore",
             )
         elif field == "width":  # picked from the sandbox's widths; counts (layers, batch) are typed in
-            values[field] = cols[i].selectbox(label, sorted(set(options.LISTS[field]) | {st.session_state[k]}), key=k)
+            widths = sorted(set(options.LISTS[field]) | {st.session_state[k]})
+            values[field] = cols[i].selectbox(label, widths, key=k, persist_state="session", on_change="ignore")
         else:
             lo, hi = RANGES[field]
-            values[field] = cols[i].number_input(label, min_value=lo, max_value=hi, step=1, key=k)
+            values[field] = cols[i].number_input(
+                label, min_value=lo, max_value=hi, step=1, key=k, persist_state="session", on_change="ignore"
+            )
     return values
 
 
@@ -70,6 +78,8 @@ def _prediction_widgets(s: ex1.Settings) -> dict:
             format="%.1f",
             placeholder=t("ex1.placeholder"),
             key=k,
+            persist_state="session",
+            on_change="ignore",
         )
     k = _key("p_phase")
     urlstate.init(k, None, _parse_phase)
@@ -81,6 +91,8 @@ def _prediction_widgets(s: ex1.Settings) -> dict:
         index=None,
         placeholder=t("ex1.choose"),
         key=widget_state.labelled(k),
+        persist_state="session",
+        on_change="ignore",
     )
     return preds
 
@@ -94,7 +106,10 @@ def render(meta: dict) -> None:
         return
     base_cfg, _ = sandbox.base_config(meta)
     base = base_cfg.to_dict()
-    with st.form(f"{NS}.form"):
+    # Not a form: a form's values reach the server only when it is submitted, so a language switch (a rerun) before
+    # that drew every choice back at its last submitted value. Widgets that send their value with the next rerun
+    # instead of starting one ("ignore") keep the form's one-click feel.
+    with st.container(border=True):
         st.subheader(t("ex1.title"))
         st.markdown(t("ex1.intro"))
         if sizing.active(meta):
@@ -113,7 +128,7 @@ def render(meta: dict) -> None:
                 tie=f"{s.tie_share * 100:.0f}",
             )
         )
-        submitted = st.form_submit_button(t("ex1.run"), type="primary", disabled=jobs.pending(NS), width="stretch")
+        submitted = st.button(t("ex1.run"), type="primary", disabled=jobs.pending(NS), width="stretch", key=f"{NS}.run")
     for field, value in config.items():
         urlstate.sync(_key(field), value, base[field])
     for name, value in preds.items():

@@ -63,3 +63,34 @@ def test_the_language_is_a_plain_key_that_only_the_radio_s_callback_changes():
     _switch(at, "zh")
     assert at.session_state["lang"] == "zh" and at.query_params["lang"] in ("zh", ["zh"])
     assert [m.value for m in at.markdown] != english
+
+
+def test_your_model_keeps_model_size_levers_and_card_across_both_switches():
+    ns = "ym"
+    at = open_page("yourmodel", "en")
+    at.radio(key=f"{ns}_size").set_value("tiny").run()
+    at.number_input(key=f"{ns}_batch").set_value(3).run()
+    at.selectbox(key=f"{ns}_optimizer_impl").set_value("foreach").run()
+    at.selectbox(key=f"{ns}_card").set_value("t4-16gb").run()
+    before = {k: v for k, v in at.query_params.items() if k != "lang"}
+    assert before[f"{ns}_size"] == "tiny" and before[f"{ns}_batch"] == "3" and before[f"{ns}_card"] == "t4-16gb"
+    for lang in ("zh", "en"):
+        _switch(at, lang)
+        assert at.radio(key=f"{ns}_source").value == "preset" and at.radio(key=f"{ns}_size").value == "tiny"
+        assert at.number_input(key=f"{ns}_batch").value == 3
+        assert at.selectbox(key=f"{ns}_optimizer_impl").value == "foreach"
+        assert at.selectbox(key=f"{ns}_card").value == "t4-16gb"
+        assert {k: v for k, v in at.query_params.items() if k != "lang"} == before
+        assert _shown(at.radio(key=f"{ns}_size")) == _label("ym.size.tiny", lang)
+
+
+def test_exercise_1_keeps_the_graded_model_and_the_predicted_phase_across_both_switches():
+    ns = "ex1g"
+    at = open_page("exercise1", "en")
+    at.selectbox(key=f"{ns}_optimizer").set_value("sgd").run()
+    at.selectbox(key=f"{ns}_p_phase").set_value("backward").run()
+    for lang in ("zh", "en"):
+        _switch(at, lang)
+        assert at.selectbox(key=f"{ns}_optimizer").value == "sgd"
+        assert at.selectbox(key=f"{ns}_p_phase").value == "backward"
+        assert _shown(at.selectbox(key=f"{ns}_optimizer")) == _label("opt.optimizer.sgd", lang)
