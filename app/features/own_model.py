@@ -99,7 +99,7 @@ def estimate(cfg) -> None:
 def show_estimate(est: dict) -> None:
     p = est["peak_phase"]
     phase = p if isinstance(p, str) else p["phase"]
-    device = t("source.estimated") + f" ({est.get('device_type', 'cuda').upper()})"
+    device = t("source.estimated") + f" · {est.get('device_type', 'cuda').upper()}"
     st.markdown(t("ym.estimate_result", peak=fmt_bytes(est["peak_bytes"]), phase=t("phase." + phase), device=device))
     if est.get("device_type") == "cuda":
         reserved = est.get("reserved_bytes")
