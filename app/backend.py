@@ -18,6 +18,7 @@ from experiments.core import config as _config
 from experiments.core import recorded as _recorded
 from experiments.core import timeline as _timeline
 from experiments.core.config import BOOLS, CHOICES, RANGES, ConfigError, ExperimentConfig
+from experiments.core.limits import problem as limits_problem  # the operator's limits file's error, once
 from experiments.core.metrics import VERDICT_MIN_ROUNDS, net_peak, paired
 from experiments.core.vocabulary import CATEGORIES, PHASES
 from experiments.jobs.estimates import PENDING, shared_pool
@@ -32,6 +33,7 @@ __all__ = [
     "VERDICT_MIN_ROUNDS",
     "ConfigError",
     "ExperimentConfig",
+    "limits_problem",
     "net_peak",
     "paired",
 ]
@@ -44,8 +46,7 @@ BUDGET_MB = _config.BUDGET_MB  # a memory budget's range in MB (or none)
 
 
 def client():
-    """One worker process per server: jobs from all browsers run one at a time, so CUDA peaks stay per-job.
-    Held by experiments.jobs.worker, not st.cache_resource, so no visitor's "Clear cache" can reset it."""
+    """One worker process per server, jobs one at a time (CUDA peaks per job); not in st.cache_resource (no reset)."""
     from experiments.jobs.worker import shared_client
 
     c = shared_client()
@@ -90,8 +91,7 @@ def submit(specs: list[dict]) -> tuple[list[str] | None, Failure | None]:
     if err:
         return None, Failure("Internal", err)
     try:
-        owner = session_id()
-        return [c.submit(s["kind"], s["params"], owner=owner, fresh=bool(s.get("fresh"))) for s in specs], None
+        return [c.submit(s["kind"], s["params"], owner=session_id(), fresh=bool(s.get("fresh"))) for s in specs], None
     except Exception as exc:  # noqa: BLE001
         return None, classify(getattr(exc, "error_info", None), _text(exc), getattr(exc, "per_session", False))
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import threading
+
 import altair as alt
 import streamlit as st
 
@@ -59,6 +64,8 @@ def main() -> None:
     st.set_page_config(page_title="GPU Memory Lab · 显存实验室", page_icon=str(layout.FAVICON), layout="wide")
 
     st.html(STYLE)
+    if refuse_a_broken_limits_file():
+        return
     # The page's language is a plain session key, never a widget's: Streamlit may drop a widget's state (a page
     # change, a stale-widget cleanup) and a radio recreated without it shows its first option, Chinese. The radio
     # below only proposes a change, through its callback.
@@ -98,6 +105,28 @@ def main() -> None:
     # drawn, and not when a graded tab first waits for them.
     backend.shared_pool()
     jobs.settle()
+
+
+def refuse_a_broken_limits_file() -> bool:
+    """An operator's limits file with an error: the terminal says which (once), the server stops, and a learner's
+    page says only that it is not ready (never the server's path)."""
+    problem = backend.limits_problem()
+    if problem is None:
+        return False
+    if not _TOLD:
+        _TOLD.append(True)
+        print(f"GPU Memory Lab: {problem}. The server stops: fix the limits file and start it again.", file=sys.stderr)
+        # Streamlit shuts its server down on SIGTERM: no class is served with a limit the operator did not mean.
+        # (Only a server: a test's script runner has no runtime, and its process is not this app's.)
+        from streamlit import runtime
+
+        if runtime.exists():
+            threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    st.error(t("server.limits_broken"))
+    return True
+
+
+_TOLD: list[bool] = []
 
 
 def device_caption(slot, info: dict | None) -> None:

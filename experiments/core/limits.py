@@ -45,3 +45,17 @@ def load(path: str | None = None) -> Limits:
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
             raise LimitsError(f"{path}: {key} must be a positive number, got {value!r}")
     return Limits(**data)
+
+
+_CHECKED: list[str | None] = []
+
+
+def problem() -> str | None:
+    """The limits file's error, read once per process (a server checks it as it serves its first page), or None."""
+    if not _CHECKED:
+        try:
+            load()
+            _CHECKED.append(None)
+        except LimitsError as e:
+            _CHECKED.append(str(e))
+    return _CHECKED[0]

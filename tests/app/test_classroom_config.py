@@ -22,3 +22,20 @@ def test_streamlit_config_is_for_a_class():
 def test_the_favicon_is_a_shipped_file():
     assert layout.FAVICON.is_file() and layout.FAVICON.is_relative_to(ROOT)
     assert layout.FAVICON.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_broken_limits_file_tells_the_terminal_and_never_shows_a_learner_its_path(tmp_path, monkeypatch, capsys):
+    from conftest import open_page
+
+    from experiments.core import limits
+
+    bad = tmp_path / "limits.json"
+    bad.write_text('{"max_peak_gb": 3}')
+    monkeypatch.setenv("GPU_MEMORY_LAB_LIMITS", str(bad))
+    monkeypatch.setattr(limits, "_CHECKED", [])
+    at = open_page("home", "en")
+    shown = " ".join(e.value for e in at.error)
+    assert "not ready" in shown and str(tmp_path) not in shown and "max_peak_gb" not in shown
+    assert not at.exception
+    err = capsys.readouterr().err
+    assert "unknown key 'max_peak_gb'" in err and str(bad) in err and "The server stops" in err
