@@ -5,7 +5,6 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from app.charts.common import HEIGHT
 from app.i18n import t
 from course.units import GIB
 
@@ -16,10 +15,23 @@ def label(row: dict) -> str:
     return " · ".join([t(f"opt.precision.{row['precision']}"), t(f"opt.optimizer_impl.{row['optimizer_impl']}"), ck])
 
 
+def _precision(p: str) -> str:
+    return t(f"opt.precision.{p}").split(" (")[0].split("（")[0]  # "AMP bf16 (autocast)" -> "AMP bf16"
+
+
+def short(row: dict) -> str:
+    """The same, short enough for a chart's axis on a projector: precision, implementation, checkpointing mark."""
+    ck = f" · {t('ym.col.checkpoint')}" if row["checkpoint"] != "none" else ""
+    return f"{_precision(row['precision'])} · {row['optimizer_impl']}{ck}"
+
+
 def frame(result: dict) -> pd.DataFrame:
     rows = [
         {
-            t("ym.fits_col.combination"): label(r),
+            t("ym.fits_col.combination"): short(r),
+            t("field.precision"): _precision(r["precision"]),
+            t("ym.col.optimizer_impl"): r["optimizer_impl"],
+            t("ym.col.checkpoint"): "✓" if r["checkpoint"] != "none" else "",
             t("ym.fits_col.largest_batch"): r["largest_batch"],
             t("ym.fits_col.expandable"): r.get("largest_batch_expandable", r["largest_batch"]),
             t("ym.fits_col.peak_gib"): None if r["peak_bytes"] is None else round(r["peak_bytes"] / GIB, 3),
@@ -29,15 +41,20 @@ def frame(result: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def table(df: pd.DataFrame) -> pd.DataFrame:
+    """The grid as a table: its levers in columns of their own (the chart's combination label is for its axis)."""
+    return df.drop(columns=[t("ym.fits_col.combination")])
+
+
 def chart(df: pd.DataFrame) -> alt.Chart:
     combo, batch = t("ym.fits_col.combination"), t("ym.fits_col.largest_batch")
     return (
         alt.Chart(df)
         .mark_bar()
         .encode(
-            y=alt.Y(f"{combo}:N", sort=None, title=None),
+            y=alt.Y(f"{combo}:N", sort=None, title=None, axis=alt.Axis(labelLimit=220, labelFontSize=12)),
             x=alt.X(f"{batch}:Q", title=batch),
             tooltip=list(df.columns),
         )
-        .properties(height=max(HEIGHT // 2, 28 * len(df)))
+        .properties(height=alt.Step(26))  # a row per combination, each label readable on a projector
     )

@@ -68,8 +68,9 @@ def describe(cfg: dict) -> str:
     parts = [name]
     if cfg.get("model_overrides"):
         parts.append(cfg["model_overrides"])
-    for field in ("precision", "optimizer", "optimizer_impl", "checkpoint"):
+    for field in ("precision", "optimizer", "optimizer_impl"):
         parts.append(t(f"opt.{field}.{cfg[field]}", default=str(cfg[field])))
+    parts.append(f"{t('field.checkpoint')}: {t('opt.checkpoint.' + cfg['checkpoint'])}")
     size = "image_size" if cfg.get("model_source", "").startswith("torchvision") else "seq_len"
     parts.append(f"{t('field.batch')} {cfg['batch']} · {t('field.' + size)} {cfg.get(size)}")
     return " · ".join(parts)
@@ -168,7 +169,7 @@ def what_fits(meta: dict, cfg) -> None:
 
 def show_fits(res: dict) -> None:
     df = fits.frame(res)
-    st.dataframe(df, hide_index=True)
+    st.dataframe(fits.table(df), hide_index=True)
     layout.altair(fits.chart(df))
     if all(r["largest_batch"] == 0 for r in res["grid"]):
         st.warning(t("ym.fits_never"))
