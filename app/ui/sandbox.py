@@ -215,7 +215,10 @@ def show_estimate(cfg: ExperimentConfig) -> dict | None:
     if est.get("reserved_bytes"):
         st.caption(t("estimate.reserved", reserved=results.fmt_bytes(est["reserved_bytes"])))
     show_time(cfg, est)
-    if est.get("fits") is True:
+    cap = backend.operator_cap_gib()
+    if cap is not None and peak > cap * 2**30:  # the one verdict that decides: this server's limit per run
+        st.warning(t("error.operator_cap", limit=f"{cap:g} GiB"))
+    elif est.get("fits") is True:
         st.success(t("estimate.fits"))
     elif est.get("fits") is False:
         st.warning(t("estimate.no_fit"))

@@ -39,3 +39,19 @@ def test_a_broken_limits_file_tells_the_terminal_and_never_shows_a_learner_its_p
     assert not at.exception
     err = capsys.readouterr().err
     assert "unknown key 'max_peak_gb'" in err and str(bad) in err and "The server stops" in err
+
+
+def test_with_a_class_limit_the_estimate_box_gives_the_limits_verdict_alone(tmp_path, monkeypatch):
+    """One verdict, the one that decides: an estimate above the server's limit per run never says "Fits"."""
+    from conftest import open_page
+
+    from experiments.core import limits
+
+    path = tmp_path / "limits.json"
+    path.write_text('{"max_peak_gib": 0.000001}')
+    monkeypatch.setenv("GPU_MEMORY_LAB_LIMITS", str(path))
+    monkeypatch.setattr(limits, "_CHECKED", [])
+    at = open_page("monitoring", "en")
+    assert not at.exception
+    assert not any("Fits into the available memory" in s.value for s in at.success)
+    assert any("limit" in w.value for w in at.warning)
