@@ -117,8 +117,9 @@ def refuse_a_broken_limits_file() -> bool:
         _TOLD.append(True)
         print(f"GPU Memory Lab: {problem}. The server stops: fix the limits file and start it again.", file=sys.stderr)
         # Streamlit shuts its server down on SIGTERM: no class is served with a limit the operator did not mean.
-        # Only a server started by `streamlit run` stops: a test's script runner shares its process with the tests.
-        if os.path.basename(sys.argv[0]).startswith("streamlit") and "run" in sys.argv[1:2]:
+        # Only a server that `streamlit run` started (its bootstrap module) stops: a test's script runner shares its
+        # process with the tests.
+        if "streamlit.web.bootstrap" in sys.modules:
             threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
     st.error(t("server.limits_broken"))
     return True
