@@ -437,3 +437,14 @@ def test_the_home_page_has_one_lesson_map_drawn_from_the_catalog():
         assert not rows, f"home/lesson.{language}.md repeats the lesson map: {rows[:2]}"
     home = (content.ROOT / "app" / "views" / "home.py").read_text(encoding="utf-8")
     assert "catalog.PAGE_IDS[1:]" in home and "st.page_link" in home
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_no_lesson_prose_quotes_a_fact_it_has_no_recording_for(lesson, lang):
+    """A missing recording is a failed test, not a "—" in front of a learner: every {{fact}} a lesson's prose quotes
+    has a value (a fact awaiting a recording may be defined, never quoted)."""
+    text, _ = content.read_text(lesson, "lesson", lang)
+    values = facts.resolve(content.meta(lesson).get("facts") or {}, load_recorded)
+    missing = sorted(name for name in facts.placeholders(text or "") if values.get(name) == "—")
+    assert not missing, f"{lesson} ({lang}) quotes facts with no recorded value: {missing}"
