@@ -164,12 +164,21 @@ def print_fits(r: dict) -> None:
         f"{card}{r['capacity_bytes'] / GIB:.2f} GiB ({r['device_type']}), {r.get('overhead_bytes', 0) / GIB:.2f} GiB of "
         f"it held outside PyTorch's allocator (CUDA context, libraries); batch {r['batch']}"
     )
-    print(f"{'precision':10} {'impl':9} {'checkpoint':10} {'largest batch':>13} {'expandable':>10} {'peak GiB':>9}")
+    at = f"at batch {r['batch']}"
+    print(
+        f"{'precision':10} {'impl':9} {'checkpoint':10} {'largest batch':>13} {'expandable':>10} {'peak GiB':>9} "
+        f"{at:>14} {'against yours':>16}"
+    )
     for row in r["grid"]:
         peak = "-" if row["peak_bytes"] is None else f"{row['peak_bytes'] / GIB:9.3f}"
+        saved = row.get("saves_bytes") or 0
+        against = (
+            "-" if not saved else f"{'-' if saved > 0 else '+'}{fmt_bytes(abs(saved))} ({abs(row['saves_percent'])} %)"
+        )
         print(
             f"{row['precision']:10} {row['optimizer_impl']:9} {row['checkpoint']:10} "
-            f"{row['largest_batch']:>13} {row.get('largest_batch_expandable', row['largest_batch']):>10} {peak:>9}"
+            f"{row['largest_batch']:>13} {row.get('largest_batch_expandable', row['largest_batch']):>10} {peak:>9} "
+            f"{fmt_bytes(row['peak_at_batch_bytes']):>14} {against:>16}"
         )
     if r["device_type"] == "cuda":
         print(

@@ -6,7 +6,7 @@ import altair as alt
 import pandas as pd
 
 from app.i18n import t
-from course.units import GIB
+from course.units import GIB, fmt_bytes
 
 
 def label(row: dict) -> str:
@@ -35,10 +35,21 @@ def frame(result: dict) -> pd.DataFrame:
             t("ym.fits_col.largest_batch"): r["largest_batch"],
             t("ym.fits_col.expandable"): r.get("largest_batch_expandable", r["largest_batch"]),
             t("ym.fits_col.peak_gib"): None if r["peak_bytes"] is None else round(r["peak_bytes"] / GIB, 3),
+            t("ym.fits_col.at_batch", batch=result["batch"]): fmt_bytes(r["peak_at_batch_bytes"]),
+            t("ym.fits_col.against_yours"): against(r),
         }
         for r in result["grid"]
     ]
     return pd.DataFrame(rows)
+
+
+def against(row: dict) -> str:
+    """What this combination saves (or costs) at the learner's batch against the learner's own levers."""
+    saved = row.get("saves_bytes")
+    if not saved:
+        return "—"
+    word = "ym.fits_saves" if saved > 0 else "ym.fits_costs"
+    return t(word, bytes=fmt_bytes(abs(saved)), percent=f"{abs(row['saves_percent']):.1f}")
 
 
 def table(df: pd.DataFrame) -> pd.DataFrame:

@@ -338,9 +338,17 @@ def what_fits(
                     row["largest_batch"] = row["largest_batch_expandable"] = b
                 b = row["largest_batch"]
                 row["peak_bytes"] = grid.peak(precision, impl, checkpoint, b) if b else None
+                # What this combination needs at the learner's own batch (the same replays): what each lever saves.
+                row["peak_at_batch_bytes"] = grid.peak(precision, impl, checkpoint, cfg.batch)
                 rows.append(row)
                 if progress is not None:
                     progress(len(rows), planned)
+    own_impl = cuda_config(cfg).optimizer_impl if cuda else cfg.optimizer_impl
+    own_impl = own_impl if own_impl in IMPL_ORDER else impls[0]
+    yours = grid.peak(cfg.precision, own_impl, cfg.checkpoint if cfg.checkpoint in CHECKPOINTS else "none", cfg.batch)
+    for row in rows:
+        row["saves_bytes"] = yours - row["peak_at_batch_bytes"]
+        row["saves_percent"] = round(100 * row["saves_bytes"] / yours, 1) if yours else None
     rank = {impl: i for i, impl in enumerate(IMPL_ORDER)}
     options = []
     for row in rows:
@@ -380,6 +388,7 @@ def what_fits(
         "overhead_bytes": overhead_bytes,
         "device_type": device_type,
         "batch": cfg.batch,
+        "your_peak_bytes": yours,
         "grid": rows,
         "cheapest": cheapest,
         "replays": grid.replays,

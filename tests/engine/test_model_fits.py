@@ -226,3 +226,23 @@ def test_the_h200_benchmark_measures_its_plain_loop_as_the_replay_predicts_on_th
     assert r.returncode == 0, r.stderr
     (row,) = json.loads(out.read_text())["rows"]
     assert row["measured_peak_bytes"] == row["estimate_peak_bytes"] > 0 and row["peak_diff_percent"] == 0
+
+
+def test_what_each_lever_saves_is_two_estimates_apart():
+    """Each row's peak at the learner's batch is the replay of that row's levers at that batch, and what it saves is
+    its difference from the learner's own levers' (CPU: exact replays, checked against model_estimate directly)."""
+    cfg = tiny("gpt2", optimizer_impl="foreach", precision="fp32")
+    r = what_fits(cfg, 64 * MIB, "cpu", ("fp32", "bf16"))
+    yours = model_estimate(cfg, "cpu")["peak_bytes"]
+    assert r["your_peak_bytes"] == yours
+    for row in r["grid"]:
+        levers = {k: row[k] for k in ("precision", "optimizer_impl", "checkpoint")}
+        theirs = model_estimate(cfg.replace(**levers), "cpu")["peak_bytes"]
+        assert row["peak_at_batch_bytes"] == theirs, levers
+        assert row["saves_bytes"] == yours - theirs
+    own = next(
+        x for x in r["grid"] if (x["precision"], x["optimizer_impl"], x["checkpoint"]) == ("fp32", "foreach", "none")
+    )
+    assert own["saves_bytes"] == 0
+    # Pure bf16 halves the weights, their gradients and Adam's state: every bf16 row saves against fp32.
+    assert all(x["saves_bytes"] > 0 and x["saves_percent"] > 0 for x in r["grid"] if x["precision"] == "bf16")
