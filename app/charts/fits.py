@@ -52,9 +52,19 @@ def against(row: dict) -> str:
     return t(word, bytes=fmt_bytes(abs(saved)), percent=f"{abs(row['saves_percent']):.1f}")
 
 
+LEVERS = ("field.precision", "ym.col.optimizer_impl", "ym.col.checkpoint")
+
+
 def table(df: pd.DataFrame) -> pd.DataFrame:
-    """The grid as a table: its levers in columns of their own (the chart's combination label is for its axis)."""
-    return df.drop(columns=[t("ym.fits_col.combination")])
+    """The grid as a table: its levers in columns of their own, the largest batches and their peak."""
+    keys = (*LEVERS, "ym.fits_col.largest_batch", "ym.fits_col.expandable", "ym.fits_col.peak_gib")
+    return df[[t(k) for k in keys]]
+
+
+def saves_table(df: pd.DataFrame, batch: int) -> pd.DataFrame:
+    """The same combinations at the learner's own batch: the peak, and what each saves against the learner's levers
+    (a table of its own: side by side with the grid it would not fit a projector's half page)."""
+    return df[[*(t(k) for k in LEVERS), t("ym.fits_col.at_batch", batch=batch), t("ym.fits_col.against_yours")]]
 
 
 def chart(df: pd.DataFrame) -> alt.Chart:

@@ -126,7 +126,7 @@ def _card(meta: dict) -> tuple[str, int, dict]:
     urlstate.init(k, float(meta["capacity_gib"]), float)
     gib = st.number_input(t("ym.capacity"), 0.01, 100000.0, key=k, persist_state="session")
     urlstate.sync(k, gib, float(meta["capacity_gib"]))
-    return f"{gib:g} GiB", int(gib * GIB), overhead(None)
+    return t("ym.card.other").rstrip("…."), int(gib * GIB), overhead(None)
 
 
 def what_fits(meta: dict, cfg) -> None:
@@ -171,6 +171,8 @@ def show_fits(res: dict) -> None:
     df = fits.frame(res)
     st.dataframe(fits.table(df), hide_index=True)
     layout.altair(fits.chart(df))
+    st.markdown(f"**{t('ym.fits_saves_title', batch=res['batch'])}**")
+    st.dataframe(fits.saves_table(df, res["batch"]), hide_index=True)
     if all(r["largest_batch"] == 0 for r in res["grid"]):
         st.warning(t("ym.fits_never"))
         return
