@@ -94,3 +94,16 @@ def test_exercise_1_keeps_the_graded_model_and_the_predicted_phase_across_both_s
         assert at.selectbox(key=f"{ns}_optimizer").value == "sgd"
         assert at.selectbox(key=f"{ns}_p_phase").value == "backward"
         assert _shown(at.selectbox(key=f"{ns}_optimizer")) == _label("opt.optimizer.sgd", lang)
+
+
+def test_the_default_language_is_english_and_a_link_or_the_radio_changes_it():
+    """No ?lang= and a browser that names no Chinese locale: English, in the session, the radio, the URL and the
+    navigation; ?lang=zh opens in Chinese; the plain helper outside a session answers in English."""
+    from app.i18n import lang, t
+
+    at = open_page("home", lang=None)
+    assert at.session_state["lang"] == "en" and at.radio(key="lang_choice").value == "en"
+    assert at.query_params["lang"] == "en"
+    zh = open_page("home", lang=None, query={"lang": "zh"})
+    assert zh.session_state["lang"] == "zh" and zh.radio(key="lang_choice").value == "zh"
+    assert lang() == "en" and t("nav.lessons") == "Lessons"
