@@ -116,8 +116,9 @@ class LimitedAllocator(CachingAllocatorModel):
                 lo = -(-block.offset // page) * page
                 hi = (block.offset + block.size) // page * page
                 inner = max(0, hi - lo)
-                self.reserved -= inner - block.unmapped
-                block.unmapped = inner
+                if inner > block.unmapped:  # pages already given back (merged in from a neighbour) stay given back
+                    self.reserved -= inner - block.unmapped
+                    block.unmapped = inner
 
 
 def first_oom(
