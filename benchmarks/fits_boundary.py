@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import contextlib
 import functools
 import gc
 import json
@@ -60,6 +59,7 @@ def config(preset: str, levers: dict, batch: int | None = None):
 def trial(params: dict, card_bytes: int, expandable: bool) -> dict:
     """Runs in a fresh process (the allocator setting is read when CUDA starts)."""
     import torch
+    from model_presets import plain_step  # the same plain loop as the preset benchmark (this folder)
 
     from experiments.training.models import spec_for
     from experiments.training.strategies import AMP_DTYPES, float32_precision, make_optimizer
@@ -88,16 +88,7 @@ def trial(params: dict, card_bytes: int, expandable: bool) -> dict:
             scaler = torch.amp.GradScaler("cuda") if cfg.precision == "amp_fp16" else None
             inputs, targets = spec.batch(cfg, dev, cfg.seed + 1)
             for _step in range(cfg.steps):
-                opt.zero_grad(set_to_none=True)
-                with torch.amp.autocast("cuda", dtype=amp) if amp else contextlib.nullcontext():
-                    loss = spec.loss(cfg, model, inputs, targets)
-                (scaler.scale(loss) if scaler else loss).backward()
-                del loss
-                if scaler:
-                    scaler.step(opt)
-                    scaler.update()
-                else:
-                    opt.step()
+                plain_step(cfg, spec, model, opt, scaler, (inputs, targets), amp, "cuda")
             torch.cuda.synchronize()
     except torch.OutOfMemoryError as e:
         oom = str(e).splitlines()[0][:300]

@@ -84,6 +84,24 @@ def _warm_cublas(dev) -> None:
     torch.cuda.synchronize()
 
 
+def plain_step(cfg, spec, model, opt, scaler, batch, amp, device_type: str) -> None:
+    """One step of the plain loop a user writes: zero_grad(set_to_none=True), the model's own loss under autocast
+    where the precision asks, backward (scaled for fp16), the optimizer's step. benchmarks/fits_boundary.py runs it
+    too."""
+    import torch
+
+    opt.zero_grad(set_to_none=True)
+    with torch.amp.autocast(device_type, dtype=amp) if amp else contextlib.nullcontext():
+        loss = spec.loss(cfg, model, *batch)
+    (scaler.scale(loss) if scaler else loss).backward()
+    del loss
+    if scaler:
+        scaler.step(opt)
+        scaler.update()
+    else:
+        opt.step()
+
+
 def measure(cfg) -> dict:
     """The plain loop on cfg.device; on the CPU the engine's tracker counts its storages."""
     import torch
@@ -118,16 +136,7 @@ def measure(cfg) -> dict:
             else:
                 tracker.peak = tracker.current
             t0 = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            with torch.amp.autocast(dev.type, dtype=amp) if amp else contextlib.nullcontext():
-                loss = spec.loss(cfg, model, inputs, targets)
-            (scaler.scale(loss) if scaler else loss).backward()
-            del loss
-            if scaler:
-                scaler.step(opt)
-                scaler.update()
-            else:
-                opt.step()
+            plain_step(cfg, spec, model, opt, scaler, (inputs, targets), amp, dev.type)
             if cuda:
                 torch.cuda.synchronize()
             times.append(round(time.perf_counter() - t0, 3))
