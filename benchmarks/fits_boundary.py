@@ -43,7 +43,7 @@ LEVERS = {
 
 def config(preset: str, levers: dict, batch: int | None = None):
     from experiments.core.config import ExperimentConfig
-    from experiments.estimate.own_model import preset_defaults
+    from experiments.estimate.estimator import preset_defaults
 
     source = f"preset:{preset}"
     data = {**preset_defaults(source), "model_source": source, **levers, "device": "cuda", "steps": 2}

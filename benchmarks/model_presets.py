@@ -1,5 +1,5 @@
 """Models of one's own at full size on a GPU: a plain training loop measures each case's steady-state peak and
-`memory_reserved`, beside the CPU-only replay's estimate (experiments/estimate/own_model.py); prints a table and
+`memory_reserved`, beside the CPU-only replay's estimate (experiments/estimate/estimator.py); prints a table and
 writes JSON. Each measurement runs in a process of its own (one case's cached blocks and cuBLAS workspaces are not
 in the next one's figures); the replays run meanwhile, in parallel, on the CPU.
 
@@ -64,7 +64,7 @@ ESTIMATES = {
 
 def config(preset: str, overrides: str, levers: dict, tiny: bool, device: str):
     from experiments.core.config import ExperimentConfig
-    from experiments.estimate.own_model import preset_defaults
+    from experiments.estimate.estimator import preset_defaults
 
     source = f"preset:{preset}" + (":tiny" if tiny else "")
     data = {**preset_defaults(source), "model_source": source, "model_overrides": overrides, **levers}
@@ -154,14 +154,13 @@ def measure(cfg) -> dict:
 
 def predict(cfg, device_type: str) -> dict:
     """The CPU-only replay's estimate of step 2 (the full replay: the allocator model's reserved figure needs it)."""
-    from experiments.estimate.own_model import model_estimate
+    from experiments.estimate.estimator import estimate_or_refusal
 
-    r = model_estimate(cfg, device_type, fast=False)
+    r = estimate_or_refusal(cfg, device_type=device_type, fast=False)
     if not r["predicted"]:
         return {"cannot_predict": r["cannot_predict"]["message"]}
-    key = "allocator_peak_bytes" if device_type == "cuda" else "peak_bytes"
     out = {
-        "estimate_peak_bytes": _step2_peak(r, key),
+        "estimate_peak_bytes": _step2_peak(r),
         "estimate_reserved_bytes": r["reserved_bytes"],
         "parameters": r["parameters"],
         "replay_seconds": r["seconds"],
@@ -174,13 +173,13 @@ def predict(cfg, device_type: str) -> dict:
         from experiments.measure.fits import measure_workspaces
 
         scratch = measure_workspaces(r["signatures"], torch.device("cuda"))
-        s = model_estimate(cfg, device_type, fast=False, transients=scratch)
-        out.update(scratch_peak_bytes=_step2_peak(s, key), scratch_reserved_bytes=s["reserved_bytes"])
+        s = estimate_or_refusal(cfg, device_type=device_type, fast=False, transients=scratch)
+        out.update(scratch_peak_bytes=_step2_peak(s), scratch_reserved_bytes=s["reserved_bytes"])
     return out
 
 
-def _step2_peak(r: dict, key: str) -> int:
-    return max(p[key] for p in r["phases"] if p["step"] == 2)
+def _step2_peak(r: dict) -> int:
+    return max(p["peak_bytes"] for p in r["phases"] if p["step"] == 2)
 
 
 def _child(what: str, case: str, tiny: bool, device: str) -> dict:
@@ -216,21 +215,22 @@ def compare(cases: list[str], tiny: bool, device: str) -> list[dict]:
 
 
 def estimates() -> dict:
-    from experiments.estimate.own_model import model_estimate
+    from experiments.estimate.estimator import estimate
 
     out = {}
     for name, (preset, levers) in ESTIMATES.items():
-        r = model_estimate(config(preset, "", levers, False, "cpu"), "cuda")
+        r = estimate(config(preset, "", levers, False, "cpu"), device_type="cuda")
         keep = (
             "peak_bytes",
             "peak_phase",
+            "peak_step",
             "categories",
             "steady",
             "parameters",
             "bytes_per_parameter",
             "formula_bytes",
         )
-        step = max(p["allocator_peak_bytes"] for p in r["phases"] if p["phase"] == "optimizer_step" and p["step"] == 2)
+        step = max(p["peak_bytes"] for p in r["phases"] if p["phase"] == "optimizer_step" and p["step"] == 2)
         out[name] = {**{k: r[k] for k in keep}, "config": r["config"], "optimizer_step_peak_bytes": step}
         print(f"{name:30} {r['peak_bytes'] / 2**30:9.3f} GiB  {r['path']}  {r['seconds']} s", flush=True)
     return out

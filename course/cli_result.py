@@ -56,7 +56,7 @@ def _estimate(data: dict) -> dict:
         for k in _PHASE_KEYS[1:]:
             _need(row, k, int, f"phases[{i}].")
     _bytes_map(_need(data, "categories", dict), "categories")
-    _one_of(_need(data, "peak_phase", dict), "phase", PHASES, "peak_phase.")
+    _one_of(data, "peak_phase", PHASES, "")
     return data
 
 

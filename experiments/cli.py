@@ -250,9 +250,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "fits":
                 result = run_fits(cfg, args)
             elif args.command == "estimate" and own:
-                from .estimate.own_model import model_estimate
+                from .estimate.estimator import estimate_or_refusal
 
-                result = model_estimate(cfg, _estimated_device(cfg), spec=args.spec)
+                result = estimate_or_refusal(cfg, device_type=_estimated_device(cfg), spec=args.spec)
             elif args.command == "estimate":
                 from .estimate.estimator import estimate
 

@@ -9,6 +9,7 @@ import argparse
 from .core.config import ConfigError
 from .core.model_sources import OVERRIDES, format_overrides, parse_overrides, presets
 from .core.units import GIB, fmt_bytes
+from .core.vocabulary import RESERVED_WHY
 
 
 def add_model_flags(p: argparse.ArgumentParser) -> None:
@@ -63,7 +64,7 @@ def model_fields(args) -> tuple[dict, object]:
             )
         return {}, import_spec(args.import_path, args.inputs, args.targets, args.loss)
     if chosen[0] == "model_preset":
-        from .estimate.own_model import preset_defaults
+        from .estimate.estimator import preset_defaults
 
         source = f"preset:{args.model_preset}" + (":tiny" if args.tiny else "")
         return {**_checked(source, preset_defaults), "model_source": source, "model_overrides": overrides}, None
@@ -208,15 +209,18 @@ def print_estimate(r: dict) -> None:
     )
     for p in r["phases"]:
         micro = "" if p["micro"] is None else f".{p['micro']}"
-        alloc = "" if p["allocator_peak_bytes"] is None else f"  allocator {fmt_bytes(p['allocator_peak_bytes']):>11}"
         print(
             f"  step {p['step']}{micro:3} {p['phase']:15} allocated {fmt_bytes(p['allocated_bytes']):>11}  "
-            f"peak {fmt_bytes(p['peak_bytes']):>11}{alloc}"
+            f"peak {fmt_bytes(p['peak_bytes']):>11}"
         )
     print(
-        f"peak {fmt_bytes(r['peak_bytes'])} in {r['peak_phase']['phase']} (step {r['peak_phase']['step']}); "
+        f"peak {fmt_bytes(r['peak_bytes'])} in {r['peak_phase']} (step {r['peak_step']}); "
         f"{r['bytes_per_parameter']:.2f} bytes per parameter; the 16-bytes rule says {fmt_bytes(r['formula_bytes'])}"
     )
+    if r["reserved_bytes"] is not None:
+        print(f"reserved (the caching allocator's segments) {fmt_bytes(r['reserved_bytes'])}")
+    else:
+        print(f"reserved: not given; {RESERVED_WHY[r['reserved_why']]}")
 
 
 def list_models() -> None:

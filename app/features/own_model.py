@@ -98,10 +98,9 @@ def estimate(cfg) -> None:
 
 
 def show_estimate(est: dict) -> None:
-    p = est["peak_phase"]
-    phase = p if isinstance(p, str) else p["phase"]
     device = t("source.estimated") + f" · {est.get('device_type', 'cuda').upper()}"
-    st.markdown(t("ym.estimate_result", peak=fmt_bytes(est["peak_bytes"]), phase=t("phase." + phase), device=device))
+    phase = t("phase." + est["peak_phase"])
+    st.markdown(t("ym.estimate_result", peak=fmt_bytes(est["peak_bytes"]), phase=phase, device=device))
     if est.get("device_type") == "cuda":
         reserved = est.get("reserved_bytes")
         st.caption(t("ym.reserved", reserved=fmt_bytes(reserved)) if reserved else t("ym.reserved_none"))

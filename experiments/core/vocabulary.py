@@ -40,3 +40,11 @@ SETUP_TAGS = {"model": "parameters", "optimizer": "optimizer_state", "data": "da
 
 def phase_tag(phase: str) -> str:
     return SETUP_TAGS.get(phase, f"_{phase}")
+
+
+# Why an estimate has no reserved figure (its "reserved_why"; the app words it as est.reserved_why.<key>).
+RESERVED_WHY = {
+    "cpu": "a CPU has no caching allocator: what a CPU run holds is what it allocated",
+    "extrapolated": "extrapolated from 3-, 4- and 5-layer replays: reserved memory grows in whole segments and is not "
+    "extrapolated (`fits` and the full replay give it)",
+}

@@ -27,8 +27,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..core.capacity import RESERVED_MARGIN
 from ..core.config import ExperimentConfig
 from ..estimate.allocator_limit import first_oom, peak_reserved
+from ..estimate.estimator import cuda_config, estimate_or_refusal
 from ..estimate.fast_replay import fast_replay
-from ..estimate.own_model import cuda_config, model_estimate
 from ..estimate.replay import own_model_replay, replay, replay_tracker
 from ..training.models import spec_for
 from ..training.strategies import make_optimizer
@@ -294,7 +294,7 @@ def what_fits(
             precision=row["precision"], optimizer_impl=row["optimizer_impl"], checkpoint=row["checkpoint"], accum=accum
         )
         grid.replays += 1
-        est = model_estimate(choice, device_type)
+        est = estimate_or_refusal(choice, device_type=device_type)
         within = est["predicted"] and est["peak_bytes"] <= budget
         if within and cuda:
             within = runs_within(choice, budget, False, transients, traces) is None

@@ -1,21 +1,74 @@
-"""The memory estimate of a configuration before it runs: its training step replayed on fake tensors
+"""The one memory estimate of a configuration before it runs, for every model source (built-in families, presets,
+Hugging Face types, import paths) and device: its training step replayed on fake tensors
 (experiments/estimate/replay.py), setup and two steps (the first allocates the optimizer state lazily), in the order
 autograd runs them. Exact on a CPU. For CUDA every storage is rounded to the caching allocator's 512-byte blocks and
 the trace goes through a model of the allocator (experiments/estimate/allocator_model.py), which counts whole blocks
 as `memory_allocated` does; CUDA's default optimizer path is taken, and the kernels' scratch memory measured on the
-device (experiments/estimate/workspaces.py) is held where its op runs.
+device (experiments/estimate/workspaces.py) is held where its op runs. The estimate box, "Run for real", `fits`, the
+command line and the class's estimate processes all read this one result.
 """
 
 from __future__ import annotations
 
+import time
+from typing import TypedDict
+
 from ..core.capacity import verdict
 from ..core.config import ExperimentConfig
+from ..core.model_sources import parse_source, preset_config
 from ..core.vocabulary import TENSOR_CATEGORIES as CATS
 from .explain import terms
 from .fast_replay import fast_replay
 from .replay import replay
+from .unpredictable import CannotPredict
 
 METHODS = ("auto", "replay", "replay_device")
+# What the formula calculators assume for mixed-precision Adam: 2 + 2 bytes of bf16/fp16 weights and gradients, 12
+# of fp32 master weights and moments. "Your model" compares the replay with it.
+FORMULA_BYTES_PER_PARAMETER = 16
+PERSISTENT = ("parameters", "gradients", "optimizer_state")
+
+
+class Estimate(TypedDict, total=False):
+    predicted: bool  # False: "cannot_predict" says which op of which module (then only "config" besides)
+    config: dict
+    device_type: str
+    optimizer_impl: str  # the path the replay took (CUDA's default is foreach)
+    peak_bytes: int  # on CUDA the caching allocator's whole blocks, as max_memory_allocated counts them
+    peak_phase: str
+    peak_step: int
+    reserved_bytes: int | None
+    reserved_why: str | None  # a key of core.vocabulary.RESERVED_WHY where reserved_bytes is None
+    categories: dict  # at the peak
+    steady: dict  # after a step
+    phases: list  # {"phase", "step", "micro", "allocated_bytes", "peak_bytes"} per phase
+    terms: list
+    parameters: int
+    parameter_dtypes: list
+    bytes_per_parameter: float | None
+    formula_bytes: int
+    step: dict  # the step's work, for the step-time prediction
+    signatures: list
+    unmeasured: list
+    not_predicted: list
+    neutralised: dict | None
+    path: str
+    method: str
+    seconds: float
+    cannot_predict: dict
+
+
+def preset_defaults(source: str) -> dict:
+    """The levers a preset opens with (batch, seq_len or image_size, precision, optimizer, implementation)."""
+    kind, name, size = parse_source(source)
+    return preset_config(name, size == "tiny")[1] if kind == "preset" else {}
+
+
+def cuda_config(cfg: ExperimentConfig) -> ExperimentConfig:
+    """torch's default optimizer path when every parameter is on CUDA: foreach (SGD has no state to batch)."""
+    if cfg.optimizer_impl == "default" and cfg.optimizer != "sgd":
+        return cfg.replace(optimizer_impl="foreach")
+    return cfg
 
 
 def estimate(
@@ -25,62 +78,83 @@ def estimate(
     method: str = "auto",
     transients: dict[str, tuple[int, ...]] | None = None,
     spec=None,
-) -> dict:
-    """The peak a run of cfg reaches on `device_type`, with the categories at that moment and their explanation.
+    fast: bool = True,
+) -> Estimate:
+    """The peak a run of cfg reaches on `device_type`, per phase and per category, with its explanation.
 
     `spec`: the model where cfg does not name it (an import path, from the command line). Raises CannotPredict
-    (experiments/estimate/unpredictable.py) for what fake tensors cannot replay.
+    (experiments/estimate/unpredictable.py) for what fake tensors cannot replay (`estimate_or_refusal` returns it).
     method "replay" (or "auto") traces the real training step on fake CPU tensors; "replay_device" dispatches as
-    CUDA does (a CUDA build only, in the worker process).
+    CUDA does (a CUDA build only, in the worker process). `fast`: a deep model of one's own from 3-, 4- and 5-layer
+    replays where that is exact (fast_replay.py), else the full replay.
     `transients`: the kernels' scratch allocations per op signature, measured on the device. A convolution
     whose signature is missing is listed in "unmeasured", and "not_predicted" says its workspace is not in the
     figure.
     """
     if method not in METHODS:
         raise ValueError(f"method: got {method!r}; allowed: {', '.join(METHODS)}")
+    t0 = time.perf_counter()
     method = "replay" if method == "auto" else method
-    asked = cfg
     cuda = device_type == "cuda"
-    if cuda and cfg.optimizer_impl == "default" and cfg.optimizer != "sgd":
-        cfg = cfg.replace(optimizer_impl="foreach")  # torch's default for parameters that are all on CUDA
-    block = 512 if cuda else 1
-    if cfg.model_source and spec is None and method == "replay":
-        # A deep model of one's own from 3-, 4- and 5-layer replays where that is exact (else the full replay).
-        r = fast_replay(cfg, block=block, transients=transients if cuda else None)
+    run_cfg = cuda_config(cfg) if cuda else cfg
+    block, transients = (512, transients) if cuda else (1, None)
+    if fast and cfg.model_source and spec is None and method == "replay":
+        r = fast_replay(run_cfg, block=block, transients=transients)
     else:
         fake_device = "cuda" if cuda and method == "replay_device" else "cpu"
-        r = replay(cfg, block=block, fake_device=fake_device, transients=transients if cuda else None, spec=spec)
-    categories = {c: int(r["categories"].get(c, 0)) for c in CATS}
-    peak, phase, reserved, unmeasured = int(r["peak_bytes"]), r["peak_phase"], None, []
-    if cuda:
-        # The allocator counts whole blocks: the peak and its phase come from the model's replay of the trace.
-        peak, i = allocator_peak(r)
-        phase = r["phases"][i]["phase"]
-        categories["other"] = max(0, peak - sum(categories.values()))
-        reserved = r["allocator"]["peak_reserved_bytes"]
-        unmeasured = [s for s in r["signatures"] if s not in (transients or {})]
-    # Every phase's row (on CUDA the allocator's whole blocks), as a measured run's phases are charted.
+        r = replay(run_cfg, block=block, fake_device=fake_device, transients=transients, spec=spec)
+        r = dict(r, path="full")
+    # Every phase's row, as a measured run's phases are charted; on CUDA the allocator's whole blocks.
     rows = [{k: p[k] for k in ("phase", "step", "micro", "allocated_bytes", "peak_bytes")} for p in r["phases"]]
     if cuda:
         for row, mark in zip(rows, r["allocator"]["marks"], strict=True):
             row["peak_bytes"] = int(mark["peak_allocated_bytes"])
-    return {
-        "categories": categories,
-        "phases": rows,
-        "steady": {c: int(r["steady"].get(c, 0)) for c in CATS},
-        "peak_bytes": peak,
-        "peak_phase": phase,
-        "terms": terms(asked, r, categories),
-        **verdict(peak, capacity_bytes),
-        "method": method,
-        "device_type": device_type,
-        "step": r["step"],
-        # What the caching allocator would reserve for these tensors (experiments/estimate/allocator_model.py).
-        "reserved_bytes": reserved,
-        "signatures": r["signatures"] if cuda else [],
-        "unmeasured": unmeasured,
-        "not_predicted": ["cudnn_workspace"] if unmeasured else [],
-    }
+    top = max(rows, key=lambda p: p["peak_bytes"])
+    categories = {c: int(r["categories"].get(c, 0)) for c in CATS}
+    if cuda:
+        categories["other"] = max(0, top["peak_bytes"] - sum(categories.values()))
+    steady = {c: int(r["steady"].get(c, 0)) for c in CATS}
+    count = int(r["parameters"]["count"])
+    persistent = sum(steady[c] for c in PERSISTENT)
+    reserved = r["allocator"]["peak_reserved_bytes"] if cuda else None
+    unmeasured = [s for s in r["signatures"] if s not in (transients or {})] if cuda else []
+    return Estimate(
+        predicted=True,
+        config=cfg.to_dict(),
+        device_type=device_type,
+        optimizer_impl=run_cfg.optimizer_impl,
+        peak_bytes=int(top["peak_bytes"]),
+        peak_phase=top["phase"],
+        peak_step=top["step"],
+        reserved_bytes=reserved,
+        reserved_why=None if reserved is not None else ("extrapolated" if cuda else "cpu"),
+        categories=categories,
+        steady=steady,
+        phases=rows,
+        terms=terms(cfg, r, categories),
+        parameters=count,
+        parameter_dtypes=list(r["parameters"]["dtypes"]),
+        # Parameters, gradients and optimizer state after a step, per parameter: 8 for pure bf16 Adam, 16 for AMP.
+        bytes_per_parameter=persistent / count if count else None,
+        formula_bytes=FORMULA_BYTES_PER_PARAMETER * count,
+        step=r["step"],
+        signatures=r["signatures"] if cuda else [],
+        unmeasured=unmeasured,
+        not_predicted=["cudnn_workspace"] if unmeasured else [],
+        neutralised=r.get("neutralised"),
+        path=r["path"],
+        method=method,
+        seconds=round(time.perf_counter() - t0, 3),
+        **verdict(int(top["peak_bytes"]), capacity_bytes),
+    )
+
+
+def estimate_or_refusal(cfg: ExperimentConfig, **kwargs) -> Estimate:
+    """estimate(), or where fake tensors cannot replay the model {"predicted": False, "cannot_predict": {...}}."""
+    try:
+        return estimate(cfg, **kwargs)
+    except CannotPredict as e:
+        return Estimate(predicted=False, cannot_predict=e.info, config=cfg.to_dict())
 
 
 def allocator_peak(r: dict) -> tuple[int, int]:

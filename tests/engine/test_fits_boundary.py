@@ -12,7 +12,7 @@ import pytest
 from experiments.core.cards import card, overhead_bytes
 from experiments.core.config import ExperimentConfig
 from experiments.distributed.model_fits import allocated_largest_batch, largest_that_runs
-from experiments.estimate.own_model import preset_defaults
+from experiments.estimate.estimator import preset_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 

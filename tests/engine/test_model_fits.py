@@ -17,7 +17,7 @@ from experiments.core.config import ExperimentConfig
 from experiments.core.units import MIB
 from experiments.distributed.model_fits import _Grid, crossing, fits_across, optimizer_extras, what_fits
 from experiments.estimate import fast_replay as fr
-from experiments.estimate.own_model import model_estimate, preset_defaults
+from experiments.estimate.estimator import estimate_or_refusal, preset_defaults
 from experiments.estimate.replay import replay
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,7 +158,7 @@ def test_the_fast_replay_sees_a_peak_that_moves_past_its_samples(grad, moves):
 
 def test_fits_across_gpus_picks_the_fewest_ranks_for_a_model_of_ones_own():
     cfg = tiny("llama3-8b", precision="fp32", optimizer_impl="foreach")
-    single = model_estimate(cfg, "cuda")["peak_bytes"]
+    single = estimate_or_refusal(cfg, device_type="cuda")["peak_bytes"]
     best = fits_across(cfg, single - 1, max_world_size=4)
     assert best is not None and best["world_size"] >= 2 and best["peak_bytes"] <= single - 1
 
@@ -230,14 +230,14 @@ def test_the_h200_benchmark_measures_its_plain_loop_as_the_replay_predicts_on_th
 
 def test_what_each_lever_saves_is_two_estimates_apart():
     """Each row's peak at the learner's batch is the replay of that row's levers at that batch, and what it saves is
-    its difference from the learner's own levers' (CPU: exact replays, checked against model_estimate directly)."""
+    its difference from the learner's own levers' (CPU: exact replays, checked against the estimate directly)."""
     cfg = tiny("gpt2", optimizer_impl="foreach", precision="fp32")
     r = what_fits(cfg, 64 * MIB, "cpu", ("fp32", "bf16"))
-    yours = model_estimate(cfg, "cpu")["peak_bytes"]
+    yours = estimate_or_refusal(cfg, device_type="cpu")["peak_bytes"]
     assert r["your_peak_bytes"] == yours
     for row in r["grid"]:
         levers = {k: row[k] for k in ("precision", "optimizer_impl", "checkpoint")}
-        theirs = model_estimate(cfg.replace(**levers), "cpu")["peak_bytes"]
+        theirs = estimate_or_refusal(cfg.replace(**levers), device_type="cpu")["peak_bytes"]
         assert row["peak_at_batch_bytes"] == theirs, levers
         assert row["saves_bytes"] == yours - theirs
     own = next(

@@ -13,7 +13,7 @@ import torch
 from experiments.core.config import ConfigError, ExperimentConfig
 from experiments.core.model_sources import presets
 from experiments.estimate import quirks
-from experiments.estimate.own_model import model_estimate, preset_defaults
+from experiments.estimate.estimator import estimate_or_refusal, preset_defaults
 from experiments.estimate.replay import replay
 from experiments.estimate.unpredictable import CannotPredict
 from experiments.measure.run import run_experiment
@@ -161,7 +161,7 @@ def test_grouped_mm_in_fp32_is_named_where_the_fake_kernel_refuses_it_and_exact_
     refuses fp32, the estimate is "cannot be predicted" with the op, its module and the kernel's message; where it
     takes fp32, the replay equals the real CPU step in every phase."""
     cfg = tiny("mixtral-8x7b", precision="fp32")
-    r = model_estimate(cfg, "cpu")
+    r = estimate_or_refusal(cfg, device_type="cpu")
     if not _fake_grouped_mm_refuses_fp32():
         assert r["predicted"] is True
         same(cfg)
@@ -202,7 +202,7 @@ def test_an_import_path_replays_like_a_real_run_and_checkpoints_its_largest_bloc
     ],
 )
 def test_cannot_be_predicted_names_the_op_and_the_module(factory, op, module):
-    r = model_estimate(TOY, "cpu", spec=toy(factory))
+    r = estimate_or_refusal(TOY, device_type="cpu", spec=toy(factory))
     assert r["predicted"] is False
     info = r["cannot_predict"]
     assert info["op"].startswith(op) and info["module"] == module
@@ -337,7 +337,7 @@ def test_without_the_workspace_probe_the_lstm_is_under_estimated(disabled):
 
 @pytest.mark.parametrize("factory", ["lstm", "gru", "rnn"])
 def test_a_cuda_estimate_of_an_rnn_names_cudnn(factory):
-    r = model_estimate(TOY.replace(batch=16), "cuda", spec=recurrent(factory))
+    r = estimate_or_refusal(TOY.replace(batch=16), device_type="cuda", spec=recurrent(factory))
     assert r["predicted"] is False
     info = r["cannot_predict"]
     assert "cuDNN" in info["op"] and info["module"] == "rnn" and "\n" not in info["message"]
@@ -379,7 +379,7 @@ def test_architectures_that_raised_now_replay_like_a_real_cpu_run(source, overri
 def test_a_model_that_raises_on_its_configuration_is_one_line_saying_a_real_run_would_too():
     """LeViT's classifier BatchNorm at batch 1: torch refuses it in training, fake or real."""
     base = {"model_source": "hf:levit", "device": "cpu", "steps": 2, "timing_steps": 0, "batch": 1}
-    r = model_estimate(ExperimentConfig.from_dict({**base, "image_size": 224}), "cpu")
+    r = estimate_or_refusal(ExperimentConfig.from_dict({**base, "image_size": 224}), device_type="cpu")
     assert r["predicted"] is False
     info = r["cannot_predict"]
     assert info["reason"] == "raised" and "a real run would too" in info["message"] and "\n" not in info["message"]

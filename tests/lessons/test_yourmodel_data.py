@@ -43,12 +43,12 @@ def test_a_check_fails_when_its_data_says_otherwise(monkeypatch):
 def test_the_recorded_estimates_are_what_the_engine_replays():
     """One entry recomputed (GPT-2 small, AMP, foreach: a full replay of a few seconds)."""
     from experiments.core.config import ExperimentConfig
-    from experiments.estimate.own_model import model_estimate
+    from experiments.estimate.estimator import estimate_or_refusal
 
     recorded = om.estimates()["gpt2-amp-foreach"]
-    r = model_estimate(ExperimentConfig.from_dict(recorded["config"]), "cuda")
+    r = estimate_or_refusal(ExperimentConfig.from_dict(recorded["config"]), device_type="cuda")
     assert r["peak_bytes"] == recorded["peak_bytes"] and r["parameters"] == recorded["parameters"]
-    step = max(p["allocator_peak_bytes"] for p in r["phases"] if p["phase"] == "optimizer_step" and p["step"] == 2)
+    step = max(p["peak_bytes"] for p in r["phases"] if p["phase"] == "optimizer_step" and p["step"] == 2)
     assert step == recorded["optimizer_step_peak_bytes"]
 
 

@@ -1,0 +1,75 @@
+"""One estimate for every model source and device: the same typed result (experiments/estimate/estimator.py), a
+reserved figure or the reason there is none, and the CUDA estimate on a machine without a GPU, from the command line
+as from the page."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from experiments.core.config import ExperimentConfig
+from experiments.core.vocabulary import RESERVED_WHY
+from experiments.estimate.estimator import Estimate, estimate, estimate_or_refusal, preset_defaults
+from experiments.training.source_models import import_spec
+
+SOURCES = {
+    "family": {"model": "mlp", "layers": 3, "width": 64, "batch": 4},
+    "preset": {"model_source": "preset:gpt2:tiny", **preset_defaults("preset:gpt2:tiny"), "batch": 2},
+    "hf": {"model_source": "hf:bert", "model_overrides": "layers=2,hidden=64,heads=2", "batch": 2},
+}
+KEYS = set(Estimate.__annotations__) - {"cannot_predict"}
+
+
+@pytest.mark.parametrize("device_type", ["cpu", "cuda"])
+@pytest.mark.parametrize("source", sorted(SOURCES))
+def test_every_source_gets_the_same_result_with_reserved_or_its_reason(source, device_type):
+    cfg = ExperimentConfig.from_dict({"device": "cpu", **SOURCES[source]})
+    r = estimate(cfg, device_type=device_type)
+    assert set(r) == KEYS | {"capacity_bytes", "fits"}
+    assert r["predicted"] is True and r["device_type"] == device_type
+    top = max(r["phases"], key=lambda p: p["peak_bytes"])
+    assert (r["peak_bytes"], r["peak_phase"], r["peak_step"]) == (top["peak_bytes"], top["phase"], top["step"])
+    if device_type == "cpu":
+        assert (r["reserved_bytes"], r["reserved_why"]) == (None, "cpu")
+    else:
+        # Reserved is given, or the estimate says why not; it is never below what is allocated at the peak.
+        assert (r["reserved_bytes"] is None) == (r["reserved_why"] is not None)
+        assert r["reserved_why"] in (None, *RESERVED_WHY)
+        if r["reserved_bytes"] is not None:
+            assert r["reserved_bytes"] >= r["peak_bytes"]
+    persistent = sum(r["steady"][c] for c in ("parameters", "gradients", "optimizer_state"))
+    assert r["bytes_per_parameter"] == pytest.approx(persistent / r["parameters"])
+
+
+def test_the_fast_path_says_why_it_has_no_reserved_figure_and_the_full_replay_gives_it():
+    cfg = ExperimentConfig.from_dict({"device": "cpu", **SOURCES["preset"], "model_overrides": "layers=8"})
+    fast, full = estimate(cfg, device_type="cuda"), estimate(cfg, device_type="cuda", fast=False)
+    assert full["reserved_bytes"] is not None and full["reserved_why"] is None
+    if fast["path"] != "full":
+        assert (fast["reserved_bytes"], fast["reserved_why"]) == (None, "extrapolated")
+    assert fast["peak_bytes"] == full["peak_bytes"]  # the extrapolation is exact where it is taken
+
+
+def test_a_refusal_is_the_same_result_with_predicted_false():
+    spec = import_spec("own_model_toys:data_dependent_shape", "x:float[B,32]", "y:int64[B]<10", loss="ce")
+    cfg = ExperimentConfig(device="cpu", batch=4)
+    r = estimate_or_refusal(cfg, device_type="cpu", spec=spec)
+    assert r["predicted"] is False and r["config"] == cfg.to_dict()
+    assert "nonzero" in r["cannot_predict"]["message"]
+
+
+def test_the_command_line_gives_the_cuda_estimate_without_a_gpu_and_says_why_reserved_is_missing():
+    args = ["--model-preset", "gpt2", "--tiny", "--batch", "2", "--device", "cuda"]
+    out = subprocess.run(
+        [sys.executable, "-m", "experiments", "estimate", *args, "--json"], capture_output=True, text=True, check=True
+    )
+    r = json.loads(out.stdout)
+    assert r["device_type"] == "cuda" and r["peak_bytes"] > 0 and isinstance(r["peak_phase"], str)
+    text = subprocess.run(
+        [sys.executable, "-m", "experiments", "estimate", *args], capture_output=True, text=True, check=True
+    ).stdout
+    assert "cuda estimate" in text
+    assert ("reserved (the caching allocator" in text) == (r["reserved_bytes"] is not None)
