@@ -8,6 +8,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from types import SimpleNamespace
 
+from . import finetune
 from .errors import ConfigError
 from .model_sources import validate_source
 
@@ -16,7 +17,7 @@ MODELS = ("mlp", "cnn", "transformer")
 # tf32 lets matmuls use it too (experiments/training/fp32_math.py).
 PRECISIONS = ("fp32", "fp32_strict", "tf32", "amp_fp16", "amp_bf16", "bf16")
 CHECKPOINTS = ("none", "per_layer", "segments")
-OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
+OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw", *finetune.BNB_OPTIMIZERS)
 OPTIMIZER_IMPLS = ("default", "foreach", "fused", "for-loop")
 DEVICES = ("auto", "cuda", "cpu")
 
@@ -34,6 +35,7 @@ RANGES = {
     "steps": (2, 50),
     "timing_steps": (0, 200),
     "seed": (0, 2**31 - 1),
+    **finetune.RANGES,
 }
 CHOICES = {
     "model": MODELS,
@@ -42,26 +44,10 @@ CHOICES = {
     "optimizer": OPTIMIZERS,
     "optimizer_impl": OPTIMIZER_IMPLS,
     "device": DEVICES,
+    **finetune.CHOICES,
 }
 BOOLS = ("zero_grad_to_none", "inplace", "force")
 BUDGET_MB = (1, 10_000_000)  # a memory budget's range in MB (or none)
-
-# Tolerance per precision on the relative error ||g - g_ref|| / ||g_ref|| over all gradients against strict fp32
-# gradients (experiments/training/guard.py), both runs starting from the same weights. Half precision rounds every
-# activation to 8 (bf16) or 11 (fp16) mantissa bits, and the errors compound through the layers; pure bf16 also
-# rounds the weights and the gradients. fp32 strategies (checkpointing, accumulation) only reorder float
-# additions: 1e-4 is generous. TF32 rounds the inputs of every product to 10 mantissa bits.
-GRADIENT_TOLERANCE = {"fp32": 1e-4, "fp32_strict": 1e-4, "tf32": 1e-2, "amp_fp16": 5e-2, "amp_bf16": 1e-1, "bf16": 2e-1}
-# The reference: IEEE fp32 everywhere, so a TF32 convolution's error is measured, not built into the baseline.
-GRADIENT_BASELINE = "fp32_strict"
-
-
-def gradient_tolerance(cfg, device_type: str) -> float:
-    """cfg's tolerance on `device_type`. fp32 with PyTorch's defaults runs cuDNN's convolutions in TF32 on a GPU
-    (the CNN is the family with convolutions), so a CNN's fp32 gradients carry TF32's error there."""
-    if cfg.precision == "fp32" and cfg.model == "cnn" and device_type == "cuda":
-        return GRADIENT_TOLERANCE["tf32"]
-    return GRADIENT_TOLERANCE[cfg.precision]
 
 
 @dataclass(frozen=True)
@@ -91,6 +77,13 @@ class ExperimentConfig:
     # "preset:llama3-8b", "preset:llama3-8b:tiny", "hf:<model_type>", "torchvision:<name>"; "" = the family.
     model_source: str = ""
     model_overrides: str = ""  # "layers=4,hidden=512": allow-listed shape overrides of model_source, capped
+    # Fine-tuning (experiments/core/finetune.py): full training or peft's LoRA, and which layers are checkpointed.
+    finetune: str = "full"
+    lora_rank: int = 16
+    lora_alpha: int = 32
+    lora_targets: str = "attention"
+    adapter_dtype: str = "fp32"
+    checkpoint_every: int = 1  # with checkpoint per_layer: every n-th layer (transformers' every_n_layers)
 
     def __post_init__(self):
         validate(self)
@@ -223,6 +216,7 @@ def validate(cfg: ExperimentConfig, single: str | None = None) -> None:
             batch=cfg.batch,
             accum=cfg.accum,
         )
+    finetune.validate(cfg)
     if cfg.model_source:
         _validate_budget(cfg)
         return  # the family's shape rules (width, heads, layers) do not apply to a model of one's own

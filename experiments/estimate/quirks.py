@@ -34,6 +34,16 @@ instead: it takes SDPA's math path and breaks checkpointing.
 5. oneDNN's LSTM (aten.mkldnn_rnn_layer, the CPU's LSTM in training) returns a workspace for backward that its fake
    kernel returns empty: 29 % of a small LSTM step's peak. `rnn_workspace_nbytes` reads its size off the real kernel,
    on zeros, once per shape (a CUDA estimate names cuDNN's RNN instead: experiments/estimate/cuda_kernels.py).
+6. A module's conversion (`module.to(dtype)`, as peft's LoRA layers move their adapters to the base layer's device
+   and dtype). For a FakeTensor parameter, nn.Module._apply always swaps the tensors (torch.utils.swap_tensors),
+   which refuses a fake tensor (its mode holds a weakref to it): "Couldn't swap Linear.weight". A real parameter
+   takes the `param.data = converted` path, freeing the old storage as the new one arrives; for two fake tensors
+   the patched swap does that same assignment.
+7. bitsandbytes' quantization maps. Its 8-bit optimizers build their 256-value maps (create_dynamic_map) in Python
+   from `.tolist()` of small tensors, which reads values. The maps are constants: the patch computes their values on
+   real tensors and makes the map as the function's last lines do (`torch.tensor(values)`, then divided by its
+   max), so the map and its temporaries are the real run's; only sub-kilobyte temporaries freed before the map
+   exists are not replayed.
 """
 
 from __future__ import annotations
@@ -220,7 +230,27 @@ def _packed_sequence(report: Report):
 
 # Names of neutralisations switched off, for the tests that show what each one is for.
 DISABLED: set[str] = set()
-NAMES = ("packed_sequence", "trunc_normal", "init_skip", "norm_stats")
+NAMES = ("packed_sequence", "trunc_normal", "init_skip", "norm_stats", "module_to", "bnb_maps")
+
+
+def _dynamic_map(original):
+    def create_dynamic_map(*args, **kwargs):
+        with torch._subclasses.fake_tensor.unset_fake_temporarily():
+            values = original(*args, **kwargs).tolist()
+        code = torch.tensor(values)  # the function's own tail: the values, then normalised by their max
+        code /= code.max()
+        return code
+
+    return create_dynamic_map
+
+
+def _swap(original):
+    def swap_tensors(t1, t2):
+        if not (is_fake(t1) and is_fake(t2)):
+            return original(t1, t2)
+        t1.data = t2.detach()
+
+    return swap_tensors
 
 
 @contextlib.contextmanager
@@ -244,7 +274,28 @@ def neutralised(with_transformers: bool):
         if with_transformers and "packed_sequence" not in DISABLED:
             module, fn = _packed_sequence(report)
             stack.enter_context(_patched(module, "find_packed_sequence_indices", fn))
+        stack.enter_context(every_model())
         yield report
+
+
+def _bnb_functional():
+    try:
+        from bitsandbytes import functional
+    except ImportError:  # not installed: no model of this process can use its optimizers
+        return None
+    return functional
+
+
+@contextlib.contextmanager
+def every_model():
+    """The patches that a built-in family needs too (6 and 7: a module's conversion, bitsandbytes' maps)."""
+    with contextlib.ExitStack() as stack:
+        if "module_to" not in DISABLED:
+            stack.enter_context(_patched(torch.utils, "swap_tensors", _swap(torch.utils.swap_tensors)))
+        functional = _bnb_functional()
+        if "bnb_maps" not in DISABLED and functional is not None:
+            stack.enter_context(_patched(functional, "create_dynamic_map", _dynamic_map(functional.create_dynamic_map)))
+        yield
 
 
 @contextlib.contextmanager

@@ -176,7 +176,8 @@ def own_model_replay(spec: ModelSpec):
     """The neutralisations a model of one's own needs (quirks.py); nothing for the built-in families. A fake kernel
     that refuses its inputs logs a traceback before raising: the result reports it instead."""
     if not isinstance(spec, SourceSpec):
-        yield None
+        with quirks.every_model():
+            yield None
         return
     log = logging.getLogger("torch._subclasses.fake_tensor")
     old = log.level

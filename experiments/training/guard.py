@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from ..core.config import GRADIENT_BASELINE, ExperimentConfig, gradient_tolerance
+from ..core.config import ExperimentConfig
+from ..core.tolerance import GRADIENT_BASELINE, gradient_tolerance
 from ..measure.device import resolve_device
 from ..measure.fits import check_fits
 from .models import seed_lambda_forward

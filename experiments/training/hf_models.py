@@ -151,15 +151,16 @@ def build(model_type: str, task: str, config, dtype: torch.dtype, attn: str | No
     return getattr(transformers, _AUTO[task][0]).from_config(config, **kwargs)
 
 
-def enable_checkpointing(model: nn.Module) -> bool:
-    """transformers' own activation checkpointing (every layer, non-reentrant); False where the model has none."""
+def enable_checkpointing(model: nn.Module, every: int = 1) -> bool:
+    """transformers' own activation checkpointing (every `every`-th layer, non-reentrant); False where the model has
+    none."""
     if not getattr(model, "supports_gradient_checkpointing", False):
         return False
     kwargs = {"use_reentrant": False}
     if hasattr(model, "activation_checkpointing_enable"):  # the 5.x name; gradient_checkpointing_enable warns
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs, every_n_layers=every)
     else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs, every_n_layers=every)
     return True
 
 

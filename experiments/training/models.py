@@ -76,14 +76,15 @@ class Net(nn.Module):
         self.head = head
         self.checkpoint_mode = "none"
         self.segment_size = 1
+        self.every = 1  # per_layer: every n-th block, the others keep their activations
 
     def forward(self, x):
         if self.checkpoint_mode == "none":
             x = _run_blocks(self.blocks, x)
         elif self.checkpoint_mode == "per_layer":
-            for block in self.blocks:
+            for i, block in enumerate(self.blocks):
                 # The module itself is passed, so recomputation uses this very layer.
-                x = checkpoint(block, x, use_reentrant=False)
+                x = checkpoint(block, x, use_reentrant=False) if i % self.every == 0 else block(x)
         else:
             n = self.segment_size
             for start in range(0, len(self.blocks), n):
@@ -114,7 +115,7 @@ class _FamilySpec(ModelSpec):
         raise NotImplementedError
 
     def enable_checkpointing(self, model: Net, cfg: ExperimentConfig) -> None:
-        model.checkpoint_mode, model.segment_size = cfg.checkpoint, cfg.segment_size
+        model.checkpoint_mode, model.segment_size, model.every = cfg.checkpoint, cfg.segment_size, cfg.checkpoint_every
 
     def input_shape(self, cfg: ExperimentConfig) -> tuple[int, ...]:
         raise NotImplementedError
@@ -189,6 +190,10 @@ def build_model(cfg: ExperimentConfig, device: torch.device, spec: ModelSpec | N
     spec = spec or spec_for(cfg)
     model = spec.build(cfg, device)
     spec.enable_checkpointing(model, cfg)
+    if cfg.finetune == "lora":
+        from .finetune import apply_lora
+
+        model = apply_lora(model, cfg)
     return model
 
 

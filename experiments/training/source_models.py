@@ -83,13 +83,14 @@ class SourceSpec(ModelSpec):
         return model.train()
 
     def enable_checkpointing(self, model: nn.Module, cfg: ExperimentConfig) -> None:
-        if cfg.checkpoint == "none" or (self.kind == "hf" and hf_models.enable_checkpointing(model)):
+        every = cfg.checkpoint_every
+        if cfg.checkpoint == "none" or (self.kind == "hf" and hf_models.enable_checkpointing(model, every)):
             return
         found = largest_block_list(model)
         if found is None:
             raise _refused("checkpoint", f"{self.describe()} has no list of blocks to checkpoint")
         blocks = found[1]
-        for i in range(len(blocks)):
+        for i in range(0, len(blocks), every):
             blocks[i] = Checkpointed(blocks[i])
 
     def batch(self, cfg: ExperimentConfig, device: torch.device, seed: int) -> tuple[dict, dict]:

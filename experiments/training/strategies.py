@@ -7,6 +7,8 @@ import contextlib
 import torch
 
 from ..core.config import ExperimentConfig
+from ..core.finetune import BNB_OPTIMIZERS
+from .finetune import bnb_optimizer, trainable
 from .fp32_math import fp32_mode, mode_of
 
 AMP_DTYPES = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
@@ -24,6 +26,9 @@ def make_scaler(cfg: ExperimentConfig, device: torch.device) -> torch.amp.GradSc
 
 
 def make_optimizer(cfg: ExperimentConfig, params) -> torch.optim.Optimizer:
+    params = trainable(params)
+    if cfg.optimizer in BNB_OPTIMIZERS:
+        return bnb_optimizer(cfg, params)
     kwargs = {}
     if cfg.optimizer_impl == "foreach":
         kwargs["foreach"] = True

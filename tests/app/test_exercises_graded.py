@@ -15,9 +15,9 @@ from course import content
 from course.grading import common as grading
 from course.grading import ex1, ex2, ex3
 from course.units import MIB
-from experiments.core.config import GRADIENT_TOLERANCE as GUARD_TOLERANCE
 from experiments.core.config import ExperimentConfig
 from experiments.core.rounds import VERDICT_MIN_ROUNDS
+from experiments.core.tolerance import GRADIENT_TOLERANCE as GUARD_TOLERANCE
 from experiments.estimate.estimator import estimate
 from experiments.estimate.steptime import predict_step_ms
 from experiments.labs.leaks import run_leak

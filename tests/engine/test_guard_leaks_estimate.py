@@ -34,7 +34,7 @@ def test_amp_gradients_are_within_the_documented_tolerance(precision):
 
 
 def test_the_guard_compares_with_strict_fp32_and_allows_tf32_error_only_where_tf32_runs():
-    from experiments.core.config import GRADIENT_TOLERANCE, gradient_tolerance
+    from experiments.core.tolerance import GRADIENT_TOLERANCE, gradient_tolerance
 
     assert GRADIENT_TOLERANCE == DOCUMENTED
     cnn = ExperimentConfig(model="cnn", layers=2, width=8, batch=4, image_size=16, device="cpu")

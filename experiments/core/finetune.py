@@ -1,0 +1,49 @@
+"""The fine-tuning levers of a configuration (experiments/training/finetune.py builds them): the method (full training
+or `peft` LoRA), LoRA's rank, alpha, target modules and adapter dtype, which layers are checkpointed, and the
+bitsandbytes optimizers (8-bit AdamW, paged AdamW in 32 and 8 bits). Their ranges and the rules between them; the
+configuration (experiments/core/config.py) merges them into its own. Torch-free."""
+
+from __future__ import annotations
+
+from .errors import ConfigError
+
+FINETUNES = ("full", "lora")
+# "attention": every linear projection inside an attention block; "all_linear": peft's "all-linear" (every linear
+# layer but the output head).
+LORA_TARGETS = ("attention", "all_linear")
+# peft's default (autocast_adapter_dtype=True) keeps the adapters in fp32 on a bf16 or fp16 model; "model": in the
+# model's own dtype.
+ADAPTER_DTYPES = ("fp32", "model")
+# bitsandbytes' optimizers: their own kernels, one implementation each (optimizer_impl "default").
+BNB_OPTIMIZERS = ("adamw8bit", "paged_adamw", "paged_adamw8bit")
+PAGED_OPTIMIZERS = ("paged_adamw", "paged_adamw8bit")
+
+RANGES = {"lora_rank": (1, 1024), "lora_alpha": (1, 4096), "checkpoint_every": (1, 128)}
+CHOICES = {"finetune": FINETUNES, "lora_targets": LORA_TARGETS, "adapter_dtype": ADAPTER_DTYPES}
+
+
+def validate(cfg) -> None:
+    """The rules between the fine-tuning levers and the rest of a configuration."""
+    if cfg.finetune != "full" and not cfg.model_source.startswith(("preset:", "hf:")):
+        raise ConfigError(
+            "finetune",
+            f"got {cfg.finetune!r}; LoRA applies to a preset or a Hugging Face model type (model_source), "
+            "not to the built-in families",
+            "needs_model_source",
+            value=cfg.finetune,
+        )
+    if cfg.optimizer in BNB_OPTIMIZERS and cfg.optimizer_impl != "default":
+        raise ConfigError(
+            "optimizer_impl",
+            f"got {cfg.optimizer_impl!r}; bitsandbytes' {cfg.optimizer} has one implementation: default",
+            "one_impl",
+            optimizer=cfg.optimizer,
+        )
+    if cfg.checkpoint_every > 1 and cfg.checkpoint != "per_layer":
+        raise ConfigError(
+            "checkpoint_every",
+            f"got {cfg.checkpoint_every}; checkpointing every n-th layer needs checkpoint per_layer "
+            f"(got {cfg.checkpoint!r})",
+            "needs_per_layer",
+            value=cfg.checkpoint_every,
+        )
