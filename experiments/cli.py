@@ -7,17 +7,21 @@ pkg.mod:factory` (experiments/cli_models.py).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
 from .cli_models import add_fits_parser, add_model_flags, model_fields, print_estimate, print_fits, run_fits
 from .cli_progress import TerminalProgress
-from .core.config import BATCH_MODES, CHOICES, STRATEGIES, ConfigError, ExperimentConfig
+from .core.config import BATCH_MODES, CHOICES, RANGES, STRATEGIES, ConfigError, ExperimentConfig
 from .core.errors import CannotPredict, WouldNotFit
+from .core.finetune import BNB_OPTIMIZERS
 from .core.leak_scenarios import DEFAULTS as LEAK_DEFAULTS
 from .core.leak_scenarios import SCENARIOS as LEAK_SCENARIOS
 from .core.units import MIB, fmt_bytes
 
+# The configuration's own defaults, for --help (a dataclass's fields, read without building one).
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(ExperimentConfig)}
 FLAG_FIELDS = {
     "device": str,
     "model": str,
@@ -37,15 +41,26 @@ FLAG_FIELDS = {
     "timing_steps": int,
     "budget_mb": float,
     "seed": int,
+    # Fine-tuning (experiments/core/finetune.py): peft's LoRA on a model of one's own, every n-th layer checkpointed.
+    "finetune": str,
+    "lora_rank": int,
+    "lora_alpha": int,
+    "lora_targets": str,
+    "adapter_dtype": str,
+    "checkpoint_every": int,
 }
-
-
-# What each precision computes in; argparse shows it under --precision.
-PRECISION_HELP = (
-    "fp32: PyTorch's defaults (matmuls in full fp32, cuDNN convolutions in TF32); fp32_strict: no TF32 "
+# Said under a flag beside its values (argparse shows it in --help).
+FLAG_HELP = {
+    "precision": "fp32: PyTorch's defaults (matmuls in full fp32, cuDNN convolutions in TF32); fp32_strict: no TF32 "
     "(torch.backends.cudnn.allow_tf32 = False); tf32: TF32 for matmuls too; amp_fp16, amp_bf16: autocast; "
-    "bf16: weights too"
-)
+    "bf16: weights too",
+    "optimizer": "adamw8bit, paged_adamw, paged_adamw8bit: bitsandbytes' (8-bit state; paged state in CUDA managed "
+    "memory, which a CPU run does not have)",
+    "finetune": "lora: peft's get_peft_model on a --model-preset or --model-type (frozen base weights)",
+    "lora_targets": "attention: the attention blocks' linear projections; all_linear: every linear layer but the head",
+    "adapter_dtype": "fp32: peft's default (autocast_adapter_dtype) on a bf16/fp16 model; model: the model's dtype",
+    "checkpoint_every": "with --checkpoint per_layer: checkpoint every n-th layer only",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,13 +72,20 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
     for name, typ in FLAG_FIELDS.items():
         flag = "--" + name.replace("_", "-")
         # Parsed as strings so the config's own validation names the field in its message.
-        text = f"one of {', '.join(CHOICES[name])}" if name in CHOICES else typ.__name__
+        if name in CHOICES:
+            text = f"one of {', '.join(CHOICES[name])}"
+        elif name in RANGES:
+            text = f"an integer in [{RANGES[name][0]}, {RANGES[name][1]}]"
+        else:
+            text = "megabytes, or none" if name == "budget_mb" else typ.__name__
+        default = DEFAULTS.get(name)
+        text += "" if default is None else f"; default {default}"
         p.add_argument(
             flag,
             dest=name,
             default=None,
             metavar=name.upper(),
-            help=f"{text}. {PRECISION_HELP}" if name == "precision" else text,
+            help=f"{text}. {FLAG_HELP[name]}" if name in FLAG_HELP else text,
         )
     p.add_argument(
         "--zero-grad-keep",
@@ -96,6 +118,14 @@ def _config(args) -> ExperimentConfig:
         raise ConfigError(
             "segments", "--segments sets the segments of --checkpoint segments", "one_of", fields="segments,checkpoint"
         )
+    lora = [k for k in ("lora_rank", "lora_alpha", "lora_targets", "adapter_dtype") if data.get(k) is not None]
+    if lora and data.get("finetune") != "lora":
+        flag = "--" + lora[0].replace("_", "-")
+        raise ConfigError(
+            lora[0], f"{flag} sets the adapters of --finetune lora", "one_of", fields=f"{lora[0]},finetune"
+        )
+    if data.get("optimizer") in BNB_OPTIMIZERS and data.get("optimizer_impl") is None:
+        data["optimizer_impl"] = "default"  # a preset's own implementation is torch's; bitsandbytes' has one
     return ExperimentConfig.from_dict({**own, **data})  # a preset's levers, under the ones given
 
 

@@ -203,8 +203,9 @@ def print_estimate(r: dict) -> None:
     if not r["predicted"]:
         print(r["cannot_predict"]["message"])
         return
+    trains = "" if r["trainable_parameters"] == r["parameters"] else f" ({r['trainable_parameters']:,} trainable)"
     print(
-        f"{r['config']['model_source'] or 'import'}: {r['parameters']:,} parameters, {r['device_type']} "
+        f"{r['config']['model_source'] or 'import'}: {r['parameters']:,} parameters{trains}, {r['device_type']} "
         f"estimate ({r['path']}, {r['seconds']} s)"
     )
     for p in r["phases"]:
@@ -213,9 +214,14 @@ def print_estimate(r: dict) -> None:
             f"  step {p['step']}{micro:3} {p['phase']:15} allocated {fmt_bytes(p['allocated_bytes']):>11}  "
             f"peak {fmt_bytes(p['peak_bytes']):>11}"
         )
+    rule = (
+        f"the 16-bytes rule says {fmt_bytes(r['formula_bytes'])}"
+        if r["trainable_parameters"] == r["parameters"]
+        else "the 16-bytes rule is for full training"
+    )
     print(
         f"peak {fmt_bytes(r['peak_bytes'])} in {r['peak_phase']} (step {r['peak_step']}); "
-        f"{r['bytes_per_parameter']:.2f} bytes per parameter; the 16-bytes rule says {fmt_bytes(r['formula_bytes'])}"
+        f"{r['bytes_per_parameter']:.2f} bytes per parameter; {rule}"
     )
     if r["reserved_bytes"] is not None:
         print(f"reserved (the caching allocator's segments) {fmt_bytes(r['reserved_bytes'])}")

@@ -326,6 +326,16 @@ class DistributedConfig:
                 batch=self.per_rank_batch,
                 accum=self.config.accum,
             )
+        if self.config.finetune != "full" or self.config.optimizer in finetune.BNB_OPTIMIZERS:
+            field = "finetune" if self.config.finetune != "full" else "optimizer"
+            raise ConfigError(
+                field,
+                f"got {getattr(self.config, field)!r}; a data-parallel run here trains every parameter with torch's "
+                "optimizers (full, and sgd, sgd_momentum, adam or adamw)",
+                "choice",
+                value=getattr(self.config, field),
+                allowed="full" if field == "finetune" else "sgd, sgd_momentum, adam, adamw",
+            )
         if (
             self.strategy.startswith("fsdp2")
             and self.config.optimizer_impl == "fused"

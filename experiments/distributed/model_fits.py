@@ -19,6 +19,7 @@ precisions in the order asked for.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import torch
@@ -26,11 +27,13 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..core.capacity import RESERVED_MARGIN
 from ..core.config import ExperimentConfig
+from ..core.finetune import BNB_OPTIMIZERS, PAGED_OPTIMIZERS
+from ..estimate import quirks
 from ..estimate.allocator_limit import first_oom, peak_reserved
 from ..estimate.estimator import cuda_config, estimate_or_refusal
 from ..estimate.fast_replay import fast_replay
 from ..estimate.replay import own_model_replay, replay, replay_tracker
-from ..training.models import spec_for
+from ..training.models import build_model, spec_for
 from ..training.strategies import make_optimizer
 from .estimate import what_fits as fits_across_ranks
 from .search import below, crossing
@@ -44,6 +47,8 @@ class _Grid:
         self.cfg, self.device_type = cfg, device_type
         self.block = 512 if device_type == "cuda" else 1
         self.replays = 0
+        # The search's phase rows do not depend on the implementation; bitsandbytes' optimizers have one.
+        self.first_impl = "default" if cfg.optimizer in BNB_OPTIMIZERS else IMPL_ORDER[0]
         self._train: dict = {}
         self._extra: dict = {}
         self._shapes: dict = {}
@@ -55,7 +60,9 @@ class _Grid:
             self.replays += 1
             cfg = self.cfg.replace(precision=precision, checkpoint=checkpoint, batch=batch, accum=1)
             # The search reads the phase rows only; the answer is confirmed by a replay with the allocator model.
-            rows = fast_replay(cfg.replace(optimizer_impl=IMPL_ORDER[0]), block=self.block, phases_only=True)["phases"]
+            rows = fast_replay(cfg.replace(optimizer_impl=self.first_impl), block=self.block, phases_only=True)[
+                "phases"
+            ]
             train = max(p["peak_bytes"] for p in rows if p["phase"] != "optimizer_step")
             before = [rows[i - 1]["allocated_bytes"] for i, p in enumerate(rows) if p["phase"] == "optimizer_step"]
             self._train[key] = (train, before, rows)
@@ -183,7 +190,8 @@ def optimizer_extras(cfg: ExperimentConfig, block: int, shapes: list | None = No
     with FakeTensorMode(allow_non_fake_inputs=True):
         params = [torch.nn.Parameter(torch.empty(shape, dtype=dtype)) for shape, dtype in shapes]
         tracker = replay_tracker(block)[0]
-        with tracker:
+        paged = block > 1 and cfg.optimizer in PAGED_OPTIMIZERS
+        with tracker, quirks.every_model(), quirks.paged_state(tracker) if paged else contextlib.nullcontext():
             for p in params:
                 p.grad = torch.empty_like(p)
                 tracker.track(p, "parameters")
@@ -204,8 +212,9 @@ def parameter_shapes(cfg: ExperimentConfig) -> list[tuple[torch.Size, torch.dtyp
     spec = spec_for(cfg)
     with FakeTensorMode(allow_non_fake_inputs=True):
         with own_model_replay(spec):
-            model = spec.build(cfg, torch.device("cpu"))
-        return [(p.shape, p.dtype) for p in model.parameters()]
+            model = build_model(cfg, torch.device("cpu"), spec)
+        # What the optimizer is given: the parameters that train (LoRA's adapters, not the frozen base weights).
+        return [(p.shape, p.dtype) for p in model.parameters() if p.requires_grad]
 
 
 def what_fits(
@@ -235,6 +244,8 @@ def what_fits(
         overhead_bytes = measured_overhead() if cuda else 0
     if cfg.optimizer == "sgd":
         impls = tuple(i for i in impls if i != "fused") or ("foreach",)
+    if cfg.optimizer in BNB_OPTIMIZERS:
+        impls = ("default",)
     precisions = precisions or (cfg.precision,)
     grid = _Grid(cfg, device_type)
     budget = max(0, capacity_bytes - overhead_bytes)
@@ -268,12 +279,12 @@ def what_fits(
                 if progress is not None:
                     progress(len(rows), planned)
     own_impl = cuda_config(cfg).optimizer_impl if cuda else cfg.optimizer_impl
-    own_impl = own_impl if own_impl in IMPL_ORDER else impls[0]
+    own_impl = own_impl if own_impl in impls else impls[0]
     yours = grid.peak(cfg.precision, own_impl, cfg.checkpoint if cfg.checkpoint in CHECKPOINTS else "none", cfg.batch)
     for row in rows:
         row["saves_bytes"] = yours - row["peak_at_batch_bytes"]
         row["saves_percent"] = round(100 * row["saves_bytes"] / yours, 1) if yours else None
-    rank = {impl: i for i, impl in enumerate(IMPL_ORDER)}
+    rank = {impl: i for i, impl in enumerate((*IMPL_ORDER, "default"))}
     options = []
     for row in rows:
         accum = next(

@@ -15,6 +15,7 @@ from typing import TypedDict
 
 from ..core.capacity import verdict
 from ..core.config import ExperimentConfig
+from ..core.finetune import BNB_OPTIMIZERS
 from ..core.model_sources import parse_source, preset_config
 from ..core.vocabulary import TENSOR_CATEGORIES as CATS
 from .explain import terms
@@ -39,11 +40,15 @@ class Estimate(TypedDict, total=False):
     peak_step: int
     reserved_bytes: int | None
     reserved_why: str | None  # a key of core.vocabulary.RESERVED_WHY where reserved_bytes is None
+    # A paged optimizer's state in CUDA managed memory: outside the caching allocator (in neither figure above), paged
+    # to host memory by the driver under pressure. 0 on a CPU, where bitsandbytes does not page.
+    paged_bytes: int
     categories: dict  # at the peak
     steady: dict  # after a step
     phases: list  # {"phase", "step", "micro", "allocated_bytes", "peak_bytes"} per phase
     terms: list
     parameters: int
+    trainable_parameters: int  # those with gradients (LoRA's adapters; every parameter in full training)
     parameter_dtypes: list
     bytes_per_parameter: float | None
     formula_bytes: int
@@ -65,8 +70,9 @@ def preset_defaults(source: str) -> dict:
 
 
 def cuda_config(cfg: ExperimentConfig) -> ExperimentConfig:
-    """torch's default optimizer path when every parameter is on CUDA: foreach (SGD has no state to batch)."""
-    if cfg.optimizer_impl == "default" and cfg.optimizer != "sgd":
+    """torch's default optimizer path when every parameter is on CUDA: foreach (SGD has no state to batch; bitsandbytes'
+    optimizers have their own kernels)."""
+    if cfg.optimizer_impl == "default" and cfg.optimizer not in ("sgd", *BNB_OPTIMIZERS):
         return cfg.replace(optimizer_impl="foreach")
     return cfg
 
@@ -127,12 +133,14 @@ def estimate(
         peak_phase=top["phase"],
         peak_step=top["step"],
         reserved_bytes=reserved,
+        paged_bytes=int(r["paged_bytes"]),
         reserved_why=None if reserved is not None else ("extrapolated" if cuda else "cpu"),
         categories=categories,
         steady=steady,
         phases=rows,
         terms=terms(cfg, r, categories),
         parameters=count,
+        trainable_parameters=int(r["parameters"]["trainable"]),
         parameter_dtypes=list(r["parameters"]["dtypes"]),
         # Parameters, gradients and optimizer state after a step, per parameter: 8 for pure bf16 Adam, 16 for AMP.
         bytes_per_parameter=persistent / count if count else None,

@@ -38,7 +38,8 @@ def layers_of(cfg: ExperimentConfig) -> int | None:
 
 
 def _figures(r: dict) -> dict[str, int]:
-    out = {"parameters.bytes": r["parameters"]["bytes"], "parameters.count": r["parameters"]["count"]}
+    out = {f"parameters.{k}": r["parameters"][k] for k in ("bytes", "count", "trainable")}
+    out["paged"] = r["paged_bytes"]
     for i, p in enumerate(r["phases"]):
         out[f"phase{i}.allocated"], out[f"phase{i}.peak"] = p["allocated_bytes"], p["peak_bytes"]
     out.update({f"categories.{k}": v for k, v in r["categories"].items()})
@@ -170,7 +171,12 @@ def fast_replay(cfg: ExperimentConfig, block: int = 1, transients=None, phases_o
         for i, p in enumerate(mid["phases"])
     ]
     top = max(phases, key=lambda p: p["peak_bytes"])
-    parameters = dict(mid["parameters"], bytes=at["parameters.bytes"], count=at["parameters.count"])
+    parameters = dict(
+        mid["parameters"],
+        bytes=at["parameters.bytes"],
+        count=at["parameters.count"],
+        trainable=at["parameters.trainable"],
+    )
     path = f"from {', '.join(map(str, SAMPLES))}-layer replays to {n} layers"
     if moved is not None:
         path += f" (the peak of phase {moved} moves: from its traces' edges)"
@@ -189,6 +195,7 @@ def fast_replay(cfg: ExperimentConfig, block: int = 1, transients=None, phases_o
         steady={k: at[f"steady.{k}"] for k in mid["steady"]},
         step={k: at[f"step.{k}"] if on_line(f"step.{k}") else None for k in mid["step"]},
         parameters=parameters,
+        paged_bytes=at["paged"],
         # Reserved memory grows in whole segments (a step function of L): not extrapolated.
         allocator={"marks": marks, "peak_reserved_bytes": None},
         path=path,

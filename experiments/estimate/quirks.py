@@ -44,6 +44,11 @@ instead: it takes SDPA's math path and breaks checkpointing.
    real tensors and makes the map as the function's last lines do (`torch.tensor(values)`, then divided by its
    max), so the map and its temporaries are the real run's; only sub-kilobyte temporaries freed before the map
    exists are not replayed.
+8. bitsandbytes' paged optimizers on CUDA. A fake tensor is on the CPU, where bitsandbytes falls back to plain
+   buffers; on CUDA, every state buffer of a parameter of at least 1e5 elements lives in CUDA managed memory
+   (cudaMallocManaged), outside PyTorch's caching allocator: no `memory_allocated`, no `memory_reserved`. A CUDA
+   estimate moves those buffers to the tracker's host ledger (`paged_state`), as a real run keeps them off the
+   allocator's books.
 """
 
 from __future__ import annotations
@@ -242,6 +247,27 @@ def _dynamic_map(original):
         return code
 
     return create_dynamic_map
+
+
+# bitsandbytes pages a state buffer only from this many elements of its parameter (Optimizer8bit.get_state_buffer).
+PAGED_MIN_NUMEL = 1e5
+
+
+@contextlib.contextmanager
+def paged_state(tracker):
+    """Quirk 8, for a CUDA estimate: paged state buffers counted apart from the device's allocations."""
+    from bitsandbytes.optim.optimizer import Optimizer8bit
+
+    original = Optimizer8bit.get_state_buffer
+
+    def get_state_buffer(self, p, dtype=torch.float32):
+        buff = original(self, p, dtype)
+        if self.is_paged and p.numel() >= PAGED_MIN_NUMEL and is_fake(buff):
+            tracker.move_to_host(buff)
+        return buff
+
+    with _patched(Optimizer8bit, "get_state_buffer", get_state_buffer):
+        yield
 
 
 def _swap(original):

@@ -21,6 +21,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
 from ..core.config import ExperimentConfig
+from ..core.finetune import PAGED_OPTIMIZERS
 from ..measure.phases import PhaseRecorder
 from ..measure.tracker import MemoryTracker
 from ..training import fp32_math
@@ -253,6 +254,7 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spe
         own_model_replay(spec) as report,
         cuda_autocast(as_cuda),
         cuda_kernels(as_cuda),
+        quirks.paged_state(tracker) if as_cuda and cfg.optimizer in PAGED_OPTIMIZERS else contextlib.nullcontext(),
     ):
         try:
             train(state, rec, tracker, Setup(scaler=NeverSkippingScaler))
@@ -266,7 +268,9 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spe
             traceback.clear_frames(e.__traceback__)
             raise CannotPredict(info) from None
         categories, steady = tracker.peak_by_category(), tracker.by_category()
+        paged = tracker.host_current
         n_params = sum(p.numel() for p in state.model.parameters())
+        n_trainable = sum(p.numel() for p in state.model.parameters() if p.requires_grad)
         dtypes = sorted({DTYPE_NAMES.get(p.dtype, str(p.dtype)) for p in state.model.parameters()})
         rec.state = None
         state.clear()
@@ -283,7 +287,14 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spe
         "allocator": allocator,
         "signatures": list(dict.fromkeys(scratch.signatures)),
         # What the model phase allocated: the parameters as the setup builds them, and their dtypes.
-        "parameters": {"bytes": rec.phases[0]["allocated_bytes"], "dtypes": dtypes, "count": n_params},
+        "parameters": {
+            "bytes": rec.phases[0]["allocated_bytes"],
+            "dtypes": dtypes,
+            "count": n_params,
+            "trainable": n_trainable,
+        },
         "neutralised": report.to_dict() if report is not None else None,
+        # Off the device's books: a paged optimizer's state in CUDA managed memory (quirks.py, 8).
+        "paged_bytes": paged,
         "events": log.events,
     }

@@ -1,0 +1,167 @@
+"""Fine-tuning as people do it (peft's LoRA, bitsandbytes' optimizers, every n-th layer checkpointed): the replay on
+fake tensors equals a real CPU run to the byte in every phase and category; the bytes of adapters, their gradients and
+their optimizer state equal a hand count from the model's own linear layers and peft's own count; the quirks the
+replay needs fail their run without them; bad levers are one line naming the field."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from experiments.core.config import ConfigError, DistributedConfig, ExperimentConfig
+from experiments.estimate import quirks
+from experiments.estimate.estimator import estimate
+from experiments.estimate.replay import replay
+from experiments.estimate.unpredictable import CannotPredict
+from experiments.training.finetune import attention_targets
+from experiments.training.models import build_model
+from tests.engine.test_source_models import same, tiny
+
+LORA = {"finetune": "lora"}
+
+
+@pytest.mark.parametrize(
+    "preset,levers",
+    [
+        ("llama3-8b", LORA),
+        ("llama3-8b", {**LORA, "lora_targets": "all_linear", "precision": "amp_bf16", "optimizer_impl": "foreach"}),
+        ("llama3-8b", {**LORA, "adapter_dtype": "model", "lora_rank": 4, "lora_alpha": 8}),
+        ("gpt2", {**LORA, "checkpoint": "per_layer", "checkpoint_every": 2}),
+        ("bert-base", {**LORA, "lora_targets": "all_linear"}),
+        ("vit-b16", LORA),
+        ("mixtral-8x7b", {**LORA, "lora_targets": "all_linear"}),
+        ("llama3-8b", {"optimizer": "adamw8bit", "optimizer_impl": "default"}),
+        ("gpt2", {**LORA, "optimizer": "paged_adamw8bit", "optimizer_impl": "default"}),
+        ("llama3-8b", {"optimizer": "paged_adamw", "optimizer_impl": "default", "checkpoint": "per_layer"}),
+    ],
+)
+def test_replay_equals_a_real_cpu_run(preset, levers):
+    same(tiny(preset, **levers))
+
+
+def _linears(model: torch.nn.Module, names: list[str]) -> list[tuple[int, int]]:
+    """(in, out) of each named layer: nn.Linear's in/out features, GPT-2 Conv1D's transposed weight."""
+    mods = dict(model.named_modules())
+    return [tuple(mods[n].weight.shape[::-1]) for n in names]
+
+
+@pytest.mark.parametrize("preset", ["llama3-8b", "gpt2"])
+@pytest.mark.parametrize("adapter_dtype", ["fp32", "model"])
+def test_adapters_their_gradients_and_adam_state_equal_a_hand_count(preset, adapter_dtype):
+    """r x (in + out) per targeted layer; fp32 adapters (peft's default) on a bf16 model hold 4 bytes per element in
+    weights and gradients, AdamW 8 more (plus fused AdamW's 4-byte step per tensor); nothing for the frozen base."""
+    rank = 8
+    cfg = tiny(preset, **LORA, lora_rank=rank, adapter_dtype=adapter_dtype, precision="bf16", optimizer_impl="fused")
+    plain = build_model(cfg.replace(finetune="full"), torch.device("cpu"))
+    targets = attention_targets(plain)
+    assert targets, preset
+    count = sum(rank * (i + o) for i, o in _linears(plain, targets))
+    lora_model = build_model(cfg, torch.device("cpu"))
+    assert lora_model.get_nb_trainable_parameters()[0] == count  # peft's own count
+    size = 4 if adapter_dtype == "fp32" else 2
+    fake, real = same(cfg)
+    assert real["breakdown_steady"]["gradients"] == size * count
+    assert real["breakdown_steady"]["optimizer_state"] == 2 * size * count + 4 * 2 * len(targets)
+    est = estimate(cfg, device_type="cpu")
+    assert est["trainable_parameters"] == count
+    assert est["parameters"] == sum(p.numel() for p in plain.parameters()) + count
+
+
+def test_eight_bit_adamw_state_equals_bitsandbytes_rule():
+    """bitsandbytes keeps 8-bit moments (1 byte each, an fp32 absmax per 256-element block) for tensors of at least
+    4096 elements and fp32 moments below that, plus its two 256-entry quantization maps."""
+    cfg = tiny("llama3-8b", optimizer="adamw8bit", optimizer_impl="default", precision="fp32")
+    model = build_model(cfg, torch.device("cpu"))
+    hand = sum(
+        2 * p.numel() + 2 * 4 * math.ceil(p.numel() / 256) if p.numel() >= 4096 else 8 * p.numel()
+        for p in model.parameters()
+    )
+    fake, real = same(cfg)
+    assert real["breakdown_steady"]["optimizer_state"] == hand + 2 * 256 * 4
+    torch_adamw = replay(cfg.replace(optimizer="adamw", optimizer_impl="foreach"))
+    assert fake["steady"]["optimizer_state"] < torch_adamw["steady"]["optimizer_state"] / 3
+
+
+def test_checkpointing_every_other_layer_lies_between_none_and_every_layer():
+    peaks = [
+        replay(tiny("llama3-8b", **LORA, **levers))["peak_bytes"]
+        for levers in ({}, {"checkpoint": "per_layer", "checkpoint_every": 2}, {"checkpoint": "per_layer"})
+    ]
+    assert peaks[0] > peaks[1] > peaks[2]
+
+
+def test_a_cuda_estimate_keeps_paged_state_off_the_allocators_books():
+    """On CUDA, bitsandbytes pages the state of parameters of at least 1e5 elements (CUDA managed memory, outside the
+    caching allocator); smaller ones (LoRA's adapters at small ranks) stay ordinary device tensors, in 512-byte
+    blocks. Its 32-bit AdamW keeps two fp32 moments per element."""
+    cfg = tiny("llama3-8b", optimizer="paged_adamw", optimizer_impl="default", precision="fp32")
+    cfg = cfg.replace(model_overrides="hidden=512,intermediate=1024,layers=2,heads=4,kv_heads=2,vocab=256")
+    paged = estimate(cfg, device_type="cuda", fast=False)
+    sizes = [p.numel() for p in build_model(cfg, torch.device("cpu")).parameters()]
+    assert any(n >= quirks.PAGED_MIN_NUMEL for n in sizes) and any(n < quirks.PAGED_MIN_NUMEL for n in sizes)
+
+    def blocks(n: int) -> int:
+        return -(-4 * n // 512) * 512
+
+    assert paged["paged_bytes"] == sum(2 * blocks(n) for n in sizes if n >= quirks.PAGED_MIN_NUMEL)
+    assert paged["steady"]["optimizer_state"] == sum(2 * blocks(n) for n in sizes if n < quirks.PAGED_MIN_NUMEL)
+    assert estimate(cfg, device_type="cpu", fast=False)["paged_bytes"] == 0  # a CPU does not page
+
+
+@pytest.fixture
+def disabled():
+    yield quirks.DISABLED.add
+    quirks.DISABLED.clear()
+
+
+def test_quirk_module_conversion_of_fake_parameters():
+    """peft moves each adapter to its base layer's dtype with module.to(): fake parameters cannot be swapped. In a
+    fresh process (the first conversion of a process is the one that fails; later ones find torch's caches warm)."""
+    code = (
+        "from experiments.estimate import quirks; from experiments.estimate.replay import replay; "
+        "from tests.engine.test_source_models import tiny; quirks.DISABLED.update(sys.argv[1:]); "
+        "replay(tiny('llama3-8b', finetune='lora')); print('replayed')"
+    )
+    runs = [
+        subprocess.run([sys.executable, "-c", "import sys; " + code, *off], capture_output=True, text=True, timeout=300)
+        for off in ([], ["module_to"])
+    ]
+    assert runs[0].returncode == 0 and "replayed" in runs[0].stdout, runs[0].stderr[-2000:]
+    assert runs[1].returncode != 0 and "Couldn't swap" in runs[1].stderr
+
+
+def test_quirk_bitsandbytes_maps_read_values(disabled):
+    cfg = tiny("gpt2", optimizer="adamw8bit", optimizer_impl="default")
+    same(cfg)
+    disabled("bnb_maps")
+    with pytest.raises(CannotPredict) as e:
+        replay(cfg)
+    assert e.value.info["phase"] == "optimizer"
+
+
+@pytest.mark.parametrize(
+    "levers,field",
+    [
+        ({"finetune": "lora"}, "finetune"),  # a built-in family
+        ({"model_source": "preset:gpt2:tiny", "optimizer": "adamw8bit", "optimizer_impl": "fused"}, "optimizer_impl"),
+        ({"model_source": "preset:gpt2:tiny", "checkpoint_every": 2}, "checkpoint_every"),
+        ({"model_source": "preset:gpt2:tiny", "finetune": "lora", "lora_rank": 0}, "lora_rank"),
+        ({"model_source": "preset:gpt2:tiny", "finetune": "lora", "lora_targets": "mlp"}, "lora_targets"),
+        ({"model_source": "preset:gpt2:tiny", "finetune": "qlora"}, "finetune"),
+    ],
+)
+def test_bad_fine_tuning_levers_are_one_line_naming_the_field(levers, field):
+    with pytest.raises(ConfigError) as e:
+        ExperimentConfig.from_dict({"device": "cpu", **levers})
+    assert e.value.field == field and "\n" not in str(e.value)
+
+
+def test_a_data_parallel_run_refuses_lora_naming_the_field():
+    cfg = tiny("gpt2", **LORA)
+    with pytest.raises(ConfigError) as e:
+        DistributedConfig(cfg, "ddp", 2)
+    assert e.value.field == "finetune"
