@@ -17,6 +17,7 @@ from course.expectations import RANK_CATEGORIES
 from experiments.core import config as _config
 from experiments.core import recorded as _recorded
 from experiments.core import timeline as _timeline
+from experiments.core import tolerance as _tolerance
 from experiments.core.config import BOOLS, CHOICES, RANGES, ConfigError, ExperimentConfig
 from experiments.core.limits import problem as limits_problem  # the operator's limits file's error, once
 from experiments.core.metrics import VERDICT_MIN_ROUNDS, net_peak, paired
@@ -40,7 +41,7 @@ __all__ = [
 
 DEFAULTS = ExperimentConfig().to_dict()
 BUDGET_MB = _config.BUDGET_MB  # a memory budget's range in MB (or none)
-
+SANDBOX_OPTIMIZERS = _config.TORCH_OPTIMIZERS  # the lessons' sandboxes; bitsandbytes' are on "Your model"
 
 # ---------------------------------------------------------------------------------------------- the worker
 
@@ -201,8 +202,7 @@ def capacity_bytes(cfg) -> int | None:
 
 
 def measure_later(signatures: list[str]) -> None:
-    """Ask the worker to measure these ops' scratch memory on its GPU (milliseconds, once per shape and server);
-    the page's next estimate includes them."""
+    """The worker measures these ops' scratch memory on its GPU (once per shape); the next estimate includes them."""
     try:
         client().submit("workspaces", {"signatures": sorted(signatures)}, owner=session_id())
     except Exception:  # noqa: BLE001 - a full queue only delays the measurement until the run itself
@@ -311,8 +311,8 @@ def center_ms(est: dict, rates: dict | None, precision: str, on: str) -> float |
 
 
 def gradient_tolerance(precision: str = "fp32") -> float:
-    """The guard's relative tolerance for a gradient at this precision (experiments/core/config.py)."""
-    return _config.GRADIENT_TOLERANCE[precision]
+    """The guard's relative tolerance for a gradient at this precision (experiments/core/tolerance.py)."""
+    return _tolerance.GRADIENT_TOLERANCE[precision]
 
 
 # ---------------------------------------------------------------------------------------------- data parallel

@@ -44,10 +44,11 @@ def _config_widgets(s: ex1.Settings, base: dict) -> dict:
         urlstate.init(k, base[field], lambda raw, f=field: backend.field_value(f, raw))
         label = t("field." + field)
         if field in CHOICES:
-            labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in CHOICES[field]}
+            allowed = backend.SANDBOX_OPTIMIZERS if field == "optimizer" else CHOICES[field]
+            labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in allowed}
             values[field] = cols[i].selectbox(
                 label,
-                list(CHOICES[field]),
+                list(allowed),
                 format_func=labels.__getitem__,
                 key=widget_state.labelled(k),
                 persist_state="session",

@@ -71,6 +71,13 @@ def describe(cfg: dict) -> str:
     for field in ("precision", "optimizer", "optimizer_impl"):
         parts.append(t(f"opt.{field}.{cfg[field]}", default=str(cfg[field])))
     parts.append(f"{t('field.checkpoint')}: {t('opt.checkpoint.' + cfg['checkpoint'])}")
+    if cfg.get("checkpoint_every", 1) > 1:
+        parts.append(f"{t('field.checkpoint_every')}: {cfg['checkpoint_every']}")
+    if cfg.get("finetune", "full") == "lora":
+        parts.append(
+            f"{t('opt.finetune.lora')} r={cfg['lora_rank']} alpha={cfg['lora_alpha']} · "
+            f"{t('opt.lora_targets.' + cfg['lora_targets'])} · {t('opt.adapter_dtype.' + cfg['adapter_dtype'])}"
+        )
     size = "image_size" if cfg.get("model_source", "").startswith("torchvision") else "seq_len"
     parts.append(f"{t('field.batch')} {cfg['batch']} · {t('field.' + size)} {cfg.get(size)}")
     return " · ".join(parts)
@@ -104,6 +111,13 @@ def show_estimate(est: dict) -> None:
     if est.get("device_type") == "cuda":
         reserved = est.get("reserved_bytes")
         st.caption(t("ym.reserved", reserved=fmt_bytes(reserved)) if reserved else t("ym.reserved_none"))
+    total, trains = est.get("parameters"), est.get("trainable_parameters")
+    if total and trains is not None and trains != total:
+        st.caption(
+            t("ym.trainable", trainable=f"{trains:,}", total=f"{total:,}", percent=f"{100 * trains / total:.2f}")
+        )
+    if est.get("paged_bytes"):
+        st.caption(t("ym.paged", paged=fmt_bytes(est["paged_bytes"])))
     rows = [{**p, "reserved_bytes": None, "ms": None} for p in est.get("phases") or []]
     if rows:
         layout.altair(memory.chart(memory.long(memory.frame({"phases": rows}), False)))

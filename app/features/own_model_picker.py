@@ -18,6 +18,7 @@ OVERRIDES = ("layers", "hidden", "heads", "kv_heads", "experts")
 HF_DEFAULTS = {"batch": 1, "seq_len": 512, "precision": "bf16", "optimizer": "adamw", "optimizer_impl": "fused"}
 TV_DEFAULTS = {"batch": 32, "image_size": 224, "precision": "amp_bf16", "optimizer": "adamw", "optimizer_impl": "fused"}
 LEVERS = ("precision", "optimizer", "optimizer_impl", "checkpoint", "batch", "seq_len", "image_size")
+BNB = ("adamw8bit", "paged_adamw", "paged_adamw8bit")
 CHECKPOINTS = ("none", "per_layer")
 
 
@@ -43,6 +44,8 @@ def _new_model() -> None:
 
 def _choice(field: str, options, labels: dict, default, container, radio: bool = False, new_model: bool = False):
     k = key(field)
+    if k in st.session_state and st.session_state[k] not in options:
+        del st.session_state[k]  # a value another lever ruled out (an implementation of a bitsandbytes optimizer)
     urlstate.init(k, default, _one_of(options))
     widget_state.labelled(k)
     draw = container.radio if radio else container.selectbox
@@ -119,18 +122,43 @@ def picker(meta: dict):
         "checkpoint": CHECKPOINTS,
     }
     for i, (name, options) in enumerate(choices.items()):
+        if name == "optimizer_impl" and data["optimizer"] in BNB:
+            options = ("default",)  # bitsandbytes' optimizers have one implementation, their own kernels
         labels = {v: t(f"opt.{name}.{v}", default=str(v)) for v in options}
-        data[name] = _choice(name, options, labels, defaults.get(name, options[0]), c[i % 3])
+        default = defaults.get(name, options[0])
+        data[name] = _choice(name, options, labels, default if default in options else options[0], c[i % 3])
     data["batch"] = _number("batch", t("field.batch"), 1, 65536, int(defaults.get("batch", 1)), c[1])
     size_field = "image_size" if task == "image_classification" else "seq_len"
     lo, hi = backend.RANGES[size_field]
     data[size_field] = _number(size_field, t("field." + size_field), lo, hi, int(defaults.get(size_field, 512)), c[2])
     urlstate.drop(key("seq_len" if size_field == "image_size" else "image_size"))
+    if data["checkpoint"] == "per_layer":
+        data["checkpoint_every"] = _number("checkpoint_every", t("field.checkpoint_every"), 1, 128, 1, c[0])
+    if src.startswith(("preset:", "hf:")):
+        data.update(_finetune())
     data.update(steps=2, timing_steps=0)
     cfg, err = backend.config(data)
     if err is not None:
         st.error(describe_error(err))
     return cfg
+
+
+def _finetune() -> dict:
+    """The fine-tuning levers: the method, and LoRA's rank, alpha, target modules and adapter dtype."""
+    st.markdown(f"**{t('ym.finetune')}**")
+    c = st.columns(3)
+    methods = ("full", "lora")
+    labels = {m: t(f"opt.finetune.{m}") for m in methods}
+    out = {"finetune": _choice("finetune", methods, labels, backend.DEFAULTS["finetune"], c[0])}
+    if out["finetune"] != "lora":
+        return out
+    out["lora_rank"] = _number("lora_rank", t("field.lora_rank"), 1, 1024, backend.DEFAULTS["lora_rank"], c[1])
+    out["lora_alpha"] = _number("lora_alpha", t("field.lora_alpha"), 1, 4096, backend.DEFAULTS["lora_alpha"], c[2])
+    for i, name in enumerate(("lora_targets", "adapter_dtype")):
+        options = backend.CHOICES[name]
+        labels = {v: t(f"opt.{name}.{v}") for v in options}
+        out[name] = _choice(name, options, labels, backend.DEFAULTS[name], c[i])
+    return out
 
 
 def describe_error(err) -> str:

@@ -32,7 +32,7 @@ def _widget(ns: str, field: str, default, container) -> object:
     if field == "model":
         common["on_change"], common["args"] = _keep_heads_valid, (ns,)
     if field in SELECT:
-        choices = list(CHOICES[field])
+        choices = list(backend.SANDBOX_OPTIMIZERS if field == "optimizer" else CHOICES[field])
         # Labels are resolved now: a format_func called later (AppTest does) must not re-read the language.
         labels = {v: t(f"opt.{field}.{v}", default=str(v)) for v in choices}
         widget_state.labelled(k)

@@ -17,7 +17,8 @@ MODELS = ("mlp", "cnn", "transformer")
 # tf32 lets matmuls use it too (experiments/training/fp32_math.py).
 PRECISIONS = ("fp32", "fp32_strict", "tf32", "amp_fp16", "amp_bf16", "bf16")
 CHECKPOINTS = ("none", "per_layer", "segments")
-OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw", *finetune.BNB_OPTIMIZERS)
+TORCH_OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
+OPTIMIZERS = (*TORCH_OPTIMIZERS, *finetune.BNB_OPTIMIZERS)
 OPTIMIZER_IMPLS = ("default", "foreach", "fused", "for-loop")
 DEVICES = ("auto", "cuda", "cpu")
 

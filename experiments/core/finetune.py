@@ -20,6 +20,15 @@ PAGED_OPTIMIZERS = ("paged_adamw", "paged_adamw8bit")
 
 RANGES = {"lora_rank": (1, 1024), "lora_alpha": (1, 4096), "checkpoint_every": (1, 128)}
 CHOICES = {"finetune": FINETUNES, "lora_targets": LORA_TARGETS, "adapter_dtype": ADAPTER_DTYPES}
+# The configuration's defaults of these fields: what every run recorded before they existed had.
+DEFAULTS = {
+    "finetune": "full",
+    "lora_rank": 16,
+    "lora_alpha": 32,
+    "lora_targets": "attention",
+    "adapter_dtype": "fp32",
+    "checkpoint_every": 1,
+}
 
 
 def validate(cfg) -> None:

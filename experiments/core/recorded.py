@@ -10,6 +10,8 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from . import finetune
+
 ROOT = Path(__file__).resolve().parents[2] / "recorded"
 
 
@@ -58,7 +60,7 @@ NOT_THE_EXPERIMENT = ("device", "force", "timing_steps", "steps")
 
 # Fields added after results were recorded, at the value every earlier run had: a recording without the field is of
 # the same experiment as a configuration with it at this value.
-ADDED_LATER = {"model_source": "", "model_overrides": ""}
+ADDED_LATER = {"model_source": "", "model_overrides": "", **finetune.DEFAULTS}
 
 
 def torch_release(version: str | None) -> str | None:

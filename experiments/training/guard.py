@@ -1,5 +1,5 @@
 """Correctness guard: a memory strategy must not change the gradients (beyond a documented tolerance, per precision:
-experiments/core/config.py GRADIENT_TOLERANCE)."""
+experiments/core/tolerance.py GRADIENT_TOLERANCE)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import pytest
 from app import i18n
 from course import catalog, content
 from course.grading import ex1, ex3
-from experiments.core.config import BATCH_MODES, CHOICES, OPTIMIZERS, STRATEGIES, ExperimentConfig
+from experiments.core.config import BATCH_MODES, CHOICES, STRATEGIES, TORCH_OPTIMIZERS, ExperimentConfig
 from experiments.core.vocabulary import CATEGORIES, PHASES
 from experiments.labs.fragmentation import ALLOCATORS
 
@@ -137,7 +137,7 @@ def test_every_key_built_from_the_engines_vocabulary_is_defined():
         "jobs.state.{}": ("queued", "running", "done", "error", "cancelled"),
         "ex1.field.{}": (*ex1.settings(content.meta("exercise1")).categories, "phase"),
         "ex3.fix.{}": tuple(ex3.settings(content.meta("exercise3")).fixes),
-        "ex1.why.state.{}": (*OPTIMIZERS, "other"),
+        "ex1.why.state.{}": (*TORCH_OPTIMIZERS, "other"),  # exercise 1 offers torch's optimizers
         "ex1.why.phase_{}": ex1.STEP_PHASES,
         "ex3.why.{}": ("keep_loss", "keep_detach", "cache_keep", "cache_detach"),
         "ex2.best_known.{}": ("yours", "measured"),
