@@ -144,20 +144,24 @@ def picker(meta: dict):
 
 
 def _finetune() -> dict:
-    """The fine-tuning levers: the method, and LoRA's rank, alpha, target modules and adapter dtype."""
+    """The fine-tuning levers: the method, and LoRA's target modules, rank, alpha and adapter dtype (in rows, so that
+    a narrow column stacks them in this order)."""
     st.markdown(f"**{t('ym.finetune')}**")
-    c = st.columns(3)
+    top = st.columns(2)
     methods = ("full", "lora")
     labels = {m: t(f"opt.finetune.{m}") for m in methods}
-    out = {"finetune": _choice("finetune", methods, labels, backend.DEFAULTS["finetune"], c[0])}
+    out = {"finetune": _choice("finetune", methods, labels, backend.DEFAULTS["finetune"], top[0])}
     if out["finetune"] != "lora":
         return out
-    out["lora_rank"] = _number("lora_rank", t("field.lora_rank"), 1, 1024, backend.DEFAULTS["lora_rank"], c[1])
-    out["lora_alpha"] = _number("lora_alpha", t("field.lora_alpha"), 1, 4096, backend.DEFAULTS["lora_alpha"], c[2])
-    for i, name in enumerate(("lora_targets", "adapter_dtype")):
-        options = backend.CHOICES[name]
-        labels = {v: t(f"opt.{name}.{v}") for v in options}
-        out[name] = _choice(name, options, labels, backend.DEFAULTS[name], c[i])
+    targets = backend.CHOICES["lora_targets"]
+    labels = {v: t(f"opt.lora_targets.{v}") for v in targets}
+    out["lora_targets"] = _choice("lora_targets", targets, labels, backend.DEFAULTS["lora_targets"], top[1])
+    row = st.columns(3)
+    out["lora_rank"] = _number("lora_rank", t("field.lora_rank"), 1, 1024, backend.DEFAULTS["lora_rank"], row[0])
+    out["lora_alpha"] = _number("lora_alpha", t("field.lora_alpha"), 1, 4096, backend.DEFAULTS["lora_alpha"], row[1])
+    dtypes = backend.CHOICES["adapter_dtype"]
+    labels = {v: t(f"opt.adapter_dtype.{v}") for v in dtypes}
+    out["adapter_dtype"] = _choice("adapter_dtype", dtypes, labels, backend.DEFAULTS["adapter_dtype"], row[2])
     return out
 
 
