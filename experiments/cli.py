@@ -95,7 +95,16 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
         default=None,
         help="zero_grad(set_to_none=False): keep gradient tensors between steps",
     )
-    p.add_argument("--inplace", dest="inplace", action="store_const", const=True, default=None)
+    p.add_argument("--inplace", dest="inplace", action="store_const", const=True, default=None, help="in-place ReLU")
+    p.add_argument(
+        "--offload-activations",
+        dest="offload_activations",
+        action="store_const",
+        const=True,
+        default=None,
+        help="every tensor autograd saves goes to pinned host memory in the forward and back in backward "
+        "(torch.autograd.graph.save_on_cpu); a GPU run or a CUDA estimate",
+    )
     p.add_argument(
         "--force",
         dest="force",
@@ -110,7 +119,7 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
 def _config(args) -> ExperimentConfig:
     data = {
         k: getattr(args, k)
-        for k in list(FLAG_FIELDS) + ["zero_grad_to_none", "inplace", "force"]
+        for k in list(FLAG_FIELDS) + ["zero_grad_to_none", "inplace", "force", "offload_activations"]
         if getattr(args, k) is not None
     }
     own, args.spec = model_fields(args) if hasattr(args, "set") else ({}, None)

@@ -223,6 +223,10 @@ def print_estimate(r: dict) -> None:
         f"peak {fmt_bytes(r['peak_bytes'])} in {r['peak_phase']} (step {r['peak_step']}); "
         f"{r['bytes_per_parameter']:.2f} bytes per parameter; {rule}"
     )
+    if r.get("paged_bytes"):
+        print(f"paged optimizer state in CUDA managed memory (in neither figure): {fmt_bytes(r['paged_bytes'])}")
+    if r.get("host_peak_bytes"):
+        print(f"host memory at its peak, beside the device's (never added to it): {fmt_bytes(r['host_peak_bytes'])}")
     if r["reserved_bytes"] is not None:
         print(f"reserved (the caching allocator's segments) {fmt_bytes(r['reserved_bytes'])}")
     else:

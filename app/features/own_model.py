@@ -118,6 +118,8 @@ def show_estimate(est: dict) -> None:
         )
     if est.get("paged_bytes"):
         st.caption(t("ym.paged", paged=fmt_bytes(est["paged_bytes"])))
+    if est.get("host_peak_bytes"):
+        st.caption(t("ym.host", host=fmt_bytes(est["host_peak_bytes"])))
     rows = [{**p, "reserved_bytes": None, "ms": None} for p in est.get("phases") or []]
     if rows:
         layout.altair(memory.chart(memory.long(memory.frame({"phases": rows}), False)))

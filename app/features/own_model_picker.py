@@ -79,6 +79,20 @@ def _number(field: str, label: str, lo: int, hi: int, default: int, container) -
     return int(value)
 
 
+def _bool(raw) -> bool:
+    if str(raw).lower() not in ("true", "false"):
+        raise ValueError("not true or false")
+    return str(raw).lower() == "true"
+
+
+def _toggle(field: str, label: str) -> bool:
+    k = key(field)
+    urlstate.init(k, False, _bool)
+    value = st.toggle(label, key=k, persist_state="session")
+    urlstate.sync(k, value, False)
+    return bool(value)
+
+
 def source(meta: dict) -> tuple[str, dict, str | None] | None:
     """(model_source, its default levers, its task), or None after saying why the choice cannot be used here."""
     presets = om.presets()
@@ -134,6 +148,7 @@ def picker(meta: dict):
     urlstate.drop(key("seq_len" if size_field == "image_size" else "image_size"))
     if data["checkpoint"] == "per_layer":
         data["checkpoint_every"] = _number("checkpoint_every", t("field.checkpoint_every"), 1, 128, 1, c[0])
+    data["offload_activations"] = _toggle("offload_activations", t("field.offload_activations"))
     if src.startswith(("preset:", "hf:")):
         data.update(_finetune())
     data.update(steps=2, timing_steps=0)

@@ -47,7 +47,7 @@ CHOICES = {
     "device": DEVICES,
     **finetune.CHOICES,
 }
-BOOLS = ("zero_grad_to_none", "inplace", "force")
+BOOLS = ("zero_grad_to_none", "inplace", "force", "offload_activations")
 BUDGET_MB = (1, 10_000_000)  # a memory budget's range in MB (or none)
 
 
@@ -85,6 +85,7 @@ class ExperimentConfig:
     lora_targets: str = "attention"
     adapter_dtype: str = "fp32"
     checkpoint_every: int = 1  # with checkpoint per_layer: every n-th layer (transformers' every_n_layers)
+    offload_activations: bool = False  # saved activations in pinned host memory (torch.autograd.graph.save_on_cpu)
 
     def __post_init__(self):
         validate(self)

@@ -21,12 +21,11 @@ ERROR_CODES = {
     "needs_cuda": (),  # an experiment of the CUDA caching allocator, without a GPU
     "same_world_size": (),  # configurations launched together differ in world size
     "same_device": (),  # configurations run together differ in device
-    "one_of": ("fields",),
+    "one_of": ("fields",),  # two flags that say the same thing differently, both given ("fields": comma-separated)
     "needs_model_source": ("value",),  # a fine-tuning method on a built-in family (experiments/core/finetune.py)
     "one_impl": ("optimizer",),  # an implementation asked of a bitsandbytes optimizer, which has one
-    "needs_per_layer": (
-        "value",
-    ),  # checkpoint_every without per-layer checkpointing  # two flags that say the same thing differently, both given ("fields": comma-separated)
+    "needs_per_layer": ("value",),  # checkpoint_every without per-layer checkpointing
+    "offload_on_cpu": (),  # activation offloading asked of a CPU run or a CPU estimate
     # A model of one's own (experiments/training/source_models.py): a rule of its library or shape, in its words
     # (a Hugging Face config's own validation, heads that do not divide, torchvision that does not import).
     "model_spec": ("detail",),

@@ -1,6 +1,6 @@
 """The fine-tuning levers of a configuration (experiments/training/finetune.py builds them): the method (full training
-or `peft` LoRA), LoRA's rank, alpha, target modules and adapter dtype, which layers are checkpointed, and the
-bitsandbytes optimizers (8-bit AdamW, paged AdamW in 32 and 8 bits). Their ranges and the rules between them; the
+or `peft` LoRA), LoRA's rank, alpha, target modules and adapter dtype, which layers are checkpointed, activation
+offloading to host memory, and the bitsandbytes optimizers (8-bit AdamW, paged AdamW in 32 and 8 bits). Their ranges and the rules between them; the
 configuration (experiments/core/config.py) merges them into its own. Torch-free."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ DEFAULTS = {
     "lora_targets": "attention",
     "adapter_dtype": "fp32",
     "checkpoint_every": 1,
+    "offload_activations": False,
 }
 
 
@@ -55,4 +56,15 @@ def validate(cfg) -> None:
             f"(got {cfg.checkpoint!r})",
             "needs_per_layer",
             value=cfg.checkpoint_every,
+        )
+
+
+def check_device(cfg, device_type: str) -> None:
+    """Offloading moves saved activations from a GPU to host memory: a CPU run has nowhere to move them."""
+    if cfg.offload_activations and device_type != "cuda":
+        raise ConfigError(
+            "offload_activations",
+            "moves saved activations from a GPU to host memory; on a CPU they are in host memory already: "
+            "estimate it for CUDA, or run it on a GPU",
+            "offload_on_cpu",
         )

@@ -15,7 +15,7 @@ from typing import TypedDict
 
 from ..core.capacity import verdict
 from ..core.config import ExperimentConfig
-from ..core.finetune import BNB_OPTIMIZERS
+from ..core.finetune import BNB_OPTIMIZERS, check_device
 from ..core.model_sources import parse_source, preset_config
 from ..core.vocabulary import TENSOR_CATEGORIES as CATS
 from .explain import terms
@@ -43,6 +43,10 @@ class Estimate(TypedDict, total=False):
     # A paged optimizer's state in CUDA managed memory: outside the caching allocator (in neither figure above), paged
     # to host memory by the driver under pressure. 0 on a CPU, where bitsandbytes does not page.
     paged_bytes: int
+    # Host memory off the device's books at its peak: that paged state, and the activations offloaded to pinned host
+    # memory (offload_activations), in the host allocator's power-of-two blocks. Shown beside device memory, never
+    # added to it.
+    host_peak_bytes: int
     categories: dict  # at the peak
     steady: dict  # after a step
     phases: list  # {"phase", "step", "micro", "allocated_bytes", "peak_bytes"} per phase
@@ -100,6 +104,7 @@ def estimate(
     if method not in METHODS:
         raise ValueError(f"method: got {method!r}; allowed: {', '.join(METHODS)}")
     t0 = time.perf_counter()
+    check_device(cfg, device_type)
     method = "replay" if method == "auto" else method
     cuda = device_type == "cuda"
     run_cfg = cuda_config(cfg) if cuda else cfg
@@ -134,6 +139,7 @@ def estimate(
         peak_step=top["step"],
         reserved_bytes=reserved,
         paged_bytes=int(r["paged_bytes"]),
+        host_peak_bytes=int(r["host_peak_bytes"]),
         reserved_why=None if reserved is not None else ("extrapolated" if cuda else "cpu"),
         categories=categories,
         steady=steady,

@@ -39,7 +39,7 @@ def layers_of(cfg: ExperimentConfig) -> int | None:
 
 def _figures(r: dict) -> dict[str, int]:
     out = {f"parameters.{k}": r["parameters"][k] for k in ("bytes", "count", "trainable")}
-    out["paged"] = r["paged_bytes"]
+    out["paged"], out["host_peak"] = r["paged_bytes"], r["host_peak_bytes"]
     for i, p in enumerate(r["phases"]):
         out[f"phase{i}.allocated"], out[f"phase{i}.peak"] = p["allocated_bytes"], p["peak_bytes"]
     out.update({f"categories.{k}": v for k, v in r["categories"].items()})
@@ -196,6 +196,7 @@ def fast_replay(cfg: ExperimentConfig, block: int = 1, transients=None, phases_o
         step={k: at[f"step.{k}"] if on_line(f"step.{k}") else None for k in mid["step"]},
         parameters=parameters,
         paged_bytes=at["paged"],
+        host_peak_bytes=at["host_peak"],
         # Reserved memory grows in whole segments (a step function of L): not extrapolated.
         allocator={"marks": marks, "peak_reserved_bytes": None},
         path=path,

@@ -49,6 +49,10 @@ instead: it takes SDPA's math path and breaks checkpointing.
    (cudaMallocManaged), outside PyTorch's caching allocator: no `memory_allocated`, no `memory_reserved`. A CUDA
    estimate moves those buffers to the tracker's host ledger (`paged_state`), as a real run keeps them off the
    allocator's books.
+9. Activation offloading on CUDA (torch.autograd.graph.save_on_cpu). On fake CPU tensors a saved tensor's "copy to
+   host" and "copy back" would stay where they are; on CUDA the copy goes to pinned host memory (CUDA's host
+   allocator rounds each block to a power of two) and backward brings it back as a new device tensor. `offloaded`
+   replays those hooks with the copy on the tracker's host ledger and a new device tensor in backward.
 """
 
 from __future__ import annotations
@@ -267,6 +271,34 @@ def paged_state(tracker):
         return buff
 
     with _patched(Optimizer8bit, "get_state_buffer", get_state_buffer):
+        yield
+
+
+def _offloading(tracker):
+    def offload_context(cfg, device):
+        if not cfg.offload_activations:
+            return contextlib.nullcontext()
+
+        def pack(t):
+            with tracker.on_host(lambda n: 1 << max(0, n - 1).bit_length() if n else 0):
+                host = torch.empty(t.size(), dtype=t.dtype, layout=t.layout)
+                host.copy_(t)
+            return host
+
+        def unpack(host):
+            return host.clone()  # `.to(device)` on a GPU: a new device tensor
+
+        return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+
+    return offload_context
+
+
+@contextlib.contextmanager
+def offloaded(tracker):
+    """Quirk 9, for a CUDA estimate: save_on_cpu's copies on the tracker's host ledger."""
+    from ..training import step
+
+    with _patched(step, "offload_context", _offloading(tracker)):
         yield
 
 

@@ -255,6 +255,7 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spe
         cuda_autocast(as_cuda),
         cuda_kernels(as_cuda),
         quirks.paged_state(tracker) if as_cuda and cfg.optimizer in PAGED_OPTIMIZERS else contextlib.nullcontext(),
+        quirks.offloaded(tracker) if as_cuda else contextlib.nullcontext(),
     ):
         try:
             train(state, rec, tracker, Setup(scaler=NeverSkippingScaler))
@@ -268,7 +269,7 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spe
             traceback.clear_frames(e.__traceback__)
             raise CannotPredict(info) from None
         categories, steady = tracker.peak_by_category(), tracker.by_category()
-        paged = tracker.host_current
+        paged, host_peak = tracker.host_current, tracker.host_peak
         n_params = sum(p.numel() for p in state.model.parameters())
         n_trainable = sum(p.numel() for p in state.model.parameters() if p.requires_grad)
         dtypes = sorted({DTYPE_NAMES.get(p.dtype, str(p.dtype)) for p in state.model.parameters()})
@@ -296,5 +297,7 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spe
         "neutralised": report.to_dict() if report is not None else None,
         # Off the device's books: a paged optimizer's state in CUDA managed memory (quirks.py, 8).
         "paged_bytes": paged,
+        # Host memory at its peak: that paged state and the activations save_on_cpu offloads (quirks.py, 9).
+        "host_peak_bytes": host_peak,
         "events": log.events,
     }

@@ -54,7 +54,11 @@ def run_experiment(cfg: ExperimentConfig, progress=None, should_cancel=None, his
         budget = est["run_budget"]
     recording = Recording(device) if history else None
     # On CUDA the allocator raises its own out-of-memory errors; on CPU the tracker simulates one at the budget.
-    tracker = MemoryTracker(budget_bytes=budget if not cuda else None, listeners=[recording] if history else [])
+    tracker = MemoryTracker(
+        budget_bytes=budget if not cuda else None,
+        listeners=[recording] if history else [],
+        host_apart=cuda and cfg.offload_activations,  # offloaded activations: host memory, beside the device's
+    )
     total_units = 3 + cfg.steps * (2 + 2 * cfg.accum) + (1 if cfg.timing_steps else 0) + 1
     rec = PhaseRecorder(device, tracker, progress, should_cancel, total_units)
     result = {

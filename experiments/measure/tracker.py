@@ -20,6 +20,7 @@ The listeners: the allocation log and step counting of the replay (experiments/e
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 
 import torch
@@ -79,6 +80,7 @@ class MemoryTracker(TorchDispatchMode):
         self.sizer = sizer
         self.local = local or _same
         self.host_apart = host_apart
+        self.host_round = None  # inside on_host(): new storages are host memory
         self.off_device_tags = frozenset(off_device_tags)
         self.live: dict[int, Record] = {}
         self.current = self.peak = self.phase_peak = 0
@@ -126,8 +128,8 @@ class MemoryTracker(TorchDispatchMode):
         if key in self.live or key in self.host_live:
             return
         nbytes = st.nbytes() if nbytes is None else nbytes
-        if self.host_apart and t.device.type == "cpu":
-            self._add_host(key, Record(nbytes, tag))
+        if self.host_round is not None or (self.host_apart and t.device.type == "cpu"):
+            self._add_host(key, Record(self.host_round(nbytes) if self.host_round else nbytes, tag))
             self._refs[key] = weakref.ref(st, lambda _ref, key=key: self._free(key))
             return
         requested = nbytes
@@ -167,6 +169,15 @@ class MemoryTracker(TorchDispatchMode):
         rec = self.host_live.pop(key, None)
         if rec is not None:
             self.host_current -= rec.nbytes
+
+    @contextlib.contextmanager
+    def on_host(self, round_bytes):
+        """Storages made inside go to the host ledger, `round_bytes(nbytes)` each (a replay's pinned copies)."""
+        self.host_round = round_bytes
+        try:
+            yield
+        finally:
+            self.host_round = None
 
     def move_to_host(self, t: torch.Tensor) -> None:
         """A device storage that the real run copies to host memory and frees on the device (CPU offload)."""

@@ -5,13 +5,14 @@ bitsandbytes' optimizers (8-bit AdamW, paged AdamW in 32 and 8 bits). Built from
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import torch
 from torch import nn
 
 from ..core.config import ExperimentConfig
-from ..core.finetune import BNB_OPTIMIZERS
+from ..core.finetune import BNB_OPTIMIZERS, check_device
 
 # A module path component naming an attention block: LLaMA's self_attn, GPT-2's attn, BERT's attention, ViT's
 # attention, T5's SelfAttention, Mixtral's self_attn.
@@ -91,3 +92,12 @@ def bnb_optimizer(cfg: ExperimentConfig, params) -> torch.optim.Optimizer:
         "paged_adamw8bit": bnb.optim.PagedAdamW8bit,
     }
     return make[cfg.optimizer](params, lr=1e-4, weight_decay=0.01)
+
+
+def offload_context(cfg: ExperimentConfig, device: torch.device):
+    """Around the forward: every tensor autograd saves for backward goes to pinned host memory and comes back to the
+    device in backward (torch.autograd.graph.save_on_cpu), when cfg offloads activations."""
+    if not cfg.offload_activations:
+        return contextlib.nullcontext()
+    check_device(cfg, device.type)
+    return torch.autograd.graph.save_on_cpu(pin_memory=True)

@@ -19,7 +19,7 @@ import torch
 
 from ..core.config import ExperimentConfig
 from ..core.vocabulary import WRAP_PHASE
-from .finetune import load_libraries
+from .finetune import load_libraries, offload_context
 from .models import ModelSpec, build_model, spec_for
 from .strategies import autocast, make_optimizer, make_scaler
 
@@ -110,7 +110,7 @@ def train_step(s: TrainState, step: int = 0, phase=_no_phase) -> torch.Tensor:
         inputs = {k: v[micro * mb : (micro + 1) * mb] for k, v in s.inputs.items()}
         targets = {k: v[micro * mb : (micro + 1) * mb] for k, v in s.targets.items()}
         with phase("forward", step, micro_tag):
-            with autocast(cfg, s.device):
+            with autocast(cfg, s.device), offload_context(cfg, s.device):
                 loss = s.spec.loss(cfg, s.model, inputs, targets)
             if cfg.accum > 1:
                 loss = loss / cfg.accum

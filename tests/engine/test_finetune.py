@@ -5,6 +5,7 @@ replay needs fail their run without them; bad levers are one line naming the fie
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from experiments.estimate.estimator import estimate
 from experiments.estimate.replay import replay
 from experiments.estimate.unpredictable import CannotPredict
 from experiments.training.finetune import attention_targets
-from experiments.training.models import build_model
+from experiments.training.models import build_model, spec_for
 from tests.engine.test_source_models import same, tiny
 
 LORA = {"finetune": "lora"}
@@ -165,3 +166,67 @@ def test_a_data_parallel_run_refuses_lora_naming_the_field():
     with pytest.raises(ConfigError) as e:
         DistributedConfig(cfg, "ddp", 2)
     assert e.value.field == "finetune"
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length() if n else 0
+
+
+def test_offloaded_activations_are_host_memory_in_pinned_blocks_counted_on_a_plain_forward():
+    """save_on_cpu copies every tensor autograd saves (activations, and the weights a linear layer saves) into pinned
+    host memory, which CUDA's host allocator holds in power-of-two blocks: at the end of a forward all of them are
+    alive. Counted here on a plain forward with torch's own saved-tensor hooks."""
+    cfg = ExperimentConfig(model="mlp", layers=3, width=96, batch=6, device="cpu", offload_activations=True)
+    plain = cfg.replace(offload_activations=False)
+    model = build_model(plain, torch.device("cpu"))
+    spec = spec_for(plain)
+    inputs, targets = spec.batch(plain, torch.device("cpu"), 1)
+    packed = []
+
+    def pack(t):
+        packed.append(t.untyped_storage().nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        spec.loss(plain, model, inputs, targets)
+    est = estimate(cfg, device_type="cuda", fast=False)
+    assert est["host_peak_bytes"] == sum(_pow2(n) for n in packed) > 0
+    without = estimate(plain, device_type="cuda", fast=False)
+    assert without["host_peak_bytes"] == 0
+    forward = [p["peak_bytes"] for p in est["phases"] if p["phase"] == "forward"]
+    assert max(forward) < max(p["peak_bytes"] for p in without["phases"] if p["phase"] == "forward")
+
+
+def test_offloading_on_a_cpu_is_refused_naming_the_field():
+    cfg = ExperimentConfig(model="mlp", layers=2, width=32, batch=2, device="cpu", offload_activations=True)
+    with pytest.raises(ConfigError) as e:
+        estimate(cfg, device_type="cpu")
+    assert e.value.field == "offload_activations" and e.value.code == "offload_on_cpu"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "experiments", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_the_command_line_takes_the_levers_and_refuses_a_lora_flag_without_lora():
+    help_text = _cli("estimate", "--help").stdout
+    for flag in (
+        "--finetune",
+        "--lora-rank",
+        "--lora-alpha",
+        "--lora-targets",
+        "--adapter-dtype",
+        "--checkpoint-every",
+    ):
+        assert flag in help_text
+    assert "an integer in [1, 1024]; default 16" in " ".join(help_text.split())  # --lora-rank's range and default
+    bad = _cli("estimate", "--model-preset", "gpt2", "--tiny", "--lora-rank", "4")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--finetune lora" in bad.stderr
+    ok = _cli(
+        "estimate", "--model-preset", "gpt2", "--tiny", "--finetune", "lora", "--lora-rank", "4",
+        "--optimizer", "adamw8bit", "--device", "cuda", "--json",
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    r = json.loads(ok.stdout)
+    assert r["config"]["optimizer_impl"] == "default"  # the preset's fused yields to bitsandbytes' one implementation
+    assert 0 < r["trainable_parameters"] < r["parameters"]
