@@ -45,6 +45,13 @@ METHODS = {
         "optimizer": "adamw8bit",
     },
     "lora-ckpt-offload": {"finetune": "lora", "checkpoint": "per_layer", "offload_activations": True},
+    "qlora": {"finetune": "qlora"},
+    "qlora-ckpt-all-paged8bit": {
+        "finetune": "qlora",
+        "lora_targets": "all_linear",
+        "checkpoint": "per_layer",
+        "optimizer": "paged_adamw8bit",
+    },
     "full-8bit": {"optimizer": "adamw8bit"},
     "full-paged8bit": {"optimizer": "paged_adamw8bit"},
 }
@@ -73,20 +80,48 @@ def build(cfg, dev):
     _kind, name, size = parse_source(cfg.model_source)
     model_cfg, _levers = preset_config(name, size == "tiny")
     hf = AutoConfig.for_model(presets()[name]["source"]["model_type"], **model_cfg)
-    with torch.device(dev):
-        model = AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16)
+    if cfg.finetune == "qlora":
+        model = _load_4bit(cfg, hf)
+    else:
+        with torch.device(dev):
+            model = AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16)
     model.train()
     if cfg.checkpoint == "per_layer":
         model.activation_checkpointing_enable(
             activation_checkpointing_kwargs={"use_reentrant": False}, every_n_layers=cfg.checkpoint_every
         )
-    if cfg.finetune == "lora":
+    if cfg.finetune in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model
 
         targets = "all-linear" if cfg.lora_targets == "all_linear" else ATTENTION
         lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=targets, task_type="CAUSAL_LM")
         model = get_peft_model(model, lora)
     return model, hf.vocab_size
+
+
+def _load_4bit(cfg, hf):
+    """QLoRA as its tutorials load it: from_pretrained with a BitsAndBytesConfig (random weights saved first, so no
+    checkpoint is downloaded), then peft's prepare_model_for_kbit_training (checkpointing is the case's own lever)."""
+    import tempfile
+
+    import torch
+    from peft import prepare_model_for_kbit_training
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    with tempfile.TemporaryDirectory() as folder:
+        with torch.device("cpu"):
+            AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16).save_pretrained(folder)
+        quant = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type=cfg.quant_type,
+            bnb_4bit_use_double_quant=cfg.double_quant,
+            bnb_4bit_compute_dtype=torch.bfloat16,
+        )
+        device = cfg.device if cfg.device == "cpu" else 0
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, quantization_config=quant, dtype=torch.bfloat16, device_map={"": device}
+        )
+    return prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
 
 
 def optimizer(cfg, params):
@@ -119,15 +154,19 @@ def measure(cfg) -> dict:
         _warm_cublas(dev)
         gc.collect()
         torch.cuda.empty_cache()
+    import peft  # noqa: F401 - imported before counting (their imports make small tensors)
+    import transformers  # noqa: F401
+
+    if cfg.optimizer != "adamw" or cfg.finetune == "qlora":
+        from bitsandbytes import functional
+
+        # bitsandbytes' process-lifetime caches (its 256-value map for the scales, 1 KiB; the CPU kernel's code
+        # bounds) are made before the baseline, as the engine makes them before its first phase.
+        functional.quantize_4bit(torch.zeros(64, device=dev), quant_type=cfg.quant_type, compress_statistics=True)
     tracker = MemoryTracker() if not cuda else contextlib.nullcontext()
     baseline = torch.cuda.memory_allocated() if cuda else 0
     free_before = torch.cuda.mem_get_info()[0] if cuda else None
     times, peaks, driver = [], [], []
-    import peft  # noqa: F401 - imported before counting (their imports make small tensors)
-    import transformers  # noqa: F401
-
-    if cfg.optimizer != "adamw":
-        import bitsandbytes  # noqa: F401
     with tracker:
         torch.manual_seed(cfg.seed)
         model, vocab = build(cfg, dev)

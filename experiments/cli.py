@@ -48,6 +48,7 @@ FLAG_FIELDS = {
     "lora_targets": str,
     "adapter_dtype": str,
     "checkpoint_every": int,
+    "quant_type": str,
 }
 # Said under a flag beside its values (argparse shows it in --help).
 FLAG_HELP = {
@@ -56,7 +57,9 @@ FLAG_HELP = {
     "bf16: weights too",
     "optimizer": "adamw8bit, paged_adamw, paged_adamw8bit: bitsandbytes' (8-bit state; paged state in CUDA managed "
     "memory, which a CPU run does not have)",
-    "finetune": "lora: peft's get_peft_model on a --model-preset or --model-type (frozen base weights)",
+    "finetune": "lora: peft's get_peft_model on a --model-preset or --model-type (frozen base weights); qlora: the "
+    "same on a 4-bit base (bitsandbytes' Linear4bit, peft's prepare_model_for_kbit_training)",
+    "quant_type": "qlora's 4-bit data type (bnb_4bit_quant_type)",
     "lora_targets": "attention: the attention blocks' linear projections; all_linear: every linear layer but the head",
     "adapter_dtype": "fp32: peft's default (autocast_adapter_dtype) on a bf16/fp16 model; model: the model's dtype",
     "checkpoint_every": "with --checkpoint per_layer: checkpoint every n-th layer only",
@@ -97,6 +100,14 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--inplace", dest="inplace", action="store_const", const=True, default=None, help="in-place ReLU")
     p.add_argument(
+        "--no-double-quant",
+        dest="double_quant",
+        action="store_const",
+        const=False,
+        default=None,
+        help="qlora: keep the 4-bit blocks' scales in fp32 (bnb_4bit_use_double_quant=False)",
+    )
+    p.add_argument(
         "--offload-activations",
         dest="offload_activations",
         action="store_const",
@@ -119,7 +130,7 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
 def _config(args) -> ExperimentConfig:
     data = {
         k: getattr(args, k)
-        for k in list(FLAG_FIELDS) + ["zero_grad_to_none", "inplace", "force", "offload_activations"]
+        for k in list(FLAG_FIELDS) + ["zero_grad_to_none", "inplace", "force", "offload_activations", "double_quant"]
         if getattr(args, k) is not None
     }
     own, args.spec = model_fields(args) if hasattr(args, "set") else ({}, None)

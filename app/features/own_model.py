@@ -73,11 +73,18 @@ def describe(cfg: dict) -> str:
     parts.append(f"{t('field.checkpoint')}: {t('opt.checkpoint.' + cfg['checkpoint'])}")
     if cfg.get("checkpoint_every", 1) > 1:
         parts.append(f"{t('field.checkpoint_every')}: {cfg['checkpoint_every']}")
-    if cfg.get("finetune", "full") == "lora":
+    method = cfg.get("finetune", "full")
+    if method != "full":
         parts.append(
-            f"{t('opt.finetune.lora')} r={cfg['lora_rank']} alpha={cfg['lora_alpha']} · "
+            f"{t('opt.finetune.' + method)} r={cfg['lora_rank']} alpha={cfg['lora_alpha']} · "
             f"{t('opt.lora_targets.' + cfg['lora_targets'])} · {t('opt.adapter_dtype.' + cfg['adapter_dtype'])}"
         )
+    if method == "qlora":
+        parts.append(
+            t("opt.quant_type." + cfg["quant_type"]) + (f" · {t('field.double_quant')}" if cfg["double_quant"] else "")
+        )
+    if cfg.get("offload_activations"):
+        parts.append(t("field.offload_activations"))
     size = "image_size" if cfg.get("model_source", "").startswith("torchvision") else "seq_len"
     parts.append(f"{t('field.batch')} {cfg['batch']} · {t('field.' + size)} {cfg.get(size)}")
     return " · ".join(parts)

@@ -85,11 +85,11 @@ def _bool(raw) -> bool:
     return str(raw).lower() == "true"
 
 
-def _toggle(field: str, label: str) -> bool:
+def _toggle(field: str, label: str, default: bool = False) -> bool:
     k = key(field)
-    urlstate.init(k, False, _bool)
+    urlstate.init(k, default, _bool)
     value = st.toggle(label, key=k, persist_state="session")
-    urlstate.sync(k, value, False)
+    urlstate.sync(k, value, default)
     return bool(value)
 
 
@@ -163,10 +163,10 @@ def _finetune() -> dict:
     a narrow column stacks them in this order)."""
     st.markdown(f"**{t('ym.finetune')}**")
     top = st.columns(2)
-    methods = ("full", "lora")
+    methods = ("full", "lora", "qlora")
     labels = {m: t(f"opt.finetune.{m}") for m in methods}
     out = {"finetune": _choice("finetune", methods, labels, backend.DEFAULTS["finetune"], top[0])}
-    if out["finetune"] != "lora":
+    if out["finetune"] == "full":
         return out
     targets = backend.CHOICES["lora_targets"]
     labels = {v: t(f"opt.lora_targets.{v}") for v in targets}
@@ -177,6 +177,13 @@ def _finetune() -> dict:
     dtypes = backend.CHOICES["adapter_dtype"]
     labels = {v: t(f"opt.adapter_dtype.{v}") for v in dtypes}
     out["adapter_dtype"] = _choice("adapter_dtype", dtypes, labels, backend.DEFAULTS["adapter_dtype"], row[2])
+    if out["finetune"] == "qlora":
+        quant = st.columns(2)
+        types = backend.CHOICES["quant_type"]
+        labels = {v: t(f"opt.quant_type.{v}") for v in types}
+        out["quant_type"] = _choice("quant_type", types, labels, backend.DEFAULTS["quant_type"], quant[0])
+        with quant[1]:
+            out["double_quant"] = _toggle("double_quant", t("field.double_quant"), default=True)
     return out
 
 

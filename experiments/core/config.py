@@ -13,8 +13,7 @@ from .errors import ConfigError
 from .model_sources import validate_source
 
 MODELS = ("mlp", "cnn", "transformer")
-# fp32 is PyTorch's defaults (matmuls in full fp32, cuDNN convolutions in TF32); fp32_strict has no TF32 at all;
-# tf32 lets matmuls use it too (experiments/training/fp32_math.py).
+# fp32: PyTorch's defaults (fp32 matmuls, TF32 cuDNN convolutions); fp32_strict: no TF32; tf32: matmuls in TF32 too.
 PRECISIONS = ("fp32", "fp32_strict", "tf32", "amp_fp16", "amp_bf16", "bf16")
 CHECKPOINTS = ("none", "per_layer", "segments")
 TORCH_OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
@@ -47,7 +46,7 @@ CHOICES = {
     "device": DEVICES,
     **finetune.CHOICES,
 }
-BOOLS = ("zero_grad_to_none", "inplace", "force", "offload_activations")
+BOOLS = ("zero_grad_to_none", "inplace", "force", "offload_activations", "double_quant")
 BUDGET_MB = (1, 10_000_000)  # a memory budget's range in MB (or none)
 
 
@@ -86,6 +85,8 @@ class ExperimentConfig:
     adapter_dtype: str = "fp32"
     checkpoint_every: int = 1  # with checkpoint per_layer: every n-th layer (transformers' every_n_layers)
     offload_activations: bool = False  # saved activations in pinned host memory (torch.autograd.graph.save_on_cpu)
+    quant_type: str = "nf4"  # qlora: bitsandbytes' 4-bit data type (nf4, fp4)
+    double_quant: bool = True  # qlora: the block scales quantized too (bnb_4bit_use_double_quant)
 
     def __post_init__(self):
         validate(self)

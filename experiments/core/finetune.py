@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from .errors import ConfigError
 
-FINETUNES = ("full", "lora")
+FINETUNES = ("full", "lora", "qlora")
+LORA_METHODS = ("lora", "qlora")  # the methods that train LoRA adapters (qlora: on a 4-bit base)
+QUANT_TYPES = ("nf4", "fp4")
 # "attention": every linear projection inside an attention block; "all_linear": peft's "all-linear" (every linear
 # layer but the output head).
 LORA_TARGETS = ("attention", "all_linear")
@@ -19,7 +21,12 @@ BNB_OPTIMIZERS = ("adamw8bit", "paged_adamw", "paged_adamw8bit")
 PAGED_OPTIMIZERS = ("paged_adamw", "paged_adamw8bit")
 
 RANGES = {"lora_rank": (1, 1024), "lora_alpha": (1, 4096), "checkpoint_every": (1, 128)}
-CHOICES = {"finetune": FINETUNES, "lora_targets": LORA_TARGETS, "adapter_dtype": ADAPTER_DTYPES}
+CHOICES = {
+    "finetune": FINETUNES,
+    "lora_targets": LORA_TARGETS,
+    "adapter_dtype": ADAPTER_DTYPES,
+    "quant_type": QUANT_TYPES,
+}
 # The configuration's defaults of these fields: what every run recorded before they existed had.
 DEFAULTS = {
     "finetune": "full",
@@ -29,6 +36,8 @@ DEFAULTS = {
     "adapter_dtype": "fp32",
     "checkpoint_every": 1,
     "offload_activations": False,
+    "quant_type": "nf4",
+    "double_quant": True,
 }
 
 
@@ -37,7 +46,7 @@ def validate(cfg) -> None:
     if cfg.finetune != "full" and not cfg.model_source.startswith(("preset:", "hf:")):
         raise ConfigError(
             "finetune",
-            f"got {cfg.finetune!r}; LoRA applies to a preset or a Hugging Face model type (model_source), "
+            f"got {cfg.finetune!r}; LoRA and QLoRA apply to a preset or a Hugging Face model type (model_source), "
             "not to the built-in families",
             "needs_model_source",
             value=cfg.finetune,

@@ -53,6 +53,10 @@ instead: it takes SDPA's math path and breaks checkpointing.
    host" and "copy back" would stay where they are; on CUDA the copy goes to pinned host memory (CUDA's host
    allocator rounds each block to a power of two) and backward brings it back as a new device tensor. `offloaded`
    replays those hooks with the copy on the tracker's host ledger and a new device tensor in backward.
+10. bitsandbytes' 4-bit weights (QLoRA). `Params4bit` is a tensor subclass, which a fake tensor cannot become. The
+   patch gives Linear4bit a plain parameter with the same storage and the same attributes (quant_state, blocksize,
+   quant type); quantizing, dequantizing and the 4-bit matmul are bitsandbytes' own ops, whose fake kernels it
+   registers, so the packed weights, their scales and the dequantized temporaries are the library's.
 """
 
 from __future__ import annotations
@@ -239,7 +243,7 @@ def _packed_sequence(report: Report):
 
 # Names of neutralisations switched off, for the tests that show what each one is for.
 DISABLED: set[str] = set()
-NAMES = ("packed_sequence", "trunc_normal", "init_skip", "norm_stats", "module_to", "bnb_maps")
+NAMES = ("packed_sequence", "trunc_normal", "init_skip", "norm_stats", "module_to", "bnb_maps", "params4bit")
 
 
 def _dynamic_map(original):
@@ -302,6 +306,19 @@ def offloaded(tracker):
         yield
 
 
+def _params4bit(original):
+    def params4bit(data=None, requires_grad=False, quant_state=None, blocksize=None, **attrs):
+        if data is None or not is_fake(data):
+            return original(data, requires_grad, quant_state, blocksize, **attrs)
+        p = torch.nn.Parameter(data, requires_grad=requires_grad)
+        p.quant_state, p.blocksize = quant_state, blocksize or 64
+        for name, value in attrs.items():
+            setattr(p, name, value)
+        return p
+
+    return params4bit
+
+
 def _swap(original):
     def swap_tensors(t1, t2):
         if not (is_fake(t1) and is_fake(t2)):
@@ -346,13 +363,21 @@ def _bnb_functional():
 
 @contextlib.contextmanager
 def every_model():
-    """The patches that a built-in family needs too (6 and 7: a module's conversion, bitsandbytes' maps)."""
+    """The patches that a built-in family needs too (6, 7 and 10: a module's conversion, bitsandbytes' maps and 4-bit
+    weights)."""
     with contextlib.ExitStack() as stack:
         if "module_to" not in DISABLED:
             stack.enter_context(_patched(torch.utils, "swap_tensors", _swap(torch.utils.swap_tensors)))
         functional = _bnb_functional()
         if "bnb_maps" not in DISABLED and functional is not None:
             stack.enter_context(_patched(functional, "create_dynamic_map", _dynamic_map(functional.create_dynamic_map)))
+        if functional is not None:
+            # bitsandbytes caches its quantization map per process: a replay's (fake) never reaches a real run.
+            stack.enter_context(_patched(functional, "name2qmap", {}))
+        if "params4bit" not in DISABLED and functional is not None:
+            from bitsandbytes.nn import modules
+
+            stack.enter_context(_patched(modules, "Params4bit", _params4bit(modules.Params4bit)))
         yield
 
 

@@ -60,6 +60,7 @@ class MemoryTracker(TorchDispatchMode):
     `local(t)`: the tensor that owns the memory (a DTensor's shard). `host_apart`: storages in host memory are
     counted in a ledger of their own (`host_*`), never in the device's figures (a GPU rank's CPU offload).
     `off_device_tags`: phases whose ops run where the device sees none of them (CPU offload's optimizer step).
+    `untracked_devices`: devices whose tensors hold no memory (the meta device: a skeleton built before its weights).
     """
 
     def __init__(
@@ -71,6 +72,7 @@ class MemoryTracker(TorchDispatchMode):
         sizer=None,
         local=None,
         host_apart: bool = False,
+        untracked_devices: tuple[str, ...] = ("meta",),
         off_device_tags=(),
     ):
         super().__init__()
@@ -80,6 +82,7 @@ class MemoryTracker(TorchDispatchMode):
         self.sizer = sizer
         self.local = local or _same
         self.host_apart = host_apart
+        self.untracked_devices = untracked_devices
         self.host_round = None  # inside on_host(): new storages are host memory
         self.off_device_tags = frozenset(off_device_tags)
         self.live: dict[int, Record] = {}
@@ -93,6 +96,7 @@ class MemoryTracker(TorchDispatchMode):
         self._scratch = 0
         self.tag = "temporaries"
         self.param_keys: set[int] = set()
+        self._param_refs: list = []
         self.listeners = list(listeners)
         for hook in HOOKS:
             setattr(self, f"_{hook}", [getattr(x, hook) for x in self.listeners if hasattr(x, hook)])
@@ -108,7 +112,7 @@ class MemoryTracker(TorchDispatchMode):
         out = func(*args, **kwargs)
         tag = self.tag
         # Autocast's low-precision weight copies are _to_copy calls on a parameter.
-        if func is _to_copy and args and isinstance(args[0], torch.Tensor) and storage_key(args[0]) in self.param_keys:
+        if func is _to_copy and args and isinstance(args[0], torch.Tensor) and self._is_parameter(args[0]):
             tag = "autocast_copies"
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
@@ -123,6 +127,8 @@ class MemoryTracker(TorchDispatchMode):
         if self.tag in self.off_device_tags:
             return
         t = self.local(t)
+        if t.device.type in self.untracked_devices:
+            return  # a skeleton on the meta device (a quantized model's before its layers are loaded): no memory
         st = t.untyped_storage()
         key = st._cdata
         if key in self.live or key in self.host_live:
@@ -254,9 +260,23 @@ class MemoryTracker(TorchDispatchMode):
         params = list(params)
         if wrapped:
             self.retag(params, "parameters")
+        self._param_refs = [weakref.ref(p) for p in params]
         self.param_keys = {storage_key(self.local(p)) for p in params}
         for hook in self._parameters:
             hook(self, params, wrapped)
+
+    def _is_parameter(self, t: torch.Tensor) -> bool:
+        """Whether t's storage is a parameter's now. A parameter's storage can be replaced after set_parameters
+        (bitsandbytes sets a bias's `.data` in its first forward), and a freed one's address reused: a key that no
+        parameter holds any more refreshes the keys from the parameters themselves."""
+        key = storage_key(t)
+        if key not in self.param_keys:
+            return False
+        live = {storage_key(self.local(p)) for p in (r() for r in self._param_refs) if p is not None}
+        if key in live:
+            return True
+        self.param_keys = live
+        return False
 
     def record_of(self, t) -> Record | None:
         if not isinstance(t, torch.Tensor):

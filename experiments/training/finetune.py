@@ -67,13 +67,19 @@ def apply_lora(model: nn.Module, cfg: ExperimentConfig) -> nn.Module:
     return get_peft_model(model, config, autocast_adapter_dtype=cfg.adapter_dtype == "fp32")
 
 
-def load_libraries(cfg: ExperimentConfig) -> None:
-    """Imports what cfg's levers use. peft and bitsandbytes make small tensors when first imported; a measured or
-    replayed run imports them before its first phase, so no phase holds them, whichever ran first in the process."""
-    if cfg.finetune == "lora":
+def load_libraries(cfg: ExperimentConfig, device: torch.device) -> None:
+    """Imports what cfg's levers use, and fills bitsandbytes' caches on `device`. peft and bitsandbytes make small
+    tensors when first imported or first quantizing (its 256-value map for the scales' quantization, the 4-bit code's
+    bounds), kept for the process's life: made before a measured or replayed run's first phase, no phase holds them,
+    whichever ran first in the process."""
+    if cfg.finetune in ("lora", "qlora"):
         import peft  # noqa: F401
-    if cfg.optimizer in BNB_OPTIMIZERS:
+    if cfg.optimizer in BNB_OPTIMIZERS or cfg.finetune == "qlora":
         import bitsandbytes  # noqa: F401
+    if cfg.finetune == "qlora":
+        from bitsandbytes import functional
+
+        functional.quantize_4bit(torch.zeros(64, device=device), quant_type=cfg.quant_type, compress_statistics=True)
 
 
 def trainable(params) -> list[torch.nn.Parameter]:

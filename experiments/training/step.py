@@ -135,7 +135,7 @@ def train(state: TrainState, rec, tracker, how: Setup = SINGLE_DEVICE, on_loss: 
     """The measured part of a run: setup, then cfg.steps steps, every phase wrapped by the recorder `rec`, every
     tensor seen by `tracker`. `on_loss(loss)`: each step's summed loss (a replay has no values to read)."""
     rec.state = state
-    load_libraries(state.cfg)  # before the tracker: their import-time tensors are no part of any phase
+    load_libraries(state.cfg, state.device)  # before the tracker: their import-time tensors are no part of any phase
     with tracker:
         setup(state, rec, tracker, how)
         for step in range(1, state.cfg.steps + 1):

@@ -198,7 +198,8 @@ def test_a_gpu_ranks_tracker_counts_host_memory_apart():
     from experiments.distributed.rank import rank_options
     from experiments.measure.tracker import MemoryTracker
 
-    tracker = MemoryTracker(**rank_options(torch.device("meta")))
+    # The meta device holds no memory, and a tracker counts none for it unless told to (a GPU's stand-in here).
+    tracker = MemoryTracker(**rank_options(torch.device("meta")), untracked_devices=())
     with tracker:
         tracker.begin_phase("_forward")
         on_device = torch.empty(1000, device="meta")

@@ -152,7 +152,8 @@ def test_quirk_bitsandbytes_maps_read_values(disabled):
         ({"model_source": "preset:gpt2:tiny", "checkpoint_every": 2}, "checkpoint_every"),
         ({"model_source": "preset:gpt2:tiny", "finetune": "lora", "lora_rank": 0}, "lora_rank"),
         ({"model_source": "preset:gpt2:tiny", "finetune": "lora", "lora_targets": "mlp"}, "lora_targets"),
-        ({"model_source": "preset:gpt2:tiny", "finetune": "qlora"}, "finetune"),
+        ({"model_source": "preset:gpt2:tiny", "finetune": "dora"}, "finetune"),
+        ({"model_source": "preset:gpt2:tiny", "finetune": "qlora", "quant_type": "int4"}, "quant_type"),
     ],
 )
 def test_bad_fine_tuning_levers_are_one_line_naming_the_field(levers, field):
@@ -230,3 +231,63 @@ def test_the_command_line_takes_the_levers_and_refuses_a_lora_flag_without_lora(
     r = json.loads(ok.stdout)
     assert r["config"]["optimizer_impl"] == "default"  # the preset's fused yields to bitsandbytes' one implementation
     assert 0 < r["trainable_parameters"] < r["parameters"]
+
+
+QLORA_CASES = [
+    ("llama3-8b", {}),
+    (
+        "llama3-8b",
+        {"quant_type": "fp4", "double_quant": False, "lora_targets": "all_linear", "checkpoint": "per_layer"},
+    ),
+    ("gpt2", {"precision": "amp_bf16", "optimizer": "paged_adamw8bit", "optimizer_impl": "default"}),
+    ("bert-base", {"lora_targets": "all_linear"}),
+    ("vit-b16", {}),
+]
+
+
+@pytest.mark.parametrize("preset,levers", QLORA_CASES)
+def test_qlora_replay_equals_a_real_cpu_run(preset, levers):
+    """A 4-bit base built as from_pretrained loads one (layer by layer), peft's prepare_model_for_kbit_training, LoRA:
+    bitsandbytes' own quantization and 4-bit matmul on both sides (GPT-2's Conv1D layers too)."""
+    same(tiny(preset, finetune="qlora", **levers))
+
+
+@pytest.mark.parametrize("double_quant", [True, False])
+def test_the_4bit_base_equals_a_hand_count(double_quant):
+    """Per linear layer but the head: its weight in 4 bits (half a byte per element), the NF4 code (16 fp32), the
+    scales of its 64-element blocks: fp32 each, or with double quantization one byte each plus an fp32 scale per 256
+    of them, an fp32 offset and the 256-value map of that second quantization. Every other parameter upcast to fp32
+    by prepare_model_for_kbit_training; the buffers as built; the adapters in fp32."""
+    rank = 8
+    cfg = tiny("llama3-8b", finetune="qlora", double_quant=double_quant, lora_rank=rank)
+    plain = build_model(cfg.replace(finetune="full"), torch.device("cpu"))
+    head = plain.get_output_embeddings()
+    linears = [m for m in plain.modules() if isinstance(m, torch.nn.Linear) and m is not head]
+    hand = 0
+    for m in linears:
+        n = m.weight.numel()
+        blocks = math.ceil(n / 64)
+        scales = blocks + 4 * math.ceil(blocks / 256) + 4 + 256 * 4 if double_quant else 4 * blocks
+        hand += math.ceil(n / 2) + 16 * 4 + scales
+    hand += 4 * (sum(p.numel() for p in plain.parameters()) - sum(m.weight.numel() for m in linears))
+    hand += sum(b.untyped_storage().nbytes() for b in plain.buffers())
+    targets = set(attention_targets(plain))
+    hand += 4 * sum(rank * (m.in_features + m.out_features) for n, m in plain.named_modules() if n in targets)
+    fake, real = same(cfg)
+    assert real["breakdown_steady"]["parameters"] == hand
+
+
+def test_qlora_at_full_size_holds_the_base_in_4_bits_and_the_embeddings_in_fp32():
+    """Llama-3-8B on CUDA (the replay on fake tensors): the 4-bit base is about a quarter of LoRA's bf16 base, but
+    prepare_model_for_kbit_training upcasts the embeddings and the head (128256 x 4096 each) to fp32, so the frozen
+    weights hold more than a quarter. Mixtral's fused experts, upcast to fp32 too, meet grouped_mm's bf16-only fake
+    kernel and are named as not predicted."""
+    base = {"model_source": "preset:llama3-8b", "batch": 1, "seq_len": 256}
+    lora = estimate(tiny("llama3-8b", **LORA).replace(**base), device_type="cuda")
+    qlora = estimate(tiny("llama3-8b", finetune="qlora").replace(**base), device_type="cuda")
+    embeddings = 2 * 128256 * 4096
+    assert lora["steady"]["parameters"] > 2 * (lora["parameters"] - lora["trainable_parameters"])  # bf16, 2 B each
+    assert qlora["steady"]["parameters"] > 4 * embeddings  # the fp32 embeddings and head alone
+    assert qlora["steady"]["parameters"] < 0.55 * lora["steady"]["parameters"]
+    with pytest.raises(CannotPredict, match="grouped_mm"):
+        replay(tiny("mixtral-8x7b", finetune="qlora"))
