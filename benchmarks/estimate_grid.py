@@ -31,6 +31,7 @@ from experiments.core.config import (  # noqa: E402
     ConfigError,
     ExperimentConfig,
 )
+from experiments.core.finetune import BNB_OPTIMIZERS  # noqa: E402
 from experiments.core.units import GIB, MIB  # noqa: E402
 from experiments.estimate.estimator import estimate  # noqa: E402
 from experiments.measure.device import resolve_device  # noqa: E402
@@ -64,6 +65,8 @@ def draw(rng: random.Random, device: str) -> ExperimentConfig:
         "timing_steps": 0,
         "force": True,
     }
+    if kw["optimizer"] in BNB_OPTIMIZERS:
+        kw["optimizer_impl"] = "default"  # bitsandbytes' optimizers have one implementation
     if kw["checkpoint"] == "segments":
         kw["segments"] = rng.choice((0, 2, 3))
     if model == "mlp":

@@ -52,6 +52,7 @@ METHODS = {
         "checkpoint": "per_layer",
         "optimizer": "paged_adamw8bit",
     },
+    "int8": {"finetune": "int8"},  # on CUDA the estimate names LLM.int8's outliers as not predicted
     "full-8bit": {"optimizer": "adamw8bit"},
     "full-paged8bit": {"optimizer": "paged_adamw8bit"},
 }
@@ -80,8 +81,8 @@ def build(cfg, dev):
     _kind, name, size = parse_source(cfg.model_source)
     model_cfg, _levers = preset_config(name, size == "tiny")
     hf = AutoConfig.for_model(presets()[name]["source"]["model_type"], **model_cfg)
-    if cfg.finetune == "qlora":
-        model = _load_4bit(cfg, hf)
+    if cfg.finetune in ("qlora", "int8"):
+        model = _load_quantized(cfg, hf)
     else:
         with torch.device(dev):
             model = AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16)
@@ -90,7 +91,7 @@ def build(cfg, dev):
         model.activation_checkpointing_enable(
             activation_checkpointing_kwargs={"use_reentrant": False}, every_n_layers=cfg.checkpoint_every
         )
-    if cfg.finetune in ("lora", "qlora"):
+    if cfg.finetune != "full":
         from peft import LoraConfig, get_peft_model
 
         targets = "all-linear" if cfg.lora_targets == "all_linear" else ATTENTION
@@ -99,9 +100,10 @@ def build(cfg, dev):
     return model, hf.vocab_size
 
 
-def _load_4bit(cfg, hf):
-    """QLoRA as its tutorials load it: from_pretrained with a BitsAndBytesConfig (random weights saved first, so no
-    checkpoint is downloaded), then peft's prepare_model_for_kbit_training (checkpointing is the case's own lever)."""
+def _load_quantized(cfg, hf):
+    """QLoRA (4-bit) or LLM.int8 (8-bit) as tutorials load it: from_pretrained with a BitsAndBytesConfig (random weights
+    saved first, so no checkpoint is downloaded), then peft's prepare_model_for_kbit_training (checkpointing is the
+    case's own lever)."""
     import tempfile
 
     import torch
@@ -111,12 +113,15 @@ def _load_4bit(cfg, hf):
     with tempfile.TemporaryDirectory() as folder:
         with torch.device("cpu"):
             AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16).save_pretrained(folder)
-        quant = BitsAndBytesConfig(
-            load_in_4bit=True,
-            bnb_4bit_quant_type=cfg.quant_type,
-            bnb_4bit_use_double_quant=cfg.double_quant,
-            bnb_4bit_compute_dtype=torch.bfloat16,
-        )
+        if cfg.finetune == "int8":
+            quant = BitsAndBytesConfig(load_in_8bit=True)
+        else:
+            quant = BitsAndBytesConfig(
+                load_in_4bit=True,
+                bnb_4bit_quant_type=cfg.quant_type,
+                bnb_4bit_use_double_quant=cfg.double_quant,
+                bnb_4bit_compute_dtype=torch.bfloat16,
+            )
         device = cfg.device if cfg.device == "cpu" else 0
         model = AutoModelForCausalLM.from_pretrained(
             folder, quantization_config=quant, dtype=torch.bfloat16, device_map={"": device}
@@ -157,7 +162,7 @@ def measure(cfg) -> dict:
     import peft  # noqa: F401 - imported before counting (their imports make small tensors)
     import transformers  # noqa: F401
 
-    if cfg.optimizer != "adamw" or cfg.finetune == "qlora":
+    if cfg.optimizer != "adamw" or cfg.finetune in ("qlora", "int8"):
         from bitsandbytes import functional
 
         # bitsandbytes' process-lifetime caches (its 256-value map for the scales, 1 KiB; the CPU kernel's code

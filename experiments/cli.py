@@ -58,7 +58,8 @@ FLAG_HELP = {
     "optimizer": "adamw8bit, paged_adamw, paged_adamw8bit: bitsandbytes' (8-bit state; paged state in CUDA managed "
     "memory, which a CPU run does not have)",
     "finetune": "lora: peft's get_peft_model on a --model-preset or --model-type (frozen base weights); qlora: the "
-    "same on a 4-bit base (bitsandbytes' Linear4bit, peft's prepare_model_for_kbit_training)",
+    "same on a 4-bit base (bitsandbytes' Linear4bit, peft's prepare_model_for_kbit_training); int8: on an 8-bit base "
+    "(LLM.int8, Linear8bitLt)",
     "quant_type": "qlora's 4-bit data type (bnb_4bit_quant_type)",
     "lora_targets": "attention: the attention blocks' linear projections; all_linear: every linear layer but the head",
     "adapter_dtype": "fp32: peft's default (autocast_adapter_dtype) on a bf16/fp16 model; model: the model's dtype",
@@ -139,10 +140,13 @@ def _config(args) -> ExperimentConfig:
             "segments", "--segments sets the segments of --checkpoint segments", "one_of", fields="segments,checkpoint"
         )
     lora = [k for k in ("lora_rank", "lora_alpha", "lora_targets", "adapter_dtype") if data.get(k) is not None]
-    if lora and data.get("finetune") != "lora":
+    if lora and data.get("finetune") in (None, "full"):
         flag = "--" + lora[0].replace("_", "-")
         raise ConfigError(
-            lora[0], f"{flag} sets the adapters of --finetune lora", "one_of", fields=f"{lora[0]},finetune"
+            lora[0],
+            f"{flag} sets the adapters of --finetune lora, qlora or int8",
+            "one_of",
+            fields=f"{lora[0]},finetune",
         )
     if data.get("optimizer") in BNB_OPTIMIZERS and data.get("optimizer_impl") is None:
         data["optimizer_impl"] = "default"  # a preset's own implementation is torch's; bitsandbytes' has one

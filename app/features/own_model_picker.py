@@ -163,7 +163,7 @@ def _finetune() -> dict:
     a narrow column stacks them in this order)."""
     st.markdown(f"**{t('ym.finetune')}**")
     top = st.columns(2)
-    methods = ("full", "lora", "qlora")
+    methods = tuple(backend.CHOICES["finetune"])
     labels = {m: t(f"opt.finetune.{m}") for m in methods}
     out = {"finetune": _choice("finetune", methods, labels, backend.DEFAULTS["finetune"], top[0])}
     if out["finetune"] == "full":

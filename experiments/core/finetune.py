@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from .errors import ConfigError
 
-FINETUNES = ("full", "lora", "qlora")
-LORA_METHODS = ("lora", "qlora")  # the methods that train LoRA adapters (qlora: on a 4-bit base)
+FINETUNES = ("full", "lora", "qlora", "int8")
+# The methods that train LoRA adapters: on the model as built, on a 4-bit base (QLoRA), on an 8-bit base (LLM.int8).
+LORA_METHODS = ("lora", "qlora", "int8")
+QUANTIZED = ("qlora", "int8")
 QUANT_TYPES = ("nf4", "fp4")
 # "attention": every linear projection inside an attention block; "all_linear": peft's "all-linear" (every linear
 # layer but the output head).

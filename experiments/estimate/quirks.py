@@ -53,10 +53,14 @@ instead: it takes SDPA's math path and breaks checkpointing.
    host" and "copy back" would stay where they are; on CUDA the copy goes to pinned host memory (CUDA's host
    allocator rounds each block to a power of two) and backward brings it back as a new device tensor. `offloaded`
    replays those hooks with the copy on the tracker's host ledger and a new device tensor in backward.
-10. bitsandbytes' 4-bit weights (QLoRA). `Params4bit` is a tensor subclass, which a fake tensor cannot become. The
-   patch gives Linear4bit a plain parameter with the same storage and the same attributes (quant_state, blocksize,
-   quant type); quantizing, dequantizing and the 4-bit matmul are bitsandbytes' own ops, whose fake kernels it
+10. bitsandbytes' 4-bit and 8-bit weights (QLoRA, LLM.int8). `Params4bit` and `Int8Params` are tensor subclasses,
+   which a fake tensor cannot become. The patch gives Linear4bit and Linear8bitLt a plain parameter with the same
+   storage and the same attributes (quant_state, blocksize, quant type; the int8 rows and their scales); quantizing, dequantizing and the 4-bit matmul are bitsandbytes' own ops, whose fake kernels it
    registers, so the packed weights, their scales and the dequantized temporaries are the library's.
+11. bitsandbytes' 8-bit matmul in training takes a device's path: on a CPU MatMul8bitFp (the weights dequantized),
+   on CUDA MatMul8bitLt, LLM.int8's decomposition, whose outlier columns are found in the activations' values. A
+   CUDA estimate takes the CUDA path (`int8_cuda_path`); its outliers have no fake size, so the estimate names the
+   op as not predicted rather than give the CPU path's figure.
 """
 
 from __future__ import annotations
@@ -319,6 +323,38 @@ def _params4bit(original):
     return params4bit
 
 
+def _int8params(original):
+    def int8params(data=None, requires_grad=True, has_fp16_weights=False, CB=None, SCB=None, **kwargs):  # noqa: N803
+        if data is None or not is_fake(data):
+            return original(data, requires_grad, has_fp16_weights, CB, SCB, **kwargs)
+        p = torch.nn.Parameter(data, requires_grad=requires_grad)
+        p.CB, p.SCB, p.has_fp16_weights = CB, SCB, has_fp16_weights
+        return p
+
+    return int8params
+
+
+@contextlib.contextmanager
+def int8_cuda_path():
+    """Quirk 11, for a CUDA estimate: bitsandbytes' 8-bit matmul as it runs on CUDA."""
+    functional = _bnb_functional()
+    if functional is None:
+        yield
+        return
+    from bitsandbytes.autograd import _functions as functions
+
+    def matmul(A, B, out=None, state=None, threshold=0.0, bias=None):  # noqa: N803 - bitsandbytes' own names
+        state = state or functions.MatmulLtState()
+        if threshold > 0.0:
+            state.threshold = threshold
+        return functions.MatMul8bitLt.apply(A, B, out, bias, state)
+
+    import bitsandbytes
+
+    with _patched(functions, "matmul", matmul), _patched(bitsandbytes, "matmul", matmul):  # Linear8bitLt: bnb.matmul
+        yield
+
+
 def _swap(original):
     def swap_tensors(t1, t2):
         if not (is_fake(t1) and is_fake(t2)):
@@ -378,6 +414,7 @@ def every_model():
             from bitsandbytes.nn import modules
 
             stack.enter_context(_patched(modules, "Params4bit", _params4bit(modules.Params4bit)))
+            stack.enter_context(_patched(modules, "Int8Params", _int8params(modules.Int8Params)))
         yield
 
 

@@ -72,9 +72,9 @@ def load_libraries(cfg: ExperimentConfig, device: torch.device) -> None:
     tensors when first imported or first quantizing (its 256-value map for the scales' quantization, the 4-bit code's
     bounds), kept for the process's life: made before a measured or replayed run's first phase, no phase holds them,
     whichever ran first in the process."""
-    if cfg.finetune in ("lora", "qlora"):
+    if cfg.finetune != "full":
         import peft  # noqa: F401
-    if cfg.optimizer in BNB_OPTIMIZERS or cfg.finetune == "qlora":
+    if cfg.optimizer in BNB_OPTIMIZERS or cfg.finetune in ("qlora", "int8"):
         import bitsandbytes  # noqa: F401
     if cfg.finetune == "qlora":
         from bitsandbytes import functional

@@ -188,14 +188,14 @@ def spec_for(cfg: ExperimentConfig) -> ModelSpec:
 def build_model(cfg: ExperimentConfig, device: torch.device, spec: ModelSpec | None = None) -> nn.Module:
     """cfg's model on `device`, checkpointing enabled as cfg asks (what the model phase of a run builds)."""
     spec = spec or spec_for(cfg)
-    if cfg.finetune == "qlora":
+    if cfg.finetune in ("qlora", "int8"):
         from .quantized import build_quantized
 
         model = build_quantized(spec, cfg, device)
     else:
         model = spec.build(cfg, device)
     spec.enable_checkpointing(model, cfg)
-    if cfg.finetune in ("lora", "qlora"):
+    if cfg.finetune != "full":
         from .finetune import apply_lora
 
         model = apply_lora(model, cfg)

@@ -15,6 +15,7 @@ from torch import nn
 from ..core.config import ExperimentConfig
 
 BLOCKSIZE = 64  # bitsandbytes' default for 4-bit weights
+INT8_THRESHOLD = 6.0  # BitsAndBytesConfig's llm_int8_threshold
 COMPUTE_DTYPES = {"bf16": torch.bfloat16, "amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}
 
 
@@ -35,7 +36,6 @@ def _head_names(model: nn.Module) -> set[str]:
 
 def build_quantized(spec, cfg: ExperimentConfig, device: torch.device) -> nn.Module:
     import bitsandbytes as bnb
-    import bitsandbytes.functional as F
     from peft import prepare_model_for_kbit_training
 
     model = spec.build(cfg, torch.device("meta"))
@@ -49,40 +49,14 @@ def build_quantized(spec, cfg: ExperimentConfig, device: torch.device) -> nn.Mod
         out_features, in_features = (
             linear.weight.shape[::-1] if type(linear).__name__ == "Conv1D" else linear.weight.shape
         )
-        q = bnb.nn.Linear4bit(
-            in_features,
-            out_features,
-            bias=linear.bias is not None,
-            compute_dtype=compute_dtype(cfg),
-            compress_statistics=cfg.double_quant,
-            quant_type=cfg.quant_type,
-            quant_storage=torch.uint8,
-            device="meta",
-        )
         weight = torch.empty((out_features, in_features), dtype=dtype, device=device).normal_(0.0, std)
-        packed, state = F.quantize_4bit(
-            weight,
-            blocksize=BLOCKSIZE,
-            compress_statistics=cfg.double_quant,
-            quant_type=cfg.quant_type,
-            quant_storage=torch.uint8,
-        )
+        q = (_int8 if cfg.finetune == "int8" else _nf4)(cfg, weight, linear.bias is not None)
         del weight
-        q.weight = bnb.nn.modules.Params4bit(  # the module's own name: the one Linear4bit's constructor calls
-            packed,
-            requires_grad=False,
-            quant_state=state,
-            blocksize=BLOCKSIZE,
-            compress_statistics=cfg.double_quant,
-            quant_type=cfg.quant_type,
-            quant_storage=torch.uint8,
-            module=q,
-            bnb_quantized=True,
-        )
         if q.bias is not None:
             q.bias = nn.Parameter(torch.zeros(out_features, dtype=dtype, device=device))
         (model.get_submodule(parent) if parent else model).register_module(leaf, q)
-    quantized = {id(m) for m in model.modules() if isinstance(m, bnb.nn.Linear4bit)}
+    kinds = (bnb.nn.Linear4bit, bnb.nn.Linear8bitLt)
+    quantized = {id(m) for m in model.modules() if isinstance(m, kinds)}
     for module in model.modules():
         if id(module) not in quantized:
             _materialize(module, device)
@@ -96,8 +70,59 @@ def build_quantized(spec, cfg: ExperimentConfig, device: torch.device) -> nn.Mod
         else:
             model._init_weights(module)  # transformers' own values (norms at one, rotary frequencies)
     model.tie_weights()
-    model.is_loaded_in_4bit = True  # what from_pretrained sets, and what prepare_model_for_kbit_training reads
+    # What from_pretrained sets, and what prepare_model_for_kbit_training reads.
+    setattr(model, "is_loaded_in_8bit" if cfg.finetune == "int8" else "is_loaded_in_4bit", True)
     return prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+
+
+def _nf4(cfg: ExperimentConfig, weight: torch.Tensor, bias: bool) -> nn.Module:
+    """A Linear4bit holding `weight` in 4 bits (bitsandbytes' quantize_4bit, as Params4bit's own quantization)."""
+    import bitsandbytes as bnb
+    import bitsandbytes.functional as F
+
+    out_features, in_features = weight.shape
+    q = bnb.nn.Linear4bit(
+        in_features,
+        out_features,
+        bias=bias,
+        compute_dtype=compute_dtype(cfg),
+        compress_statistics=cfg.double_quant,
+        quant_type=cfg.quant_type,
+        quant_storage=torch.uint8,
+        device="meta",
+    )
+    packed, state = F.quantize_4bit(
+        weight, blocksize=BLOCKSIZE, compress_statistics=cfg.double_quant, quant_type=cfg.quant_type
+    )
+    q.weight = bnb.nn.modules.Params4bit(  # the module's own name: the one Linear4bit's constructor calls
+        packed,
+        requires_grad=False,
+        quant_state=state,
+        blocksize=BLOCKSIZE,
+        compress_statistics=cfg.double_quant,
+        quant_type=cfg.quant_type,
+        quant_storage=torch.uint8,
+        module=q,
+        bnb_quantized=True,
+    )
+    return q
+
+
+def _int8(cfg: ExperimentConfig, weight: torch.Tensor, bias: bool) -> nn.Module:
+    """A Linear8bitLt holding `weight` in int8 with a scale per row, as Int8Params quantizes it (through fp16), and
+    LLM.int8's outlier threshold as transformers' BitsAndBytesConfig sets it (6.0)."""
+    import bitsandbytes as bnb
+    import bitsandbytes.functional as F
+
+    out_features, in_features = weight.shape
+    q = bnb.nn.Linear8bitLt(
+        in_features, out_features, bias=bias, has_fp16_weights=False, threshold=INT8_THRESHOLD, device="meta"
+    )
+    half = weight.contiguous().to(dtype=torch.float16)
+    rows, scales, _ = F.int8_vectorwise_quant(half)
+    del half
+    q.weight = bnb.nn.modules.Int8Params(rows, requires_grad=False, has_fp16_weights=False, CB=rows, SCB=scales)
+    return q
 
 
 def _materialize(module: nn.Module, device: torch.device) -> None:

@@ -291,3 +291,29 @@ def test_qlora_at_full_size_holds_the_base_in_4_bits_and_the_embeddings_in_fp32(
     assert qlora["steady"]["parameters"] < 0.55 * lora["steady"]["parameters"]
     with pytest.raises(CannotPredict, match="grouped_mm"):
         replay(tiny("mixtral-8x7b", finetune="qlora"))
+
+
+@pytest.mark.parametrize("preset,levers", [("llama3-8b", {}), ("gpt2", {"lora_targets": "all_linear"})])
+def test_lora_on_an_8bit_base_replays_like_a_real_cpu_run(preset, levers):
+    """LLM.int8's base (Linear8bitLt, int8 rows with an fp32 scale each): on a CPU bitsandbytes trains through the
+    dequantized weights (MatMul8bitFp), which the replay follows to the byte."""
+    same(tiny(preset, finetune="int8", **levers))
+
+
+def test_the_8bit_base_equals_a_hand_count_and_its_cuda_estimate_names_the_outliers():
+    """One byte per weight and an fp32 scale per output row for each linear layer but the head. On CUDA, training
+    takes LLM.int8's decomposition, whose outlier columns come from the activations' values: not predicted, named."""
+    rank = 8
+    cfg = tiny("llama3-8b", finetune="int8", lora_rank=rank)
+    plain = build_model(cfg.replace(finetune="full"), torch.device("cpu"))
+    head = plain.get_output_embeddings()
+    linears = [m for m in plain.modules() if isinstance(m, torch.nn.Linear) and m is not head]
+    hand = sum(m.weight.numel() + 4 * m.out_features for m in linears)
+    hand += 4 * (sum(p.numel() for p in plain.parameters()) - sum(m.weight.numel() for m in linears))
+    hand += sum(b.untyped_storage().nbytes() for b in plain.buffers())
+    targets = set(attention_targets(plain))
+    hand += 4 * sum(rank * (m.in_features + m.out_features) for n, m in plain.named_modules() if n in targets)
+    _fake, real = same(cfg)
+    assert real["breakdown_steady"]["parameters"] == hand
+    with pytest.raises(CannotPredict, match="int8_vectorwise_quant"):
+        estimate(cfg, device_type="cuda")
