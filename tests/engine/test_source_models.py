@@ -143,7 +143,7 @@ def test_quirk_mixed_dtype_norm_statistics(preset, disabled):
     assert replay(cfg)["peak_bytes"] < real["peak_bytes"]
 
 
-def _fake_grouped_mm_refuses_fp32() -> bool:
+def fake_grouped_mm_refuses_fp32() -> bool:
     """Up to torch 2.14 the meta kernel of aten._grouped_mm implements CUDA's bf16-only rule; 2.15's takes fp32."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -162,7 +162,7 @@ def test_grouped_mm_in_fp32_is_named_where_the_fake_kernel_refuses_it_and_exact_
     takes fp32, the replay equals the real CPU step in every phase."""
     cfg = tiny("mixtral-8x7b", precision="fp32")
     r = estimate_or_refusal(cfg, device_type="cpu")
-    if not _fake_grouped_mm_refuses_fp32():
+    if not fake_grouped_mm_refuses_fp32():
         assert r["predicted"] is True
         same(cfg)
         return
