@@ -28,7 +28,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from ..core.capacity import RESERVED_MARGIN
 from ..core.config import ExperimentConfig
 from ..core.finetune import BNB_OPTIMIZERS, PAGED_OPTIMIZERS
-from ..estimate import quirks
+from ..estimate import bnb_quirks, quirks
 from ..estimate.allocator_limit import first_oom, peak_reserved
 from ..estimate.estimator import cuda_config, estimate_or_refusal
 from ..estimate.fast_replay import fast_replay
@@ -191,7 +191,7 @@ def optimizer_extras(cfg: ExperimentConfig, block: int, shapes: list | None = No
         params = [torch.nn.Parameter(torch.empty(shape, dtype=dtype)) for shape, dtype in shapes]
         tracker = replay_tracker(block)[0]
         paged = block > 1 and cfg.optimizer in PAGED_OPTIMIZERS
-        with tracker, quirks.every_model(), quirks.paged_state(tracker) if paged else contextlib.nullcontext():
+        with tracker, quirks.every_model(), bnb_quirks.paged_state(tracker) if paged else contextlib.nullcontext():
             for p in params:
                 p.grad = torch.empty_like(p)
                 tracker.track(p, "parameters")

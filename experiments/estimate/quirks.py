@@ -39,28 +39,12 @@ instead: it takes SDPA's math path and breaks checkpointing.
    which refuses a fake tensor (its mode holds a weakref to it): "Couldn't swap Linear.weight". A real parameter
    takes the `param.data = converted` path, freeing the old storage as the new one arrives; for two fake tensors
    the patched swap does that same assignment.
-7. bitsandbytes' quantization maps. Its 8-bit optimizers build their 256-value maps (create_dynamic_map) in Python
-   from `.tolist()` of small tensors, which reads values. The maps are constants: the patch computes their values on
-   real tensors and makes the map as the function's last lines do (`torch.tensor(values)`, then divided by its
-   max), so the map and its temporaries are the real run's; only sub-kilobyte temporaries freed before the map
-   exists are not replayed.
-8. bitsandbytes' paged optimizers on CUDA. A fake tensor is on the CPU, where bitsandbytes falls back to plain
-   buffers; on CUDA, every state buffer of a parameter of at least 1e5 elements lives in CUDA managed memory
-   (cudaMallocManaged), outside PyTorch's caching allocator: no `memory_allocated`, no `memory_reserved`. A CUDA
-   estimate moves those buffers to the tracker's host ledger (`paged_state`), as a real run keeps them off the
-   allocator's books.
+7, 8, 10 and 11: bitsandbytes' paths (its quantization maps, paged state, 4- and 8-bit weights, its 8-bit matmul
+   on CUDA), in experiments/estimate/bnb_quirks.py.
 9. Activation offloading on CUDA (torch.autograd.graph.save_on_cpu). On fake CPU tensors a saved tensor's "copy to
    host" and "copy back" would stay where they are; on CUDA the copy goes to pinned host memory (CUDA's host
    allocator rounds each block to a power of two) and backward brings it back as a new device tensor. `offloaded`
    replays those hooks with the copy on the tracker's host ledger and a new device tensor in backward.
-10. bitsandbytes' 4-bit and 8-bit weights (QLoRA, LLM.int8). `Params4bit` and `Int8Params` are tensor subclasses,
-   which a fake tensor cannot become. The patch gives Linear4bit and Linear8bitLt a plain parameter with the same
-   storage and the same attributes (quant_state, blocksize, quant type; the int8 rows and their scales); quantizing, dequantizing and the 4-bit matmul are bitsandbytes' own ops, whose fake kernels it
-   registers, so the packed weights, their scales and the dequantized temporaries are the library's.
-11. bitsandbytes' 8-bit matmul in training takes a device's path: on a CPU MatMul8bitFp (the weights dequantized),
-   on CUDA MatMul8bitLt, LLM.int8's decomposition, whose outlier columns are found in the activations' values. A
-   CUDA estimate takes the CUDA path (`int8_cuda_path`); its outliers have no fake size, so the estimate names the
-   op as not predicted rather than give the CPU path's figure.
 """
 
 from __future__ import annotations
@@ -69,8 +53,11 @@ import contextlib
 import math
 
 import torch
-from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensor
+from torch._subclasses.fake_tensor import DataDependentOutputException
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import bnb_quirks
+from .patching import is_fake, patched
 
 _local_scalar_dense = torch.ops.aten._local_scalar_dense.default
 aten = torch.ops.aten
@@ -140,10 +127,6 @@ def rnn_workspace_nbytes(func, args, t: torch.Tensor) -> int | None:
     return _PROBED[key]
 
 
-def is_fake(t) -> bool:
-    return isinstance(t, FakeTensor)
-
-
 class Report:
     """What the neutralisations did during one replay (shown with its result)."""
 
@@ -169,16 +152,6 @@ class _NothingRejected(TorchDispatchMode):
         if func is _local_scalar_dense and is_fake(args[0]) and args[0].dtype is torch.bool:
             return False
         return func(*args, **(kwargs or {}))
-
-
-@contextlib.contextmanager
-def _patched(obj, name: str, value):
-    old = getattr(obj, name)
-    setattr(obj, name, value)
-    try:
-        yield
-    finally:
-        setattr(obj, name, old)
 
 
 def _trunc_normal(report: Report):
@@ -250,38 +223,6 @@ DISABLED: set[str] = set()
 NAMES = ("packed_sequence", "trunc_normal", "init_skip", "norm_stats", "module_to", "bnb_maps", "params4bit")
 
 
-def _dynamic_map(original):
-    def create_dynamic_map(*args, **kwargs):
-        with torch._subclasses.fake_tensor.unset_fake_temporarily():
-            values = original(*args, **kwargs).tolist()
-        code = torch.tensor(values)  # the function's own tail: the values, then normalised by their max
-        code /= code.max()
-        return code
-
-    return create_dynamic_map
-
-
-# bitsandbytes pages a state buffer only from this many elements of its parameter (Optimizer8bit.get_state_buffer).
-PAGED_MIN_NUMEL = 1e5
-
-
-@contextlib.contextmanager
-def paged_state(tracker):
-    """Quirk 8, for a CUDA estimate: paged state buffers counted apart from the device's allocations."""
-    from bitsandbytes.optim.optimizer import Optimizer8bit
-
-    original = Optimizer8bit.get_state_buffer
-
-    def get_state_buffer(self, p, dtype=torch.float32):
-        buff = original(self, p, dtype)
-        if self.is_paged and p.numel() >= PAGED_MIN_NUMEL and is_fake(buff):
-            tracker.move_to_host(buff)
-        return buff
-
-    with _patched(Optimizer8bit, "get_state_buffer", get_state_buffer):
-        yield
-
-
 def _offloading(tracker):
     def offload_context(cfg, device):
         if not cfg.offload_activations:
@@ -306,52 +247,7 @@ def offloaded(tracker):
     """Quirk 9, for a CUDA estimate: save_on_cpu's copies on the tracker's host ledger."""
     from ..training import step
 
-    with _patched(step, "offload_context", _offloading(tracker)):
-        yield
-
-
-def _params4bit(original):
-    def params4bit(data=None, requires_grad=False, quant_state=None, blocksize=None, **attrs):
-        if data is None or not is_fake(data):
-            return original(data, requires_grad, quant_state, blocksize, **attrs)
-        p = torch.nn.Parameter(data, requires_grad=requires_grad)
-        p.quant_state, p.blocksize = quant_state, blocksize or 64
-        for name, value in attrs.items():
-            setattr(p, name, value)
-        return p
-
-    return params4bit
-
-
-def _int8params(original):
-    def int8params(data=None, requires_grad=True, has_fp16_weights=False, CB=None, SCB=None, **kwargs):  # noqa: N803
-        if data is None or not is_fake(data):
-            return original(data, requires_grad, has_fp16_weights, CB, SCB, **kwargs)
-        p = torch.nn.Parameter(data, requires_grad=requires_grad)
-        p.CB, p.SCB, p.has_fp16_weights = CB, SCB, has_fp16_weights
-        return p
-
-    return int8params
-
-
-@contextlib.contextmanager
-def int8_cuda_path():
-    """Quirk 11, for a CUDA estimate: bitsandbytes' 8-bit matmul as it runs on CUDA."""
-    functional = _bnb_functional()
-    if functional is None:
-        yield
-        return
-    from bitsandbytes.autograd import _functions as functions
-
-    def matmul(A, B, out=None, state=None, threshold=0.0, bias=None):  # noqa: N803 - bitsandbytes' own names
-        state = state or functions.MatmulLtState()
-        if threshold > 0.0:
-            state.threshold = threshold
-        return functions.MatMul8bitLt.apply(A, B, out, bias, state)
-
-    import bitsandbytes
-
-    with _patched(functions, "matmul", matmul), _patched(bitsandbytes, "matmul", matmul):  # Linear8bitLt: bnb.matmul
+    with patched(step, "offload_context", _offloading(tracker)):
         yield
 
 
@@ -370,9 +266,9 @@ def neutralised(with_transformers: bool):
     report = Report()
     with contextlib.ExitStack() as stack:
         if "trunc_normal" not in DISABLED:
-            stack.enter_context(_patched(torch.nn.init, "_no_grad_trunc_normal_", _trunc_normal(report)))
+            stack.enter_context(patched(torch.nn.init, "_no_grad_trunc_normal_", _trunc_normal(report)))
         for name in _INIT_NAMES if "init_skip" not in DISABLED else ():
-            stack.enter_context(_patched(torch.nn.init, name, _skipping(name, getattr(torch.nn.init, name), report)))
+            stack.enter_context(patched(torch.nn.init, name, _skipping(name, getattr(torch.nn.init, name), report)))
         if with_transformers and "init_skip" not in DISABLED:
             from transformers import initialization
 
@@ -384,37 +280,19 @@ def neutralised(with_transformers: bool):
                     )
         if with_transformers and "packed_sequence" not in DISABLED:
             module, fn = _packed_sequence(report)
-            stack.enter_context(_patched(module, "find_packed_sequence_indices", fn))
+            stack.enter_context(patched(module, "find_packed_sequence_indices", fn))
         stack.enter_context(every_model())
         yield report
 
 
-def _bnb_functional():
-    try:
-        from bitsandbytes import functional
-    except ImportError:  # not installed: no model of this process can use its optimizers
-        return None
-    return functional
-
-
 @contextlib.contextmanager
 def every_model():
-    """The patches that a built-in family needs too (6, 7 and 10: a module's conversion, bitsandbytes' maps and 4-bit
-    weights)."""
+    """The patches that a built-in family needs too (6; 7 and 10: a module's conversion, bitsandbytes' maps and its 4-
+    and 8-bit weights)."""
     with contextlib.ExitStack() as stack:
         if "module_to" not in DISABLED:
-            stack.enter_context(_patched(torch.utils, "swap_tensors", _swap(torch.utils.swap_tensors)))
-        functional = _bnb_functional()
-        if "bnb_maps" not in DISABLED and functional is not None:
-            stack.enter_context(_patched(functional, "create_dynamic_map", _dynamic_map(functional.create_dynamic_map)))
-        if functional is not None:
-            # bitsandbytes caches its quantization map per process: a replay's (fake) never reaches a real run.
-            stack.enter_context(_patched(functional, "name2qmap", {}))
-        if "params4bit" not in DISABLED and functional is not None:
-            from bitsandbytes.nn import modules
-
-            stack.enter_context(_patched(modules, "Params4bit", _params4bit(modules.Params4bit)))
-            stack.enter_context(_patched(modules, "Int8Params", _int8params(modules.Int8Params)))
+            stack.enter_context(patched(torch.utils, "swap_tensors", _swap(torch.utils.swap_tensors)))
+        stack.enter_context(bnb_quirks.every_model(DISABLED))
         yield
 
 

@@ -29,7 +29,7 @@ from ..training.models import ModelSpec, spec_for
 from ..training.source_models import SourceSpec
 from ..training.step import Setup, TrainState, train
 from ..training.strategies import float32_precision
-from . import quirks
+from . import bnb_quirks, quirks
 from .allocator_model import AllocationLog, replay_trace
 from .cuda_autocast import UnknownAutocastPolicy, cuda_autocast
 from .cuda_kernels import cuda_kernels
@@ -254,9 +254,9 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spe
         own_model_replay(spec) as report,
         cuda_autocast(as_cuda),
         cuda_kernels(as_cuda),
-        quirks.paged_state(tracker) if as_cuda and cfg.optimizer in PAGED_OPTIMIZERS else contextlib.nullcontext(),
+        bnb_quirks.paged_state(tracker) if as_cuda and cfg.optimizer in PAGED_OPTIMIZERS else contextlib.nullcontext(),
         quirks.offloaded(tracker) if as_cuda else contextlib.nullcontext(),
-        quirks.int8_cuda_path() if as_cuda and cfg.finetune == "int8" else contextlib.nullcontext(),
+        bnb_quirks.int8_cuda_path() if as_cuda and cfg.finetune == "int8" else contextlib.nullcontext(),
     ):
         try:
             train(state, rec, tracker, Setup(scaler=NeverSkippingScaler))

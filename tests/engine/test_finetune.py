@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from experiments.core.config import ConfigError, DistributedConfig, ExperimentConfig
-from experiments.estimate import quirks
+from experiments.estimate import bnb_quirks, quirks
 from experiments.estimate.estimator import estimate
 from experiments.estimate.replay import replay
 from experiments.estimate.unpredictable import CannotPredict
@@ -103,13 +103,13 @@ def test_a_cuda_estimate_keeps_paged_state_off_the_allocators_books():
     cfg = cfg.replace(model_overrides="hidden=512,intermediate=1024,layers=2,heads=4,kv_heads=2,vocab=256")
     paged = estimate(cfg, device_type="cuda", fast=False)
     sizes = [p.numel() for p in build_model(cfg, torch.device("cpu")).parameters()]
-    assert any(n >= quirks.PAGED_MIN_NUMEL for n in sizes) and any(n < quirks.PAGED_MIN_NUMEL for n in sizes)
+    assert any(n >= bnb_quirks.PAGED_MIN_NUMEL for n in sizes) and any(n < bnb_quirks.PAGED_MIN_NUMEL for n in sizes)
 
     def blocks(n: int) -> int:
         return -(-4 * n // 512) * 512
 
-    assert paged["paged_bytes"] == sum(2 * blocks(n) for n in sizes if n >= quirks.PAGED_MIN_NUMEL)
-    assert paged["steady"]["optimizer_state"] == sum(2 * blocks(n) for n in sizes if n < quirks.PAGED_MIN_NUMEL)
+    assert paged["paged_bytes"] == sum(2 * blocks(n) for n in sizes if n >= bnb_quirks.PAGED_MIN_NUMEL)
+    assert paged["steady"]["optimizer_state"] == sum(2 * blocks(n) for n in sizes if n < bnb_quirks.PAGED_MIN_NUMEL)
     assert estimate(cfg, device_type="cpu", fast=False)["paged_bytes"] == 0  # a CPU does not page
 
 
