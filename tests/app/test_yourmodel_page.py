@@ -67,3 +67,19 @@ def test_torchvision_is_offered_and_says_what_to_install_where_it_does_not_impor
     else:
         assert any(why in i.value for i in at.info)
         assert not any(t.key == "ym_tv" for t in at.text_input)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_fine_tuning_levers_from_a_shared_link_reach_the_estimate(lang):
+    """A link with QLoRA, a rank and 8-bit AdamW: the page builds that configuration (bitsandbytes' optimizer with its
+    one implementation), and its estimate is the engine's, with the trainable parameters beside it."""
+    link = {"ym_size": "tiny", "ym_finetune": "qlora", "ym_lora_rank": "4", "ym_optimizer": "adamw8bit"}
+    at = open_page("yourmodel", lang, query=link)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    at.button(key="ym.estimate").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    cfg = _cfg(finetune="qlora", lora_rank=4, optimizer="adamw8bit", optimizer_impl="default")
+    est = estimate(cfg, device_type="cuda")
+    captions = "\n".join(c.value for c in at.caption)
+    assert fmt_bytes(est["peak_bytes"]) in _texts(at)
+    assert f"{est['trainable_parameters']:,}" in captions and f"{est['parameters']:,}" in captions
