@@ -11,6 +11,7 @@ import dataclasses
 import json
 import sys
 
+from . import cli_models
 from .cli_models import add_fits_parser, add_model_flags, model_fields, print_estimate, print_fits, run_fits
 from .cli_progress import TerminalProgress
 from .core.config import BATCH_MODES, CHOICES, RANGES, STRATEGIES, ConfigError, ExperimentConfig
@@ -329,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     except CannotPredict as e:
         print(str(e), file=sys.stderr)
         return 3
+    if args.command == "fits" and "methods" in result and not args.json:
+        return cli_models.print_methods(result) or 0
     if args.command in ("fits", "estimate") and own and not args.json:
         (print_fits if args.command == "fits" else print_estimate)(result)
         return 0 if result.get("predicted", True) else 3

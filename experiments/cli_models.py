@@ -97,6 +97,12 @@ def add_fits_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--max-batch", type=int, default=4096)
     p.add_argument("--device-type", choices=("cuda", "cpu"), default="cuda", help="which device to predict")
     p.add_argument("--across", type=int, default=0, metavar="N", help="also: the fewest of up to N GPUs")
+    p.add_argument(
+        "--methods",
+        action="store_true",
+        help="instead: which fine-tuning method (full, lora, qlora, int8; with and without checkpointing) runs on the "
+        "card at --batch and --seq-len, and the first that does, least compromise first",
+    )
     return p
 
 
@@ -126,6 +132,16 @@ def run_fits(cfg, args) -> dict:
         raise ConfigError(
             "capacity_gib", f"got {capacity}; allowed range is [{lo}, {hi}]", "range", value=capacity, lo=lo, hi=hi
         )
+    if args.methods:
+        if args.precisions or args.across:
+            raise ConfigError(
+                "methods", "--methods compares methods at your levers", "one_of", fields="methods,precisions"
+            )
+        from .distributed.method_fits import methods_on_card
+
+        overhead = cards.overhead_bytes() if overhead is None else overhead
+        out = methods_on_card(cfg, int(capacity * GIB), overhead, progress=_progress(args))
+        return out | ({"card": args.card} if args.card else {})
     precisions = tuple(p for p in args.precisions.split(",") if p) or None
     for p in precisions or ():
         cfg.replace(precision=p)  # each one validated: one line naming the field
@@ -157,6 +173,23 @@ def _progress(args):
         print(f"  {done} of {planned} lever combinations searched", file=sys.stderr, flush=True)
 
     return show
+
+
+def print_methods(r: dict) -> None:
+    card = f"{r['card']}: " if r.get("card") else ""
+    held = r["overhead_bytes"] / GIB
+    print(f"{card}{r['capacity_bytes'] / GIB:.2f} GiB, {held:.2f} GiB of it outside PyTorch's allocator")
+    print(f"{'method':8} {'checkpoint':10} {'peak GiB':>9}  runs")
+    for row in r["methods"]:
+        peak = "-" if row["peak_bytes"] is None else f"{row['peak_bytes'] / GIB:.3f}"
+        runs = {True: "yes", False: "no"}.get(row["runs"], "not predicted: " + row.get("cannot_predict", "")[:90])
+        print(f"{row['finetune']:8} {row['checkpoint']:10} {peak:>9}  {runs}")
+    f = r["first_that_runs"]
+    print(
+        "none of them runs on this card"
+        if f is None
+        else f"first that runs: {f['finetune']}, checkpoint {f['checkpoint']}"
+    )
 
 
 def print_fits(r: dict) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 
 import torch
 
@@ -105,8 +106,14 @@ def int8_cuda_path():
 
     import bitsandbytes
 
-    with patched(functions, "matmul", matmul), patched(bitsandbytes, "matmul", matmul):  # Linear8bitLt: bnb.matmul
-        yield
+    log = logging.getLogger("bitsandbytes.autograd._functions")
+    level = log.level
+    log.setLevel(logging.ERROR)  # "inputs will be cast to float16": the real run's to say, once, not the replay's
+    try:
+        with patched(functions, "matmul", matmul), patched(bitsandbytes, "matmul", matmul):  # Linear8bitLt's bnb.matmul
+            yield
+    finally:
+        log.setLevel(level)
 
 
 def functional_module():

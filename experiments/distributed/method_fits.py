@@ -1,0 +1,60 @@
+"""Which way of fine-tuning a model runs on a card, at the learner's own batch and sequence length: full training,
+LoRA, QLoRA and LoRA on an 8-bit base, each with and without checkpointing every layer, judged as "What fits" judges
+a batch (experiments/distributed/model_fits.py: the caching allocator's own rules over the replay's allocation trace,
+with what the process holds outside the allocator), and the first that runs in the order of least compromise: full
+before adapters, adapters on the model's own weights before quantized ones, no recomputation before checkpointing."""
+
+from __future__ import annotations
+
+import time
+
+from ..core.config import ExperimentConfig
+from ..core.finetune import BNB_OPTIMIZERS
+from ..estimate.estimator import estimate_or_refusal
+from .model_fits import runs_within
+
+# Least compromise first: what a learner gives up grows down the list (all weights trained, then adapters on exact
+# weights, then on quantized ones; recomputation last within each).
+METHODS = ("full", "lora", "qlora", "int8")
+CHECKPOINTS = ("none", "per_layer")
+
+
+def method_config(cfg: ExperimentConfig, method: str, checkpoint: str) -> ExperimentConfig:
+    levers = {"finetune": method, "checkpoint": checkpoint, "checkpoint_every": 1}
+    if checkpoint == "none":
+        levers["offload_activations"] = False
+    if cfg.optimizer in BNB_OPTIMIZERS:
+        levers["optimizer_impl"] = "default"
+    return cfg.replace(**levers)
+
+
+def methods_on_card(cfg: ExperimentConfig, card_bytes: int, overhead_bytes: int, progress=None) -> dict:
+    """One row per method x checkpointing: its estimated peak (or what cannot be predicted) and whether it runs on a
+    card of `card_bytes` whose process holds `overhead_bytes` outside the allocator; and the first that runs."""
+    t0 = time.perf_counter()
+    budget = max(0, card_bytes - overhead_bytes)
+    rows, traces = [], {}
+    planned = len(METHODS) * len(CHECKPOINTS)
+    for method in METHODS:
+        for checkpoint in CHECKPOINTS:
+            choice = method_config(cfg, method, checkpoint)
+            est = estimate_or_refusal(choice, device_type="cuda")
+            row = {"finetune": method, "checkpoint": checkpoint, "runs": None, "peak_bytes": None}
+            if est["predicted"]:
+                row["peak_bytes"] = est["peak_bytes"]
+                row["trainable_parameters"] = est["trainable_parameters"]
+                row["runs"] = est["peak_bytes"] <= budget and runs_within(choice, budget, False, None, traces) is None
+            else:
+                row["cannot_predict"] = est["cannot_predict"]["message"]
+            rows.append(row)
+            if progress is not None:
+                progress(len(rows), planned)
+    first = next((r for r in rows if r["runs"]), None)
+    return {
+        "config": cfg.to_dict(),
+        "capacity_bytes": card_bytes,
+        "overhead_bytes": overhead_bytes,
+        "methods": rows,
+        "first_that_runs": first,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
