@@ -268,14 +268,13 @@ def torchvision_status() -> tuple[bool, str]:
     return tuple(shared_pool(_session_alive).get(("torchvision",), target, (), {}, max_seconds=150))
 
 
-def what_fits(
-    dcfg, capacity: int, wait: float | None = ESTIMATE_WAIT_S, precisions: tuple = (), overhead: int | None = None
-) -> tuple[dict | None, str | None]:
+def what_fits(dcfg, capacity: int, wait: float | None = ESTIMATE_WAIT_S, **own) -> tuple[dict | None, str | None]:
     """The fewest devices, then the strategy with the least traffic, that hold dcfg by the estimate (None when none
-    does); PENDING as estimate's. One GPU (own model): each combination's largest batch that runs on the card."""
+    does); PENDING as estimate's. One GPU (own model; `own`: precisions, overhead, methods): each combination's
+    largest batch that runs on the card, or with methods=True which fine-tuning method runs there at dcfg's batch."""
     try:
         if isinstance(dcfg, ExperimentConfig):  # one GPU: the levers x batch grid (a model of one's own)
-            kw = {"owner": session_id(), "wait": wait, "precisions": precisions, "overhead": overhead}
+            kw = {"owner": session_id(), "wait": wait, **own}
             found = shared_pool(_session_alive).model_fits(dcfg, capacity, "cuda", **kw)
             return (None, PENDING) if found is PENDING else (found, None)
         where = device_type(dcfg.config)

@@ -187,6 +187,44 @@ def what_fits(meta: dict, cfg) -> None:
         if for_cfg != cfg.to_dict():
             st.warning(t("ym.stale"))
         show_fits(res)
+    if cfg.model_source.startswith(("preset:", "hf:")):
+        methods(cfg, name, total, over["bytes"])
+
+
+def methods(cfg, card: str, total: int, overhead: int) -> None:
+    """Which fine-tuning method runs on the card at the learner's batch and sequence (experiments/distributed/
+    method_fits.py), on a click: each is a full replay."""
+    if st.button(t("ym.methods_search"), key=f"{NS}.methods"):
+        with st.spinner(t("ym.fits_searching")):
+            res, err = backend.what_fits(cfg, total, wait=None, overhead=overhead, methods=True)
+        st.session_state[f"{NS}.methods_result"] = (cfg.to_dict(), card, res, err)
+    shown = st.session_state.get(f"{NS}.methods_result")
+    if not shown:
+        return
+    for_cfg, for_card, res, err = shown
+    if err:
+        engine_error(err)
+        return
+    st.caption(t("ym.result_for", what=f"{for_card} · {describe(for_cfg)}"))
+    if for_cfg != cfg.to_dict():
+        st.warning(t("ym.stale"))
+    verdicts = {True: t("ym.methods_runs"), False: t("ym.methods_not"), None: t("ym.methods_unpredicted")}
+    rows = [
+        {
+            t("field.finetune"): t(f"opt.finetune.{r['finetune']}"),
+            t("field.checkpoint"): t(f"opt.checkpoint.{r['checkpoint']}"),
+            t("ym.methods_peak"): None if r["peak_bytes"] is None else fmt_bytes(r["peak_bytes"]),
+            t("ym.methods_verdict"): verdicts[r["runs"]],
+        }
+        for r in res["methods"]
+    ]
+    st.dataframe(rows, hide_index=True)
+    first = res["first_that_runs"]
+    if first is None:
+        st.warning(t("ym.methods_none"))
+    else:
+        method, checkpoint = t(f"opt.finetune.{first['finetune']}"), t(f"opt.checkpoint.{first['checkpoint']}")
+        st.success(t("ym.methods_first", method=method, checkpoint=checkpoint, peak=fmt_bytes(first["peak_bytes"])))
 
 
 def show_fits(res: dict) -> None:

@@ -208,12 +208,18 @@ class EstimatePool:
             else est
         )
 
-    def model_fits(self, cfg, capacity: int, where: str, owner=None, wait=None, precisions=(), overhead=None):
+    def model_fits(
+        self, cfg, capacity: int, where: str, owner=None, wait=None, precisions=(), overhead=None, methods=False
+    ):
         """A model of one's own on one device: the levers x batch grid (experiments/distributed/model_fits.py), on a
-        card of `capacity` bytes whose process holds `overhead` outside the allocator."""
-        key = ("model_fits", _frozen(cfg.to_dict()), capacity, where, tuple(precisions), overhead)
-        target = "experiments.distributed.model_fits:what_fits"
-        kwargs = {"device_type": where, "precisions": tuple(precisions) or None, "overhead_bytes": overhead}
+        card of `capacity` bytes whose process holds `overhead` outside the allocator; with `methods`, which
+        fine-tuning method runs there (experiments/distributed/method_fits.py)."""
+        key = ("model_fits", _frozen(cfg.to_dict()), capacity, where, tuple(precisions), overhead, methods)
+        if methods:
+            target, kwargs = "experiments.distributed.method_fits:methods_on_card", {"overhead_bytes": overhead or 0}
+        else:
+            target = "experiments.distributed.model_fits:what_fits"
+            kwargs = {"device_type": where, "precisions": tuple(precisions) or None, "overhead_bytes": overhead}
         return self.get(key, target, (cfg, capacity), kwargs, owner, wait, OWN_MODEL_SECONDS)
 
     def what_fits(self, dcfg, capacity: int, where: str, table, owner=None, wait=None):

@@ -83,3 +83,19 @@ def test_the_fine_tuning_levers_from_a_shared_link_reach_the_estimate(lang):
     captions = "\n".join(c.value for c in at.caption)
     assert fmt_bytes(est["peak_bytes"]) in _texts(at)
     assert f"{est['trainable_parameters']:,}" in captions and f"{est['parameters']:,}" in captions
+
+
+def test_the_page_says_which_fine_tuning_method_runs_on_the_card():
+    """On a card with room for everything, the first that runs is full training without checkpointing; each row's
+    peak is the engine's answer (experiments/distributed/method_fits.py)."""
+    from experiments.core.cards import overhead_bytes
+    from experiments.distributed.method_fits import methods_on_card
+
+    at = open_page("yourmodel", "en", state={**TINY, "ym_card": "other", "ym_capacity": 64.0})
+    at.button(key="ym.methods").click().run()
+    at = run_until(at, lambda a: any("first that runs" in s.value for s in a.success) or a.exception or a.error, 300)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    expected = methods_on_card(_cfg(), int(64 * 2**30), overhead_bytes())
+    first = expected["first_that_runs"]
+    assert (first["finetune"], first["checkpoint"]) == ("full", "none")
+    assert any(fmt_bytes(first["peak_bytes"]) in s.value for s in at.success)
