@@ -234,7 +234,7 @@ def _child(what: str, case: str, tiny: bool, device: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def compare(cases: list[str], tiny: bool, device: str) -> list[dict]:
+def compare(cases: list[str], tiny: bool, device: str, jsonl: str | None = None) -> list[dict]:
     device_type = "cuda" if device == "cuda" else "cpu"
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         predicted = {c: pool.submit(_child, "predict", c, tiny, device_type) for c in cases}
@@ -250,6 +250,9 @@ def compare(cases: list[str], tiny: bool, device: str) -> list[dict]:
                     100 * (row["estimate_reserved_bytes"] / row["reserved_bytes"] - 1), 3
                 )
             print(json.dumps(row), flush=True)
+            if jsonl:  # row by row: a run cut short keeps what it measured
+                with open(jsonl, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(row) + "\n")
             rows.append(row)
     return rows
 
@@ -261,6 +264,7 @@ def main(argv=None) -> int:
     p.add_argument("--tiny", action="store_true", help="the presets' CPU-sized variants")
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks" / "finetune-methods-h200.json"))
     p.add_argument("--child", choices=("measure", "predict"))
+    p.add_argument("--jsonl", help="also append each row to this file as it is measured")
     a = p.parse_args(argv)
     if a.child:
         (case,) = a.only
@@ -268,7 +272,7 @@ def main(argv=None) -> int:
         print(json.dumps(measure(cfg) if a.child == "measure" else predict(cfg, a.device)))
         return 0
     t0 = time.perf_counter()
-    rows = compare(a.only or list(CASES), a.tiny, a.device)
+    rows = compare(a.only or list(CASES), a.tiny, a.device, a.jsonl)
     nan = float("nan")
     print(f"\n{'case':34} {'measured GiB':>13} {'estimate GiB':>13} {'diff %':>8} {'reserved diff %':>16}")
     for row in rows:
