@@ -88,9 +88,15 @@ def build(cfg, dev):
             model = AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16)
     model.train()
     if cfg.checkpoint == "per_layer":
-        model.activation_checkpointing_enable(
-            activation_checkpointing_kwargs={"use_reentrant": False}, every_n_layers=cfg.checkpoint_every
-        )
+        kwargs = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # its name from transformers 5.18 on
+            model.activation_checkpointing_enable(
+                activation_checkpointing_kwargs=kwargs, every_n_layers=cfg.checkpoint_every
+            )
+        else:
+            model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs=kwargs, every_n_layers=cfg.checkpoint_every
+            )
     if cfg.finetune != "full":
         from peft import LoraConfig, get_peft_model
 
