@@ -177,18 +177,27 @@ def what_fits(meta: dict, cfg) -> None:
         with st.spinner(t("ym.fits_searching")):
             res, err = backend.what_fits(cfg, total, wait=None, precisions=tuple(precisions), overhead=over["bytes"])
         st.session_state[f"{NS}.fits_result"] = (cfg.to_dict(), name, res, err)
-    shown = st.session_state.get(f"{NS}.fits_result")
-    if shown:
-        for_cfg, for_card, res, err = shown
-        if err:
-            engine_error(err)
-            return
-        st.caption(t("ym.result_for", what=f"{for_card} · {describe(for_cfg)}"))
-        if for_cfg != cfg.to_dict():
-            st.warning(t("ym.stale"))
+    res = _kept_result(f"{NS}.fits_result", cfg)
+    if res is not None:
         show_fits(res)
     if cfg.model_source.startswith(("preset:", "hf:")):
         methods(cfg, name, total, over["bytes"])
+
+
+def _kept_result(key: str, cfg) -> dict | None:
+    """A search's result kept in the session, shown under the model and card it belongs to (marked when the levers
+    have changed since), or None after showing its error or when there is none."""
+    shown = st.session_state.get(key)
+    if not shown:
+        return None
+    for_cfg, for_card, res, err = shown
+    if err:
+        engine_error(err)
+        return None
+    st.caption(t("ym.result_for", what=f"{for_card} · {describe(for_cfg)}"))
+    if for_cfg != cfg.to_dict():
+        st.warning(t("ym.stale"))
+    return res
 
 
 def methods(cfg, card: str, total: int, overhead: int) -> None:
@@ -198,16 +207,9 @@ def methods(cfg, card: str, total: int, overhead: int) -> None:
         with st.spinner(t("ym.fits_searching")):
             res, err = backend.what_fits(cfg, total, wait=None, overhead=overhead, methods=True)
         st.session_state[f"{NS}.methods_result"] = (cfg.to_dict(), card, res, err)
-    shown = st.session_state.get(f"{NS}.methods_result")
-    if not shown:
+    res = _kept_result(f"{NS}.methods_result", cfg)
+    if res is None:
         return
-    for_cfg, for_card, res, err = shown
-    if err:
-        engine_error(err)
-        return
-    st.caption(t("ym.result_for", what=f"{for_card} · {describe(for_cfg)}"))
-    if for_cfg != cfg.to_dict():
-        st.warning(t("ym.stale"))
     verdicts = {True: t("ym.methods_runs"), False: t("ym.methods_not"), None: t("ym.methods_unpredicted")}
     rows = [
         {
