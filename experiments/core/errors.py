@@ -32,7 +32,22 @@ ERROR_CODES = {
 }
 
 
-class ConfigError(ValueError):
+def _rebuilt(cls, args: tuple, state: dict) -> Exception:
+    error = Exception.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
+
+class _Picklable(ValueError):
+    """Survives pickling (a process pool sends its workers' errors back pickled): the default rebuilds an exception by
+    calling it with its message alone, which these constructors do not take."""
+
+    def __reduce__(self):
+        return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
+
+
+class ConfigError(_Picklable):
     """A configuration value is out of range; `field` names the offending field.
 
     `code` and `params` say which rule failed with what values (ERROR_CODES), so a page can word it in its own
@@ -51,7 +66,7 @@ class ConfigError(ValueError):
 # The engine's two refusals of a whole run, torch-free so that the command line can catch them before importing torch.
 
 
-class WouldNotFit(ValueError):
+class WouldNotFit(_Picklable):
     """The estimate says it will not fit. `code` says against what (jobs' structured errors carry it):
     "max_peak_gib" the operator's limit, "host_memory" a forced CPU run past the machine's memory, "capacity" the
     memory available (or a leak run's bound); `params` the figures, in bytes."""
@@ -63,7 +78,7 @@ class WouldNotFit(ValueError):
         self.params = params
 
 
-class CannotPredict(ValueError):
+class CannotPredict(_Picklable):
     """A replay that cannot be done; `info`: {"op", "module", "phase", "step", "where", "reason", "message"}."""
 
     def __init__(self, info: dict):

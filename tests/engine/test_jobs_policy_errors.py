@@ -114,3 +114,29 @@ def test_a_failed_inline_job_keeps_its_message_and_carries_its_error_as_data():
         "params": {"field": "batch", "batch": 7, "accum": 2},
     }
     assert client.status("no such ticket")["error_info"]["code"] == "unknown_job"
+
+
+def test_the_engines_refusals_survive_a_process_pool():
+    """A process pool sends a worker's exception back pickled; these once failed to unpickle (their constructors do
+    not take the message alone) and broke the pool instead of reporting the refusal."""
+    import concurrent.futures
+    import pickle
+
+    from experiments.core.errors import CannotPredict
+
+    refusals = [
+        ConfigError("batch", "an integer in [1, 4096]", "range", value=0, lo=1, hi=4096),
+        WouldNotFit("too big", {"peak_bytes": 5}, "capacity", need=5, have=4),
+        CannotPredict({"op": "aten.x", "message": "aten.x cannot be replayed", "reason": "r"}),
+    ]
+    for e in refusals:
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is type(e) and str(back) == str(e) and back.__dict__ == e.__dict__
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1) as pool:
+        with pytest.raises(ConfigError) as got:
+            pool.submit(_refuse).result()
+    assert got.value.field == "batch" and got.value.params == {"value": 0, "lo": 1, "hi": 4096}
+
+
+def _refuse():
+    raise ConfigError("batch", "an integer in [1, 4096]", "range", value=0, lo=1, hi=4096)
