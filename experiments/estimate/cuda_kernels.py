@@ -11,8 +11,16 @@ small at batch 8 x 1024. CUDA keeps its fused kernels for dropout: flash attenti
 memory-efficient attention for fp32 or with a mask; each saves the output, a log-sum-exp row and the RNG state, not
 the scores. Under `cuda_kernels()` the replay calls the kernel CUDA would choose, through its own fake (meta)
 kernel and autograd formula, so the saved tensors are that kernel's. Cases where the CPU and CUDA already save the
-same tensors (no dropout) are left to the CPU's own choice, as are the ones this module does not claim to know
-(grouped-query attention with dropout, a head size that CUDA pads).
+same tensors (a fused kernel on both, no dropout) are left to the CPU's own choice, as are the ones this module does
+not claim to know (a head size that CUDA pads).
+
+The other way round: grouped-query attention (`enable_gqa`, fewer K/V heads than query heads, what transformers
+passes for LLaMA-style models without a padding mask) in fp32, or 16-bit with a mask. The CPU's flash kernel takes
+it; on CUDA, flash takes 16-bit inputs without a mask only and the memory-efficient kernel has no grouped-query
+support (torch's sdp_utils.cpp: `check_batch_size_and_num_heads_dense<false>` in its constraints), so CUDA runs the
+math path and keeps the B x H x L x L softmax for the backward. On the NVIDIA H200 a QLoRA step on Llama-3-8B
+(prepare_model_for_kbit_training leaves the norms in fp32, so attention runs in fp32) held 17.5 GiB more than a replay
+that let the CPU choose, 0.5 GiB per layer.
 """
 
 from __future__ import annotations
@@ -29,17 +37,29 @@ _FLASH = int(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
 _HALF = (torch.float16, torch.bfloat16)
 
 
-def cuda_backend(q, k, v, attn_mask, dropout_p: float) -> str | None:
-    """ "flash" or "efficient" where CUDA keeps a fused kernel that the CPU gives up; None where the CPU's own
-    choice saves what CUDA saves (or this module does not know)."""
-    if dropout_p <= 0.0 or q.dim() != 4 or k.size(-3) != q.size(-3):
+def cuda_backend(q, k, v, attn_mask, enable_gqa: bool = False) -> str | None:
+    """The kernel CUDA (compute capability 8.0 and above) chooses for dense inputs: "flash", "efficient" or "math";
+    None where this module does not know (a head size CUDA pads, another dtype, shapes the kernels refuse)."""
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        return None
+    grouped = k.size(-3) != q.size(-3)
+    if grouped and not (enable_gqa and q.size(-3) % k.size(-3) == 0):
         return None
     head = q.size(-1)
-    if head % 8 or v.size(-1) != head:
+    if head % 8 or v.size(-1) != head or q.dtype not in (*_HALF, torch.float32):
         return None
     if q.dtype in _HALF and attn_mask is None and head <= 256:
         return "flash"
-    return "efficient" if q.dtype in (*_HALF, torch.float32) else None
+    return "math" if grouped else "efficient"
+
+
+def _math(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+    """torch's math path as its composite runs it on either device, the boolean mask made additive first."""
+    if attn_mask is not None and attn_mask.dtype is torch.bool:
+        attn_mask = torch.where(attn_mask.logical_not(), float("-inf"), 0.0).to(q.dtype)
+    return aten._scaled_dot_product_attention_math(
+        q, k, v, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa
+    )[0]
 
 
 def _bias(attn_mask, dtype):
@@ -55,9 +75,13 @@ def _bias(attn_mask, dtype):
     return attn_mask
 
 
-def sdpa_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale):
+def sdpa_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa=False):
     """scaled_dot_product_attention through the kernel CUDA would choose, or None where the CPU's is the same."""
-    backend = cuda_backend(q, k, v, attn_mask, dropout_p)
+    backend = cuda_backend(q, k, v, attn_mask, enable_gqa)
+    if backend == "math":
+        return _math(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    if dropout_p <= 0.0 or k.size(-3) != q.size(-3):  # a fused kernel on both devices saves the same tensors
+        return None  # (grouped-query attention with dropout: not claimed)
     if backend == "flash":
         return aten._scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, False, scale=scale)[0]
     if backend == "efficient":
@@ -93,19 +117,17 @@ def _cpu_sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     with unset_fake_temporarily():  # a fake tensor's choice is the meta device's (math); the CPU's is wanted
         probes = [_probe(t) for t in (q, k, v, attn_mask)]
         choice = torch._fused_sdp_choice(*probes, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+    if choice != _FLASH:
+        return _math(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     if attn_mask is not None and attn_mask.dtype is torch.bool:
         attn_mask = torch.where(attn_mask.logical_not(), float("-inf"), 0.0).to(q.dtype)
-    if choice == _FLASH:
-        return aten._scaled_dot_product_flash_attention_for_cpu(
-            q, k, v, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
-        )[0]
-    return aten._scaled_dot_product_attention_math(
-        q, k, v, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa
+    return aten._scaled_dot_product_flash_attention_for_cpu(
+        q, k, v, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
     )[0]
 
 
 def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
-    out = sdpa_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale)
+    out = sdpa_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     return _cpu_sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) if out is None else out
 
 

@@ -37,3 +37,39 @@ def test_an_op_without_a_known_cuda_policy_is_named_not_guessed(monkeypatch):
     assert e.value.info["op"] == "aten.layer_norm" and "autocast policy" in e.value.info["message"]
     assert (e.value.info["phase"], e.value.info["step"]) == ("forward", 1)
     assert replay(cfg)["peak_bytes"] > 0  # the CPU's own estimate does not use CUDA's table
+
+
+def _saved_by_attention(active: bool, dtype, kv_heads: int, length: int = 48) -> list[tuple]:
+    """The shapes scaled_dot_product_attention keeps for its backward, on fake CPU tensors, with the replay's CUDA
+    kernels on or off."""
+    import torch.nn.functional as F
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from experiments.estimate.cuda_kernels import cuda_kernels
+
+    saved = []
+
+    def pack(t):
+        saved.append((tuple(t.shape), t.dtype))
+        return t
+
+    with FakeTensorMode(), cuda_kernels(active), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        q = torch.randn(1, 8, length, 64, dtype=dtype, requires_grad=True)
+        k = torch.randn(1, kv_heads, length, 64, dtype=dtype, requires_grad=True)
+        v = torch.randn(1, kv_heads, length, 64, dtype=dtype, requires_grad=True)
+        F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kv_heads != 8)
+    return saved
+
+
+def test_grouped_query_attention_in_fp32_keeps_the_scores_on_cuda_only():
+    """CUDA's flash kernel takes 16-bit inputs only and its memory-efficient kernel has no grouped-query support, so
+    fp32 grouped-query attention runs the math path there and keeps the 1 x 8 x L x L softmax (0.5 GiB per layer for
+    Llama-3-8B at seq 2048: the H200 QLoRA miss); the CPU's flash kernel takes it and keeps no L x L tensor."""
+    scores = ((1, 8, 48, 48), torch.float32)  # L = 48, head size 64
+    assert scores in _saved_by_attention(True, torch.float32, kv_heads=2)
+    assert scores not in _saved_by_attention(False, torch.float32, kv_heads=2)
+    # Where CUDA keeps a fused kernel, no L x L tensor either way: 16-bit grouped (flash), fp32 with equal heads
+    # (memory-efficient).
+    for dtype, kv_heads in ((torch.bfloat16, 2), (torch.float32, 8)):
+        for active in (True, False):
+            assert not [s for s, _ in _saved_by_attention(active, dtype, kv_heads) if s[-2:] == (48, 48)]
