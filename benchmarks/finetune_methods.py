@@ -7,6 +7,7 @@ parallel, on the CPU.
     python benchmarks/finetune_methods.py                               # on the H200: every case
     python benchmarks/finetune_methods.py --only llama3-8b-lora         # one case
     python benchmarks/finetune_methods.py --device cpu --tiny           # the same loop on the CPU, tiny variants
+    python benchmarks/finetune_methods.py --estimates lessons/finetune/estimates.json   # the lesson's CPU replays
 
 The loop: `AutoModelForCausalLM.from_config(config, dtype=bfloat16)` on the device; `activation_checkpointing_enable`
 (non-reentrant, every n-th layer) where the case checkpoints; `get_peft_model(model, LoraConfig(...))` for LoRA (the
@@ -57,6 +58,20 @@ METHODS = {
     "full-paged8bit": {"optimizer": "paged_adamw8bit"},
 }
 CASES = {f"{p}-{m}": (p, levers) for p in ("llama3-8b", "mistral-7b") for m, levers in METHODS.items()}
+# The "Fine-tuning memory" lesson's estimates (CPU replays for CUDA, lessons/finetune/estimates.json): one model, each
+# method, with and without checkpointing, and two at a shorter sequence.
+LESSON_ESTIMATES = {
+    "full": {"optimizer_impl": "fused"},
+    "full-8bit": {"optimizer": "adamw8bit"},
+    "lora": {"finetune": "lora"},
+    "lora-ckpt": {"finetune": "lora", "checkpoint": "per_layer"},
+    "lora-ckpt-offload": {"finetune": "lora", "checkpoint": "per_layer", "offload_activations": True},
+    "qlora": {"finetune": "qlora"},
+    "qlora-ckpt": {"finetune": "qlora", "checkpoint": "per_layer"},
+    "lora-s512": {"finetune": "lora", "seq_len": 512},
+    "qlora-s512": {"finetune": "qlora", "seq_len": 512},
+}
+LESSON_PRESET = "llama3-8b"
 
 
 def config(preset: str, levers: dict, tiny: bool, device: str):
@@ -232,6 +247,24 @@ def predict(cfg, device_type: str) -> dict:
     }
 
 
+def lesson_estimates() -> dict:
+    from experiments.estimate.estimator import estimate
+
+    keep = ("peak_bytes", "peak_phase", "peak_step", "categories", "steady", "parameters", "trainable_parameters")
+    out = {}
+    for name, levers in LESSON_ESTIMATES.items():
+        r = estimate(config(LESSON_PRESET, levers, False, "cuda"), device_type="cuda", fast=False)
+        out[name] = {
+            **{k: r[k] for k in keep},
+            "reserved_bytes": r["reserved_bytes"],
+            "paged_bytes": r["paged_bytes"],
+            "host_peak_bytes": r["host_peak_bytes"],
+            "config": r["config"],
+        }
+        print(f"{name:20} {r['peak_bytes'] / 2**30:9.3f} GiB  {r['seconds']} s", flush=True)
+    return out
+
+
 def _child(what: str, case: str, tiny: bool, device: str) -> dict:
     cmd = [sys.executable, __file__, "--child", what, "--only", case, "--device", device] + (["--tiny"] if tiny else [])
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
@@ -271,7 +304,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks" / "finetune-methods-h200.json"))
     p.add_argument("--child", choices=("measure", "predict"))
     p.add_argument("--jsonl", help="also append each row to this file as it is measured")
+    p.add_argument("--estimates", metavar="PATH", help="write the lesson's CPU replays there instead")
     a = p.parse_args(argv)
+    if a.estimates:
+        Path(a.estimates).write_text(json.dumps(lesson_estimates(), indent=1) + "\n", encoding="utf-8")
+        return 0
     if a.child:
         (case,) = a.only
         cfg = config(*CASES[case], a.tiny, a.device)

@@ -29,6 +29,7 @@ PAGES = (
     Page("compare", ":material/compare_arrows:", "lessons"),
     Page("multigpu", ":material/device_hub:", "lessons", data_parallel=True),
     Page("yourmodel", ":material/model_training:", "lessons", own_model=True),
+    Page("finetune", ":material/tune:", "lessons", own_model=True),
     Page("exercise1", ":material/edit_note:", "exercises"),
     Page("exercise2", ":material/edit_note:", "exercises"),
     Page("exercise3", ":material/edit_note:", "exercises"),

@@ -21,23 +21,34 @@ from course.units import GIB, fmt_bytes
 NS = "ym"
 
 
-def page(lesson_id: str):
-    """Title, the lesson (its {{facts}} from the recorded replays) on the left; returns (meta, right)."""
+def page(lesson_id: str, data=om):
+    """Title, the lesson (its {{facts}} from `data`, the lesson's module of recorded numbers) on the left; returns
+    (meta, right)."""
     meta = layout.lesson_meta(lesson_id)
     layout.header(lesson_id, meta)
     left, right = layout.columns()
     with left:
         text, _used = content.read_text(lesson_id, "lesson", lang())
-        st.markdown(facts.render(text or "", om.facts(meta)))
+        st.markdown(facts.render(text or "", data.facts(meta)))
     return meta, right
 
 
-def recorded(meta: dict) -> None:
-    st.subheader(t("ym.recorded"))
-    rows = pd.DataFrame(om.table_rows())
-    st.dataframe(rows.rename(columns={c: t("ym.col." + c) for c in rows.columns}), hide_index=True)
-    st.caption(t("ym.recorded_caption"))
-    values, verdicts = om.facts(meta), om.verdicts(meta)
+LEVER_COLUMNS = ("finetune", "optimizer", "optimizer_impl", "checkpoint")  # shown by their names, not their ids
+
+
+def recorded(meta: dict, data=om, prefix: str = "ym", label=None) -> None:
+    """The lesson's recorded table (its strings under `prefix`; `label` words a "levers" column) and what to notice,
+    each sentence checked."""
+    st.subheader(t(f"{prefix}.recorded"))
+    rows = pd.DataFrame(data.table_rows())
+    for c in LEVER_COLUMNS:
+        if c in rows.columns:
+            rows[c] = rows[c].map(lambda v, c=c: t(f"opt.{c}.{v}", default=str(v)) if v else v)
+    if label is not None and "levers" in rows.columns:
+        rows["levers"] = rows["levers"].map(label)
+    st.dataframe(rows.rename(columns={c: t(f"{prefix}.col.{c}") for c in rows.columns}), hide_index=True)
+    st.caption(t(f"{prefix}.recorded_caption"))
+    values, verdicts = data.facts(meta), data.verdicts(meta)
     with st.container(border=True):
         st.markdown(f"**{t('ym.notice')}**")
         for check in meta.get("checks", []):

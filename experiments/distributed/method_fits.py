@@ -28,27 +28,29 @@ def method_config(cfg: ExperimentConfig, method: str, checkpoint: str) -> Experi
     return cfg.replace(**levers)
 
 
-def methods_on_card(cfg: ExperimentConfig, card_bytes: int, overhead_bytes: int, progress=None) -> dict:
+def methods_on_card(
+    cfg: ExperimentConfig, card_bytes: int, overhead_bytes: int, progress=None, own_only: bool = False
+) -> dict:
     """One row per method x checkpointing: its estimated peak (or what cannot be predicted) and whether it runs on a
-    card of `card_bytes` whose process holds `overhead_bytes` outside the allocator; and the first that runs."""
+    card of `card_bytes` whose process holds `overhead_bytes` outside the allocator; and the first that runs.
+    `own_only`: one row, cfg itself with all its levers (an exercise's check of the learner's own choice)."""
     t0 = time.perf_counter()
     budget = max(0, card_bytes - overhead_bytes)
     rows, traces = [], {}
-    planned = len(METHODS) * len(CHECKPOINTS)
-    for method in METHODS:
-        for checkpoint in CHECKPOINTS:
-            choice = method_config(cfg, method, checkpoint)
-            est = estimate_or_refusal(choice, device_type="cuda")
-            row = {"finetune": method, "checkpoint": checkpoint, "runs": None, "peak_bytes": None}
-            if est["predicted"]:
-                row["peak_bytes"] = est["peak_bytes"]
-                row["trainable_parameters"] = est["trainable_parameters"]
-                row["runs"] = est["peak_bytes"] <= budget and runs_within(choice, budget, False, None, traces) is None
-            else:
-                row["cannot_predict"] = est["cannot_predict"]["message"]
-            rows.append(row)
-            if progress is not None:
-                progress(len(rows), planned)
+    combos = [(cfg.finetune, cfg.checkpoint)] if own_only else [(m, c) for m in METHODS for c in CHECKPOINTS]
+    for method, checkpoint in combos:
+        choice = cfg if own_only else method_config(cfg, method, checkpoint)
+        est = estimate_or_refusal(choice, device_type="cuda")
+        row = {"finetune": method, "checkpoint": checkpoint, "runs": None, "peak_bytes": None}
+        if est["predicted"]:
+            row["peak_bytes"] = est["peak_bytes"]
+            row["trainable_parameters"] = est["trainable_parameters"]
+            row["runs"] = est["peak_bytes"] <= budget and runs_within(choice, budget, False, None, traces) is None
+        else:
+            row["cannot_predict"] = est["cannot_predict"]["message"]
+        rows.append(row)
+        if progress is not None:
+            progress(len(rows), len(combos))
     first = next((r for r in rows if r["runs"]), None)
     return {
         "config": cfg.to_dict(),

@@ -213,10 +213,11 @@ class EstimatePool:
     ):
         """A model of one's own on one device: the levers x batch grid (experiments/distributed/model_fits.py), on a
         card of `capacity` bytes whose process holds `overhead` outside the allocator; with `methods`, which
-        fine-tuning method runs there (experiments/distributed/method_fits.py)."""
+        fine-tuning method runs there (experiments/distributed/method_fits.py); methods="own": whether cfg's own does."""
         key = ("model_fits", _frozen(cfg.to_dict()), capacity, where, tuple(precisions), overhead, methods)
         if methods:
-            target, kwargs = "experiments.distributed.method_fits:methods_on_card", {"overhead_bytes": overhead or 0}
+            target = "experiments.distributed.method_fits:methods_on_card"
+            kwargs = {"overhead_bytes": overhead or 0, "own_only": methods == "own"}
         else:
             target = "experiments.distributed.model_fits:what_fits"
             kwargs = {"device_type": where, "precisions": tuple(precisions) or None, "overhead_bytes": overhead}

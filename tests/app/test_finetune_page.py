@@ -1,0 +1,35 @@
+"""The "Fine-tuning memory" page in both languages: it opens without an error, every checked sentence holds on the
+table it sits under, and its exercise grades the learner's own configuration on the exercise's card: a model other
+than the exercise's is named as the reason, and a configuration that runs there passes."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import open_page
+
+
+def _texts(at) -> str:
+    parts = [m.value for m in at.markdown] + [s.value for s in at.success] + [i.value for i in at.info]
+    return "\n".join(parts + [w.value for w in at.warning])
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_page_opens_and_its_sentences_hold(lang):
+    at = open_page("finetune", lang)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    texts = _texts(at)
+    assert ":material/check_circle:" in texts and ":material/warning:" not in texts
+    assert at.dataframe  # the H200 runs
+    assert "{{" not in texts  # every quoted number is filled in
+
+
+def test_the_exercise_names_what_stands_in_the_way():
+    at = open_page("finetune", "en")  # the exercise's model at full size: nothing known against it before a check
+    assert "Press Check" in "\n".join(c.value for c in at.caption)
+    at = open_page("finetune", "en", state={"ym_size": "tiny"})
+    texts = _texts(at)  # known before any check: the model and its sequence
+    assert "the exercise is about the Llama-3-8B shape at full size" in texts
+    assert "the sequence must be 2048 tokens or more" in texts  # the tiny variant's sequence is shorter
+    at.button(key="ft.exercise_check").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert "the exercise is about the Llama-3-8B shape at full size" in _texts(at)

@@ -1,0 +1,82 @@
+"""The "Fine-tuning memory" lesson's numbers: every {{fact}} its texts and checks quote is defined and holds on the
+data the page shows (lessons/finetune/estimates.json, the engine's replays; lessons/finetune/h200_methods.jsonl, the H200
+runs of a plain peft/bitsandbytes loop), in both languages; a check fails when its data says otherwise; the exercise
+grades what stands in the way."""
+
+from __future__ import annotations
+
+import pytest
+
+from course import content, facts
+from course import finetune_lesson as fl
+
+META = content.meta(fl.LESSON)
+EXERCISE = META["exercise"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_quoted_number_is_a_fact_of_the_lesson(lang):
+    text, used = content.read_text(fl.LESSON, "lesson", lang)
+    assert used == lang
+    quoted = facts.placeholders(text) | {n for c in META["checks"] for n in facts.placeholders(c["text"][lang])}
+    assert quoted and not quoted - set(META["model_facts"])
+    assert set(META["model_facts"]) <= facts.placeholders(text)  # no fact defined for nothing
+
+
+def test_every_fact_holds_on_the_data_it_is_shown_with():
+    verdicts = fl.verdicts(META)
+    assert verdicts and all(ok is True for ok in verdicts.values()), verdicts
+    for check in META["checks"]:
+        assert all(verdicts[name] for name in check["facts"]), check
+
+
+def test_a_check_fails_when_its_data_says_otherwise(monkeypatch):
+    """Were QLoRA's step measured below LoRA's, "more than LoRA" would fail; were a method's estimate 5 % off, "within
+    1 %" would."""
+    rows = {k: dict(v) for k, v in fl.h200_rows().items()}
+    rows["llama3-8b-qlora"]["measured_peak_bytes"] = rows["llama3-8b-lora"]["measured_peak_bytes"] - 2**30
+    rows["llama3-8b-lora"]["peak_diff_percent"] = 5.0
+    monkeypatch.setattr(fl, "h200_rows", lambda: rows)
+    verdicts = fl.verdicts(META)
+    assert verdicts["qlora_extra_gib"] is False and verdicts["max_peak_diff"] is False
+
+
+def test_the_recorded_rows_are_what_the_table_shows():
+    """The table's Llama-3-8B rows: the measured and estimated peak of each method, largest first."""
+    table = fl.table_rows()
+    rows = {k: v for k, v in fl.h200_rows().items() if k.startswith("llama3-8b-")}
+    assert len(table) == len(rows)
+    assert [r["measured_gib"] for r in table] == sorted((r["measured_gib"] for r in table), reverse=True)
+    assert {r["measured_gib"] for r in table} == {round(r["measured_peak_bytes"] / 2**30, 2) for r in rows.values()}
+
+
+def test_the_exercise_names_each_obstacle():
+    ok = {"methods": [{"runs": True, "peak_bytes": 1}]}
+    llama = {"model_source": "preset:llama3-8b", "model_overrides": "", "seq_len": 2048}
+    assert fl.exercise_verdict(EXERCISE, llama, ok) == (True, [])
+    assert fl.exercise_verdict(EXERCISE, {**llama, "model_source": "preset:llama3-8b:tiny"}, ok) == (False, ["model"])
+    assert fl.exercise_verdict(EXERCISE, {**llama, "model_overrides": "layers=2"}, ok) == (False, ["model"])
+    assert fl.exercise_verdict(EXERCISE, {**llama, "seq_len": 512}, ok) == (False, ["seq"])
+    assert fl.exercise_verdict(EXERCISE, llama, None) == (False, ["unchecked"])
+    assert fl.exercise_verdict(EXERCISE, llama, {"methods": [{"runs": False}]}) == (False, ["too_big"])
+    assert fl.exercise_verdict(EXERCISE, llama, {"methods": [{"runs": None}]}) == (False, ["unpredicted"])
+
+
+def test_the_exercise_card_takes_qlora_with_checkpointing_and_not_qlora_alone():
+    """The exercise's lesson, judged as the page judges it (the learner's own configuration, one row): QLoRA alone
+    does not run on the 24 GB card at seq 2048 (its fp32 attention), with checkpointing it does."""
+    from experiments.core.cards import card, overhead_bytes
+    from experiments.core.config import ExperimentConfig
+    from experiments.distributed.method_fits import methods_on_card
+    from experiments.estimate.estimator import preset_defaults
+
+    c = card(EXERCISE["card"])
+    source = f"preset:{EXERCISE['preset']}"
+    base = {**preset_defaults(source), "model_source": source, "device": "cuda", "steps": 2, "timing_steps": 0}
+    verdicts = {}
+    for checkpoint in ("none", "per_layer"):
+        cfg = ExperimentConfig.from_dict({**base, "finetune": "qlora", "checkpoint": checkpoint})
+        res = methods_on_card(cfg, c["total_bytes"], overhead_bytes(c), own_only=True)
+        assert [(r["finetune"], r["checkpoint"]) for r in res["methods"]] == [("qlora", checkpoint)]
+        verdicts[checkpoint] = fl.exercise_verdict(EXERCISE, cfg.to_dict(), res)
+    assert verdicts == {"none": (False, ["too_big"]), "per_layer": (True, [])}
