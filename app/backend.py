@@ -270,8 +270,8 @@ def torchvision_status() -> tuple[bool, str]:
 
 def what_fits(dcfg, capacity: int, wait: float | None = ESTIMATE_WAIT_S, **own) -> tuple[dict | None, str | None]:
     """The fewest devices, then the strategy with the least traffic, that hold dcfg by the estimate (None when none
-    does); PENDING as estimate's. One GPU (own model; `own`: precisions, overhead, methods): each combination's
-    largest batch that runs on the card, or with methods=True which fine-tuning method runs there at dcfg's batch."""
+    does); PENDING as estimate's. One GPU (own model; `own`: precisions, overhead, methods, progress): each
+    combination's largest batch that runs on the card, or with methods=True which fine-tuning method runs there."""
     try:
         if isinstance(dcfg, ExperimentConfig):  # one GPU: the levers x batch grid (a model of one's own)
             kw = {"owner": session_id(), "wait": wait, **own}

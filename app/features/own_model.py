@@ -185,14 +185,31 @@ def what_fits(meta: dict, cfg) -> None:
         key=widget_state.labelled(f"{NS}_fits_precisions"),
     )
     if st.button(t("ym.fits_search"), key=f"{NS}.fits", disabled=not precisions):
-        with st.spinner(t("ym.fits_searching")):
-            res, err = backend.what_fits(cfg, total, wait=None, precisions=tuple(precisions), overhead=over["bytes"])
+        res, err = searching(
+            lambda step: backend.what_fits(
+                cfg, total, wait=None, precisions=tuple(precisions), overhead=over["bytes"], progress=step
+            )
+        )
         st.session_state[f"{NS}.fits_result"] = (cfg.to_dict(), name, res, err)
     res = _kept_result(f"{NS}.fits_result", cfg)
     if res is not None:
         show_fits(res)
     if cfg.model_source.startswith(("preset:", "hf:")):
         methods(cfg, name, total, over["bytes"])
+
+
+def searching(call):
+    """A search with its progress on the page (combinations searched of planned, as the command line prints them):
+    `call(step)` runs it, `step(done, planned)` is called as its replays report."""
+    bar = st.progress(0.0, text=t("ym.fits_searching"))
+
+    def step(done: int, planned: int) -> None:
+        bar.progress(min(1.0, done / max(planned, 1)), text=t("ym.fits_progress", done=done, planned=planned))
+
+    try:
+        return call(step)
+    finally:
+        bar.empty()
 
 
 def _kept_result(key: str, cfg) -> dict | None:
@@ -215,8 +232,9 @@ def methods(cfg, card: str, total: int, overhead: int) -> None:
     """Which fine-tuning method runs on the card at the learner's batch and sequence (experiments/distributed/
     method_fits.py), on a click: each is a full replay."""
     if st.button(t("ym.methods_search"), key=f"{NS}.methods"):
-        with st.spinner(t("ym.fits_searching")):
-            res, err = backend.what_fits(cfg, total, wait=None, overhead=overhead, methods=True)
+        res, err = searching(
+            lambda step: backend.what_fits(cfg, total, wait=None, overhead=overhead, methods=True, progress=step)
+        )
         st.session_state[f"{NS}.methods_result"] = (cfg.to_dict(), card, res, err)
     res = _kept_result(f"{NS}.methods_result", cfg)
     if res is None:

@@ -12,7 +12,6 @@ after `max_seconds` is stopped (its process replaced) and refused with EstimateT
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import multiprocessing as mp
 import os
@@ -26,13 +25,14 @@ from concurrent.futures import TimeoutError as NotYet
 
 from ..core.capacity import verdict
 from . import policy
+from .estimate_process import call, estimator_main
 
 PROCESSES = 2  # estimates at once: one long estimate leaves the other process to the rest of the class
-MAX_SECONDS = 20.0
+MAX_SECONDS = 20.0  # an estimate that takes longer is refused: a page waits for none longer than this
 # A model of one's own at full size (an 8B-parameter transformer: tens of seconds of replay; its levers x batch grid a
 # dozen replays) is estimated on a click, not on every slider move: it may take this long.
 OWN_MODEL_SECONDS = 300.0
-PENDING = "pending: the estimate is being computed"  # what a caller that stopped waiting gets  # an estimate that takes longer is refused: a page waits for none longer than this
+PENDING = "pending: the estimate is being computed"  # what a caller that stopped waiting gets
 WATCH_S = 0.5
 START_RETRY_S = 5.0
 TAB_GRACE_S = 15.0  # a tab disconnected this long counts as closed (experiments/jobs/worker.py has the same)
@@ -59,36 +59,6 @@ def _frozen(data):
     return data
 
 
-def _call(target: str, args: tuple, kwargs: dict):
-    module, name = target.split(":")
-    return getattr(importlib.import_module(module), name)(*args, **kwargs)
-
-
-def _estimator_main(requests, replies, parent: int) -> None:
-    """One estimate process: runs what it is sent, one at a time, until it is sent None or its server dies."""
-    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
-    importlib.import_module("experiments.estimate.estimator")  # torch and the replay, before the first request
-    # A replay computes no numbers (fake tensors): a second intra-op thread buys it nothing and takes a core from the
-    # run worker, whose timings the lessons read.
-    importlib.import_module("torch").set_num_threads(1)
-    replies.put(("ready", None, None))
-    while True:
-        item = requests.get()
-        if item is None:
-            return
-        rid, target, args, kwargs = item
-        try:
-            replies.put(("done", rid, _call(target, args, kwargs)))
-        except Exception as e:  # noqa: BLE001 - the page gets the error as its estimate's message
-            replies.put(("error", rid, f"{type(e).__name__}: {e}"[:2000]))
-
-
-def _exit_with(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os._exit(0)
-
-
 class _Slot:
     """One estimate process and the request it runs."""
 
@@ -102,7 +72,7 @@ class _Slot:
         self.requests, self.replies = ctx.Queue(), ctx.Queue()
         self.ready.clear()
         self.proc = ctx.Process(
-            target=_estimator_main,
+            target=estimator_main,
             args=(self.requests, self.replies, os.getpid()),
             name=f"gpu-memory-lab-estimates-{self.index}",
             daemon=True,
@@ -128,6 +98,7 @@ class EstimatePool:
         self.owner_alive: Callable[[str], bool] | None = None
         self._presence = policy.Presence(grace_s)
         self._futures: OrderedDict[object, Future] = OrderedDict()
+        self._progress: dict[object, tuple[int, int]] = {}  # key -> (replays done, planned) while it runs
         self._requests: dict[str, dict] = {}  # rid -> {"key", "owner", "seq", "target", "args", "kwargs"}
         self._pending: list[str] = []
         self._served: dict[str, float] = {}
@@ -183,12 +154,25 @@ class EstimatePool:
         owner: str | None = None,
         wait: float | None = None,
         max_seconds: float | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ):
-        """The value, or PENDING when it is not ready after `wait` seconds (None: wait for it)."""
-        try:
-            return self.request(key, target, args, kwargs, owner, max_seconds).result(timeout=wait)
-        except NotYet:
-            return PENDING
+        """The value, or PENDING when it is not ready after `wait` seconds (None: wait for it). While it waits,
+        `progress(done, planned)` is called in the caller's thread whenever the running replays report."""
+        future = self.request(key, target, args, kwargs, owner, max_seconds)
+        deadline = None if wait is None else time.monotonic() + wait
+        seen = None
+        while True:
+            step = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                return future.result(timeout=step if progress is None else min(step or WATCH_S, WATCH_S))
+            except NotYet:
+                if deadline is not None and time.monotonic() >= deadline:
+                    return PENDING
+            with self.lock:
+                now = self._progress.get(key)
+            if now is not None and now != seen:
+                seen = now
+                progress(*now)
 
     def estimate(self, cfg, capacity, where: str, table, owner=None, wait=None):
         """A run's estimate (an ExperimentConfig) or a data-parallel rank's (a DistributedConfig) on `where`, with
@@ -209,7 +193,16 @@ class EstimatePool:
         )
 
     def model_fits(
-        self, cfg, capacity: int, where: str, owner=None, wait=None, precisions=(), overhead=None, methods=False
+        self,
+        cfg,
+        capacity: int,
+        where: str,
+        owner=None,
+        wait=None,
+        precisions=(),
+        overhead=None,
+        methods=False,
+        progress=None,
     ):
         """A model of one's own on one device: the levers x batch grid (experiments/distributed/model_fits.py), on a
         card of `capacity` bytes whose process holds `overhead` outside the allocator; with `methods`, which
@@ -221,7 +214,7 @@ class EstimatePool:
         else:
             target = "experiments.distributed.model_fits:what_fits"
             kwargs = {"device_type": where, "precisions": tuple(precisions) or None, "overhead_bytes": overhead}
-        return self.get(key, target, (cfg, capacity), kwargs, owner, wait, OWN_MODEL_SECONDS)
+        return self.get(key, target, (cfg, capacity), kwargs, owner, wait, OWN_MODEL_SECONDS, progress)
 
     def what_fits(self, dcfg, capacity: int, where: str, table, owner=None, wait=None):
         params = dcfg.config.to_dict()
@@ -254,8 +247,13 @@ class EstimatePool:
     # -- internals ----------------------------------------------------------------------------
     def _inline(self, key, future: Future, target: str, args: tuple, kwargs: dict) -> Future:
         self.lock.release()  # concurrent askers of this key wait on its future, others are not held
+
+        def progress(done: int, planned: int) -> None:
+            with self.lock:
+                self._progress[key] = (done, planned)
+
         try:
-            future.set_result(_call(target, args, kwargs))
+            future.set_result(call(target, args, kwargs, progress))
         except BaseException as exc:  # noqa: BLE001 - handed to every caller through the future
             future.set_exception(exc)
             with self.lock:
@@ -264,6 +262,7 @@ class EstimatePool:
             return future
         finally:
             self.lock.acquire()
+            self._progress.pop(key, None)
         return future
 
     def _alive(self, owner: str | None) -> bool:
@@ -276,6 +275,7 @@ class EstimatePool:
 
     def _forget(self, rid: str, error: BaseException | None = None, value=None) -> None:
         req = self._requests.pop(rid)
+        self._progress.pop(req["key"], None)
         if error is not None:
             if self._futures.get(req["key"]) is req["future"]:
                 del self._futures[req["key"]]  # a failure is not kept: the next page asks again
@@ -344,6 +344,9 @@ class EstimatePool:
             except queue.Empty:
                 what = None
             with self.lock:
+                if what == "progress" and got == rid:
+                    self._progress[req["key"]] = payload
+                    continue
                 if what in ("done", "error") and got == rid:
                     self._forget(rid, RuntimeError(payload) if what == "error" else None, payload)
                     return

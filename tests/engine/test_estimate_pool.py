@@ -96,3 +96,16 @@ def test_two_different_requests_never_share_a_result(pool):
         got = pool.estimate(other, None, "cpu", None, wait=None)
         assert got["peak_bytes"] == estimate(other, device_type="cpu")["peak_bytes"], other
     assert pool.estimate(CFG.replace(batch=16), None, "cpu", None, wait=None)["peak_bytes"] != base["peak_bytes"]
+
+
+def test_a_search_reports_its_progress_to_the_page_that_waits(pool):
+    """What fits searches lever combinations one by one in an estimate process; the page that waits for it is told
+    how many are done of how many planned, in its own thread, as they finish, and then gets the result."""
+    cfg = ExperimentConfig.from_dict(
+        {"model_source": "preset:gpt2:tiny", "batch": 2, "seq_len": 16, "precision": "bf16", "device": "cuda"}
+    )
+    seen = []
+    res = pool.model_fits(cfg, 2**30, "cuda", wait=None, methods=True, progress=lambda d, p: seen.append((d, p)))
+    assert len(res["methods"]) == 8
+    assert seen and {p for _, p in seen} == {8} and [d for d, _ in seen] == sorted({d for d, _ in seen})
+    assert all(1 <= d <= 8 for d, _ in seen)
