@@ -51,5 +51,8 @@ def exercise(meta: dict, cfg) -> None:
         if not known:
             st.caption(t("ft.ex.reason.unchecked"))
             return
-        lines = [t(f"ft.ex.reason.{r}", min_seq=ex["min_seq_len"], card=name, peak=peak) for r in known]
+        if "too_big" in known and (row.get("peak_bytes") or 0) > card["total_bytes"]:  # past the card by itself
+            known[known.index("too_big")] = "too_big_peak"
+        gib = f"{card['total_bytes'] / GIB:.2f}"
+        lines = [t(f"ft.ex.reason.{r}", min_seq=ex["min_seq_len"], card=name, peak=peak, gib=gib) for r in known]
         st.warning(t("ft.ex.fail") + "\n\n" + "\n".join(f"- {line}" for line in lines))

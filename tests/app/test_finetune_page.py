@@ -33,3 +33,11 @@ def test_the_exercise_names_what_stands_in_the_way():
     at.button(key="ft.exercise_check").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert "the exercise is about the Llama-3-8B shape at full size" in _texts(at)
+
+
+def test_qlora_alone_is_judged_too_big_for_the_exercise_card():
+    """The exercise's first try, as the lesson suggests it: QLoRA alone at seq 2048 peaks past the card itself."""
+    at = open_page("finetune", "en", state={"ym_finetune": "qlora"})
+    at.button(key="ft.exercise_check").click().run(timeout=300)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert "more than the card's 23.64 GiB" in _texts(at)
