@@ -25,6 +25,8 @@ import concurrent.futures
 import contextlib
 import gc
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -125,29 +127,47 @@ def _load_quantized(cfg, hf):
     """QLoRA (4-bit) or LLM.int8 (8-bit) as tutorials load it: from_pretrained with a BitsAndBytesConfig (random weights
     saved first, so no checkpoint is downloaded), then peft's prepare_model_for_kbit_training (checkpointing is the
     case's own lever)."""
-    import tempfile
-
     import torch
     from peft import prepare_model_for_kbit_training
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
-    with tempfile.TemporaryDirectory() as folder:
-        with torch.device("cpu"):
-            AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16).save_pretrained(folder)
-        if cfg.finetune == "int8":
-            quant = BitsAndBytesConfig(load_in_8bit=True)
-        else:
-            quant = BitsAndBytesConfig(
-                load_in_4bit=True,
-                bnb_4bit_quant_type=cfg.quant_type,
-                bnb_4bit_use_double_quant=cfg.double_quant,
-                bnb_4bit_compute_dtype=torch.bfloat16,
-            )
-        device = cfg.device if cfg.device == "cpu" else 0
-        model = AutoModelForCausalLM.from_pretrained(
-            folder, quantization_config=quant, dtype=torch.bfloat16, device_map={"": device}
+    if cfg.finetune == "int8":
+        quant = BitsAndBytesConfig(load_in_8bit=True)
+    else:
+        quant = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type=cfg.quant_type,
+            bnb_4bit_use_double_quant=cfg.double_quant,
+            bnb_4bit_compute_dtype=torch.bfloat16,
         )
+    device = cfg.device if cfg.device == "cpu" else 0
+    model = AutoModelForCausalLM.from_pretrained(
+        _checkpoint(hf), quantization_config=quant, dtype=torch.bfloat16, device_map={"": device}
+    )
     return prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+
+
+def _checkpoint(hf) -> Path:
+    """A random bf16 checkpoint of this shape, written once and reused by every quantized case (16 GB for Llama-3-8B:
+    writing it was most of such a case's time); each case's process still loads it as a user would."""
+    import hashlib
+    import tempfile
+
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    key = hashlib.sha1((transformers.__version__ + hf.to_json_string()).encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / f"gml-finetune-{hf.model_type}-{key}"
+    if not (folder / "config.json").exists():
+        partial = folder.with_name(f"{folder.name}.{os.getpid()}")  # two cases at once: the first to finish wins
+        with torch.device("cpu"):
+            AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16).save_pretrained(partial)
+        try:
+            partial.rename(folder)
+        except OSError:
+            shutil.rmtree(partial, ignore_errors=True)
+    return folder
 
 
 def optimizer(cfg, params):
