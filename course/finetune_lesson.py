@@ -79,13 +79,15 @@ def _estimated(spec: dict, metric: str) -> float | None:
     e = estimates().get(spec["estimate"])
     if e is None:
         return None
-    if metric in ("saving_gib", "category_saving_gib", "category_ratio"):
+    if metric in ("saving_gib", "category_saving_gib", "category_ratio", "category_share_of_saving"):
         other = estimates().get(spec["versus"])
         if other is None:
             return None
         if metric == "saving_gib":
             return (e["peak_bytes"] - other["peak_bytes"]) / GIB
         mine, theirs = e["categories"].get(spec["category"], 0), other["categories"].get(spec["category"], 0)
+        if metric == "category_share_of_saving":  # how much of the peak's saving this category is
+            return (mine - theirs) / (e["peak_bytes"] - other["peak_bytes"])
         return (mine - theirs) / GIB if metric == "category_saving_gib" else mine / theirs
     return {
         "peak_gib": e["peak_bytes"] / GIB,
@@ -117,6 +119,7 @@ METRICS = {
         "saving_gib",
         "category_saving_gib",
         "category_ratio",
+        "category_share_of_saving",
     ),
 }
 
