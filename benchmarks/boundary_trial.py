@@ -53,7 +53,7 @@ def trial(params: dict, card_bytes: int, expandable: bool, outside: dict | None 
     import torch
     from model_presets import plain_step  # the same plain loop as the preset benchmark (this folder)
 
-    from experiments.training.models import spec_for
+    from experiments.training.models import build_model, spec_for
     from experiments.training.strategies import AMP_DTYPES, float32_precision, make_optimizer
 
     cfg = config(params["preset"], params["levers"], params["batch"])
@@ -74,8 +74,7 @@ def trial(params: dict, card_bytes: int, expandable: bool, outside: dict | None 
     try:
         with float32_precision(cfg):
             torch.manual_seed(cfg.seed)
-            model = spec.build(cfg, dev)
-            spec.enable_checkpointing(model, cfg)
+            model = build_model(cfg, dev, spec)  # the model phase's build: fine-tuning methods and checkpointing too
             opt = make_optimizer(cfg, model.parameters())
             scaler = torch.amp.GradScaler("cuda") if cfg.precision == "amp_fp16" else None
             inputs, targets = spec.batch(cfg, dev, cfg.seed + 1)

@@ -77,6 +77,8 @@ def plan(args) -> None:
         for card in cards:
             for _ in range(args.per_card):
                 levers = {k: rng.choice(v) for k, v in LEVERS.items()}
+                if args.finetune:  # fine-tuning cells: a method drawn per cell, in bf16 as its recipes train
+                    levers.update(finetune=rng.choice(args.finetune.split(",")), precision="bf16")
                 if preset == "resnet50":
                     levers["checkpoint"] = "none"  # a torchvision model: no block list to checkpoint here
                 cells.append({"preset": preset, "card": card["id"], "levers": levers})
@@ -220,6 +222,7 @@ def main() -> None:
     pl.add_argument("--per-card", type=int, default=1)
     pl.add_argument("--workers", type=int, default=2)
     pl.add_argument("--quick", action="store_true", help="start points from the allocated peak alone")
+    pl.add_argument("--finetune", default="", help="fine-tuning methods to draw from, e.g. lora,qlora")
     pl.add_argument("--out", required=True)
     tr = sub.add_parser("trials")
     tr.add_argument("plan")
