@@ -101,6 +101,7 @@ def plan(args) -> None:
     rows = [known[cell_key(c)] for c in unique]
     data = {"seed": args.seed, "seconds": round(time.perf_counter() - t0, 1), "cells": rows}
     Path(args.out).write_text(json.dumps(data, indent=1) + "\n")
+    partial.unlink(missing_ok=True)  # the plan is whole: nothing left to resume
     print(f"{len(rows)} cells planned in {data['seconds']} s -> {args.out}")
 
 
