@@ -186,6 +186,17 @@ def optimizer(cfg, params):
     return cls[cfg.optimizer](params, lr=1e-4, weight_decay=0.01)
 
 
+def step(model, opt, ids, offload=None) -> None:
+    """One training step as a peft user writes it: zero_grad(set_to_none=True), the model's own loss (under the
+    `offload` context, save_on_cpu, where the case offloads), backward, the optimizer's step."""
+    opt.zero_grad(set_to_none=True)
+    with offload or contextlib.nullcontext():
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    del loss
+    opt.step()
+
+
 def measure(cfg) -> dict:
     """The plain loop on cfg.device; on the CPU the engine's tracker counts its storages."""
     import torch
@@ -227,12 +238,7 @@ def measure(cfg) -> dict:
             else:
                 tracker.peak = tracker.current
             t0 = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            with offload or contextlib.nullcontext():
-                loss = model(input_ids=ids, labels=ids).loss
-            loss.backward()
-            del loss
-            opt.step()
+            step(model, opt, ids, offload)
             if cuda:
                 torch.cuda.synchronize()
                 driver.append(free_before - torch.cuda.mem_get_info()[0])

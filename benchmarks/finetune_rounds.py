@@ -15,7 +15,6 @@ loop (peft, bitsandbytes, transformers' own checkpointing):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import random
 import statistics
@@ -27,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from finetune_methods import build, config, optimizer  # noqa: E402 - after the path
+from finetune_methods import build, config, optimizer, step  # noqa: E402 - after the path
 
 PRESET = "llama3-8b"
 LORA_CKPT = {"finetune": "lora", "checkpoint": "per_layer"}
@@ -56,13 +55,8 @@ def _step(side, offload: bool, device: str) -> float:
     if cuda:
         torch.cuda.synchronize()
     t0 = time.perf_counter()
-    opt.zero_grad(set_to_none=True)
     # Pinned host memory needs a GPU; on a CPU the copies are plain ones (the loop's shape, not its speed).
-    with torch.autograd.graph.save_on_cpu(pin_memory=cuda) if offload else contextlib.nullcontext():
-        loss = model(input_ids=ids, labels=ids).loss
-    loss.backward()
-    del loss
-    opt.step()
+    step(model, opt, ids, torch.autograd.graph.save_on_cpu(pin_memory=cuda) if offload else None)
     if cuda:
         torch.cuda.synchronize()
     return (time.perf_counter() - t0) * 1000

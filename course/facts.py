@@ -110,3 +110,18 @@ def render(text: str, values: dict[str, str]) -> str:
 
 def placeholders(text: str) -> set[str]:
     return set(PLACEHOLDER.findall(text))
+
+
+def model_facts(meta: dict, value) -> dict[str, str]:
+    """A model lesson's {{facts}} (meta.json "model_facts"), each spec's number from `value(spec)`, formatted."""
+    return {name: formatted(spec, value(spec)) for name, spec in (meta.get("model_facts") or {}).items()}
+
+
+def model_verdicts(meta: dict, value) -> dict[str, bool | None]:
+    """Each model fact: True where it holds on its data, False where the data says otherwise, None where not
+    recorded (`value(spec)` is None)."""
+    out = {}
+    for name, spec in (meta.get("model_facts") or {}).items():
+        number = value(spec)
+        out[name] = None if number is None else holds(spec, number)
+    return out

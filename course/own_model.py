@@ -16,7 +16,7 @@ import functools
 import json
 
 from course import content
-from course.facts import formatted, holds
+from course.facts import model_facts, model_verdicts
 from course.units import GIB
 from experiments.core import model_sources
 
@@ -97,16 +97,11 @@ def value(spec: dict) -> float | None:
 
 
 def facts(meta: dict) -> dict[str, str]:
-    return {name: formatted(spec, value(spec)) for name, spec in (meta.get("model_facts") or {}).items()}
+    return model_facts(meta, value)
 
 
 def verdicts(meta: dict) -> dict[str, bool | None]:
-    """Each fact: True where it holds on its data, False where the data says otherwise, None where not recorded."""
-    out = {}
-    for name, spec in (meta.get("model_facts") or {}).items():
-        number = value(spec)
-        out[name] = None if number is None else holds(spec, number)
-    return out
+    return model_verdicts(meta, value)
 
 
 def table_rows() -> list[dict]:
