@@ -33,17 +33,11 @@ def page(lesson_id: str, data=om):
     return meta, right
 
 
-LEVER_COLUMNS = ("finetune", "optimizer", "optimizer_impl", "checkpoint")  # shown by their names, not their ids
-
-
 def recorded(meta: dict, data=om, prefix: str = "ym", label=None) -> None:
     """The lesson's recorded table (its strings under `prefix`; `label` words a "levers" column) and what to notice,
     each sentence checked."""
     st.subheader(t(f"{prefix}.recorded"))
     rows = pd.DataFrame(data.table_rows())
-    for c in LEVER_COLUMNS:
-        if c in rows.columns:
-            rows[c] = rows[c].map(lambda v, c=c: t(f"opt.{c}.{v}", default=str(v)) if v else v)
     if label is not None and "levers" in rows.columns:
         rows["levers"] = rows["levers"].map(label)
     st.dataframe(rows.rename(columns={c: t(f"{prefix}.col.{c}") for c in rows.columns}), hide_index=True)
