@@ -10,7 +10,9 @@ is within C.
 
 Trials share the GPU: each takes its card's bytes of the real one first. What a process holds outside the allocator
 is read from the driver's free memory, which counts every process, so each cell's first trial (batch 1) has the GPU
-to itself and measures it; the cell's other trials use its figures.
+to itself and measures it; the cell's other trials use its figures, and so do the cells of the same model and levers
+on other cards (the card changes the allocator's limit, not the CUDA context or the kernels loaded) once a batch-1
+trial of theirs has run to the end (one that ran out of memory early loaded fewer kernels).
 
     python benchmarks/boundary_trial.py '{"params": {...}, "card_bytes": N, "expandable": false, "outside": null}'
 """
@@ -156,6 +158,10 @@ def cell_key(cell: dict) -> str:
     return json.dumps([cell["preset"], cell["card"], cell["levers"]], sort_keys=True)
 
 
+def levers_key(cell: dict) -> str:
+    return json.dumps([cell["preset"], cell["levers"]], sort_keys=True)
+
+
 def trial_key(cell: dict, expandable: bool, batch: int) -> str:
     return json.dumps([cell["preset"], cell["card"], cell["levers"], expandable, batch], sort_keys=True)
 
@@ -166,11 +172,14 @@ class Grid:
 
     def __init__(self, done: dict, write, gpu, deadline: float):
         self.done, self.write, self.gpu, self.deadline = done, write, gpu, deadline
-        self.outside: dict[str, dict | None] = {}
+        self.outside: dict[str, dict | None] = {}  # by cell, and by model and levers where a batch-1 trial ran
         self.locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
         for row in done.values():
             if row.get("exclusive") and "outside_start_bytes" in row:
-                self.outside[cell_key(row)] = {"start": row["outside_start_bytes"], "end": row["outside_end_bytes"]}
+                figures = {"start": row["outside_start_bytes"], "end": row["outside_end_bytes"]}
+                self.outside[cell_key(row)] = figures
+                if row["ran"]:
+                    self.outside[levers_key(row)] = figures
 
     def _run(self, cell: dict, expandable: bool, batch: int, outside: dict | None) -> None:
         k = trial_key(cell, expandable, batch)
@@ -193,13 +202,17 @@ class Grid:
         self.write(self.done[k])
 
     def _outside(self, cell: dict) -> dict:
-        ck = cell_key(cell)
-        with self.locks[ck]:
+        ck, lk = cell_key(cell), levers_key(cell)
+        with self.locks[lk]:
+            if ck not in self.outside and lk in self.outside:
+                self.outside[ck] = self.outside[lk]
             if ck not in self.outside:
                 self._run(cell, False, 1, None)
                 r = self.done[trial_key(cell, False, 1)]
                 ok = "outside_start_bytes" in r
                 self.outside[ck] = {"start": r["outside_start_bytes"], "end": r["outside_end_bytes"]} if ok else None
+                if ok and r["ran"]:
+                    self.outside[lk] = self.outside[ck]
         if self.outside[ck] is None:
             raise OutOfTime  # the cell's first trial failed for another reason than memory: nothing to bisect
         return self.outside[ck]
@@ -224,13 +237,15 @@ class Grid:
             while runs(lo + step):
                 lo, step = lo + step, step * 2
             hi = lo + step
-        else:
+        else:  # down in steps that double, down to batch 1
             hi, step = start, 1
-            while hi - step >= 1 and not runs(hi - step):
-                hi, step = hi - step, step * 2
-            lo = hi - step
-            if lo < 1:
-                return 0
+            while True:
+                lo = max(1, hi - step)
+                if runs(lo):
+                    break
+                if lo == 1:
+                    return 0
+                hi, step = lo, step * 2
         while hi - lo > 1:
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if runs(mid) else (lo, mid)

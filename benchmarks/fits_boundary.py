@@ -109,7 +109,7 @@ def plan(args) -> None:
 
 
 def trials(args) -> None:
-    data = json.loads(Path(args.plan).read_text())
+    plans = [json.loads(Path(p).read_text()) for p in args.plan]  # several plans share one GPU and one --out
     done = {}
     out = Path(args.out)
     kept = set()
@@ -119,7 +119,7 @@ def trials(args) -> None:
             if "error" not in row:
                 done[row["key"]] = row
                 kept.add(row["key"])
-    cells = [c for c in data["cells"] if "answer" in c]  # a refused cell has an error instead
+    cells = [c for data in plans for c in data["cells"] if "answer" in c]  # a refused cell has an error instead
     if args.only:
         cells = [c for c in cells if c["preset"] in args.only.split(",")]
     deadline = time.monotonic() + args.minutes * 60
@@ -165,6 +165,10 @@ def trials(args) -> None:
     # In a seeded shuffle, so that a grid cut short by --minutes is a sample of every preset and card; the cards
     # that fill most of the GPU last, since each runs alone. An answer at the search's limit is not bisected.
     cells = [c for c in cells if max(c["answer"].values()) < MAX_BATCH]
+    larger = sorted({c["card"] for c in cells if c["card_bytes"] > total})
+    if larger:  # an emulated card is a share of this GPU's memory
+        print(f"skipped, larger than this GPU: {', '.join(larger)}", flush=True)
+        cells = [c for c in cells if c["card_bytes"] <= total]
     random.Random(0).shuffle(cells)
     cells.sort(key=lambda c: (c["card_bytes"] > total // 2, max(c["answer"].values()) == 0))
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.parallel) as pool:
@@ -226,7 +230,7 @@ def main() -> None:
     pl.add_argument("--finetune", default="", help="fine-tuning methods to draw from, e.g. lora,qlora")
     pl.add_argument("--out", required=True)
     tr = sub.add_parser("trials")
-    tr.add_argument("plan")
+    tr.add_argument("plan", nargs="+")
     tr.add_argument("--out", required=True)
     tr.add_argument("--only", default="")
     tr.add_argument("--parallel", type=int, default=4)
