@@ -19,23 +19,18 @@ precisions in the order asked for.
 
 from __future__ import annotations
 
-import contextlib
 import time
-
-import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..core.capacity import RESERVED_MARGIN
 from ..core.config import ExperimentConfig
-from ..core.finetune import BNB_OPTIMIZERS, PAGED_OPTIMIZERS
-from ..estimate import bnb_quirks, quirks
+from ..core.finetune import BNB_OPTIMIZERS
 from ..estimate.allocator_limit import first_oom, peak_reserved
 from ..estimate.estimator import cuda_config, estimate_or_refusal
-from ..estimate.fast_replay import fast_replay
-from ..estimate.replay import own_model_replay, replay, replay_tracker
-from ..training.models import build_model, spec_for
-from ..training.strategies import make_optimizer
+from ..estimate.fast_replay import fast_replay, replays_whole
 from .estimate import what_fits as fits_across_ranks
+from .fits_traces import events as _events
+from .fits_traces import phase_rows, replays_made
+from .optimizer_alone import optimizer_extras, parameter_shapes
 from .search import below, crossing
 
 IMPL_ORDER = ("fused", "foreach", "for-loop")
@@ -43,8 +38,10 @@ CHECKPOINTS = ("none", "per_layer")
 
 
 class _Grid:
-    def __init__(self, cfg: ExperimentConfig, device_type: str):
+    def __init__(self, cfg: ExperimentConfig, device_type: str, traces: dict | None = None, transients=None):
         self.cfg, self.device_type = cfg, device_type
+        # A model that the fast path replays whole anyway: its replay, events kept, is the one the allocator check reads.
+        self.traces, self.transients = traces, transients
         self.block = 512 if device_type == "cuda" else 1
         self.replays = 0
         # The search's phase rows do not depend on the implementation; bitsandbytes' optimizers have one.
@@ -57,12 +54,14 @@ class _Grid:
         """(peak of every phase but the optimizer steps, allocated before each optimizer step) at this batch."""
         key = (precision, checkpoint, batch)
         if key not in self._train:
-            self.replays += 1
             cfg = self.cfg.replace(precision=precision, checkpoint=checkpoint, batch=batch, accum=1)
             # The search reads the phase rows only; the answer is confirmed by a replay with the allocator model.
-            rows = fast_replay(cfg.replace(optimizer_impl=self.first_impl), block=self.block, phases_only=True)[
-                "phases"
-            ]
+            cfg = cfg.replace(optimizer_impl=self.first_impl)
+            if self.traces is not None and self.device_type == "cuda" and replays_whole(cfg):
+                rows = phase_rows(cfg, self.transients, self.traces)
+            else:
+                self.replays += 1
+                rows = fast_replay(cfg, block=self.block, phases_only=True)["phases"]
             train = max(p["peak_bytes"] for p in rows if p["phase"] != "optimizer_step")
             before = [rows[i - 1]["allocated_bytes"] for i, p in enumerate(rows) if p["phase"] == "optimizer_step"]
             self._train[key] = (train, before, rows)
@@ -99,17 +98,6 @@ class _Grid:
         return b
 
 
-def _events(cfg: ExperimentConfig, transients, cache: dict | None) -> list:
-    run_cfg = cuda_config(cfg).replace(accum=cfg.accum)
-    key = json_key(run_cfg)
-    events = cache.get(key) if cache is not None else None
-    if events is None:
-        events = replay(run_cfg, block=512, transients=transients, keep_events=True)["events"]
-        if cache is not None:
-            cache[key] = events
-    return events
-
-
 def runs_within(
     cfg: ExperimentConfig, budget: int, expandable: bool = False, transients=None, cache=None
 ) -> dict | None:
@@ -118,10 +106,6 @@ def runs_within(
     core/capacity.RESERVED_MARGIN to spare and no giving back of cached segments counted on. `cache`: a dict that keeps
     the trace per configuration (both allocator settings read the same one)."""
     return first_oom(_events(cfg, transients, cache), int(budget / (1 + RESERVED_MARGIN)), expandable, release=False)
-
-
-def json_key(cfg: ExperimentConfig) -> tuple:
-    return tuple(sorted((k, str(v)) for k, v in cfg.to_dict().items()))
 
 
 def allocated_largest_batch(cfg: ExperimentConfig, budget: int, max_batch: int = 4096) -> int:
@@ -150,71 +134,26 @@ def largest_that_runs(
     above it. {"largest_batch", "replays"}."""
     budget = max(0, card_bytes - overhead_bytes)
     cache = {} if cache is None else cache
-    replays = 0
-    b = start
+    before = replays_made(cache)
+    b, searched = start, 0
     if b is None:
-        grid = _Grid(cfg, "cuda")
+        grid = _Grid(cfg, "cuda", cache, transients)
         b = grid.largest_batch(cfg.precision, cuda_config(cfg).optimizer_impl, cfg.checkpoint, budget, max_batch)
-        replays = grid.replays
+        searched = grid.replays
 
     limit = int(budget / (1 + RESERVED_MARGIN))
 
     def reserved(n: int) -> int:
         """The default allocator's reserved peak; with expandable segments, which unmap free pages before failing,
         whether the run gets through (0) or not (past the limit)."""
-        nonlocal replays
-        replays += 1
         events = _events(cfg.replace(batch=n, accum=1), transients, cache)
         if expandable:
             return 0 if first_oom(events, limit, True, release=True) is None else limit + 1
         return peak_reserved(events)
 
     top = reserved(b) if b else 0
-    if top <= limit:
-        return {"largest_batch": b, "replays": replays}
-    return {"largest_batch": below(reserved, limit, b, top, hint), "replays": replays}
-
-
-def optimizer_extras(cfg: ExperimentConfig, block: int, shapes: list | None = None) -> list[int]:
-    """What each of two optimizer steps adds on what is alive before it (the state made in step 1, temporaries), on
-    fake parameters and gradients of the model's shapes, dtypes and order (`shapes`, from `parameter_shapes`, where
-    the caller has them). GradScaler's unscale_ (amp_fp16) runs in the step too: the whole run's replay there."""
-    if cfg.precision == "amp_fp16":
-        rows = fast_replay(cfg.replace(batch=1, accum=1, checkpoint="none"), block=block)["phases"]
-        return [
-            p["peak_bytes"] - rows[i - 1]["allocated_bytes"]
-            for i, p in enumerate(rows)
-            if p["phase"] == "optimizer_step"
-        ]
-    shapes = shapes if shapes is not None else parameter_shapes(cfg)
-    with FakeTensorMode(allow_non_fake_inputs=True):
-        params = [torch.nn.Parameter(torch.empty(shape, dtype=dtype)) for shape, dtype in shapes]
-        tracker = replay_tracker(block)[0]
-        paged = block > 1 and cfg.optimizer in PAGED_OPTIMIZERS
-        with tracker, quirks.every_model(), bnb_quirks.paged_state(tracker) if paged else contextlib.nullcontext():
-            for p in params:
-                p.grad = torch.empty_like(p)
-                tracker.track(p, "parameters")
-                tracker.track(p.grad, "gradients")
-            optimizer = make_optimizer(cfg, params)
-            extras = []
-            for _ in range(2):
-                before = tracker.current
-                tracker.begin_phase("optimizer_step")
-                optimizer.step()
-                extras.append(tracker.phase_peak - before)
-    return extras
-
-
-def parameter_shapes(cfg: ExperimentConfig) -> list[tuple[torch.Size, torch.dtype]]:
-    """The model's parameters' shapes and dtypes, in order, from a build on fake tensors: the same for every optimizer
-    implementation, so what-fits builds a (7-billion-parameter) model once per precision, not once per implementation."""
-    spec = spec_for(cfg)
-    with FakeTensorMode(allow_non_fake_inputs=True):
-        with own_model_replay(spec):
-            model = build_model(cfg, torch.device("cpu"), spec)
-        # What the optimizer is given: the parameters that train (LoRA's adapters, not the frozen base weights).
-        return [(p.shape, p.dtype) for p in model.parameters() if p.requires_grad]
+    largest = b if top <= limit else below(reserved, limit, b, top, hint)
+    return {"largest_batch": largest, "replays": searched + replays_made(cache) - before}
 
 
 def what_fits(
@@ -247,11 +186,11 @@ def what_fits(
     if cfg.optimizer in BNB_OPTIMIZERS:
         impls = ("default",)
     precisions = precisions or (cfg.precision,)
-    grid = _Grid(cfg, device_type)
+    traces: dict = {}
+    grid = _Grid(cfg, device_type, traces, transients)
     budget = max(0, capacity_bytes - overhead_bytes)
     rows = []
     planned = len(precisions) * len(CHECKPOINTS) * len(impls)
-    traces: dict = {}
     hints: dict = {}
     for precision in precisions:
         for checkpoint in CHECKPOINTS:
@@ -267,7 +206,6 @@ def what_fits(
                             lever, capacity_bytes, overhead_bytes, expandable, max_batch, transients, traces, b, hint
                         )
                         row[key] = hint = r["largest_batch"]
-                        grid.replays += r["replays"]
                     hints[(precision, checkpoint)] = row["largest_batch"]
                 else:
                     row["largest_batch"] = row["largest_batch_expandable"] = b
@@ -326,7 +264,7 @@ def what_fits(
         "your_peak_bytes": yours,
         "grid": rows,
         "cheapest": cheapest,
-        "replays": grid.replays,
+        "replays": grid.replays + replays_made(traces),
         "seconds": round(time.perf_counter() - t0, 2),
     }
 

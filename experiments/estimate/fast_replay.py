@@ -127,14 +127,20 @@ def _edge_peaks(timelines, figs, n: int, names: list[str], at: dict[str, int]) -
     return peaks
 
 
+def replays_whole(cfg: ExperimentConfig) -> bool:
+    """Whether fast_replay replays cfg whole (a model too shallow, or not of alike layers)."""
+    n = layers_of(cfg)
+    return n is None or n < MIN_LAYERS
+
+
 def fast_replay(cfg: ExperimentConfig, block: int = 1, transients=None, phases_only: bool = False) -> dict:
     """replay(cfg)'s result, from 3-, 4- and 5-layer replays where that is exact; `path` says which it took. The
     allocator model's figures are often not affine in L (a block reused whole or split): then the full replay.
     `phases_only`: only the phase rows are wanted (what-fits' search); only they must be on the line, and the result
     holds the phase rows and the parameters."""
-    n = layers_of(cfg)
-    if n is None or n < MIN_LAYERS:
+    if replays_whole(cfg):
         return dict(replay(cfg, block=block, transients=transients), path="full")
+    n = layers_of(cfg)
     base = parse_overrides(cfg.model_overrides)
     samples = [
         replay(

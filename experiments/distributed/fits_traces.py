@@ -1,0 +1,124 @@
+"""The CUDA allocation traces a "What fits" search reads, one per configuration, kept in the search's cache (a dict):
+
+- a replay of the run (experiments/estimate/replay.py), events kept, with its phase rows;
+- the same run with another optimizer implementation: that replay with the implementation's steps spliced in
+  (optimizer_alone.py);
+- the run at a larger batch: drawn from the batch line of three small batches (experiments/estimate/batch_line.py),
+  checked once against a replay at the first batch the search asks for above them; a line that does not hold is not
+  used again.
+
+A search tries a dozen batches per combination; each replay of a full-size model takes a second or more on a CPU, the
+line's trace a few milliseconds."""
+
+from __future__ import annotations
+
+from ..core.config import ExperimentConfig
+from ..estimate.batch_line import event_shape, line, phase_figures, trace_at
+from ..estimate.estimator import cuda_config
+from ..estimate.fast_replay import replays_whole
+from ..estimate.replay import replay
+from .optimizer_alone import parameter_shapes, spliced_trace, splices, step_events
+
+SAMPLES = (2, 3, 4)  # not batch 1: a single sample may take another path (a squeezed dimension)
+BLOCK = 512  # the CUDA allocator's rounding, as the tracker counts
+
+
+REPLAYS = ("replays",)  # the cache's count of the replays it made
+
+
+def replays_made(cache: dict) -> int:
+    """How many replays (whole runs, or an optimizer alone) the cache's traces took; spliced and drawn ones take none."""
+    return cache.get(REPLAYS, 0)
+
+
+def json_key(cfg: ExperimentConfig) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in cfg.to_dict().items()))
+
+
+def _without(key: tuple, *names: str) -> tuple:
+    return tuple(item for item in key if item[0] not in names)
+
+
+def replayed(cfg: ExperimentConfig, transients, cache: dict, rows: bool = False) -> dict:
+    """{"events": cfg's CUDA allocation trace[, "phases": its phase rows]}: a replay of its own, or, where the cache
+    holds the trace of the same run with another optimizer implementation, that trace with this implementation's steps
+    spliced in (no phase rows). `rows`: the phase rows are wanted."""
+    run_cfg = cuda_config(cfg).replace(accum=cfg.accum)
+    key = json_key(run_cfg)
+    if key in cache and (not rows or "phases" in cache[key]):
+        return cache[key]
+    same_run = ("run", *_without(key, "optimizer_impl"))
+    donor = cache.get(same_run) if splices(run_cfg) and not rows else None
+    if donor is not None:
+        steps_key = ("steps", *_without(key, "batch", "checkpoint"))
+        if steps_key not in cache:
+            shapes_key = ("shapes", *_without(key, "batch", "checkpoint", "optimizer_impl"))
+            if shapes_key not in cache:
+                cache[shapes_key] = parameter_shapes(run_cfg)
+            cache[REPLAYS] = replays_made(cache) + 1
+            cache[steps_key] = step_events(run_cfg, BLOCK, cache[shapes_key], len(donor["steps"]), transients)
+        got = {"events": spliced_trace(donor["events"], donor["steps"], cache[steps_key])}
+    else:
+        r = replay(run_cfg, block=BLOCK, transients=transients, keep_events=True)
+        cache[REPLAYS] = replays_made(cache) + 1
+        got = {"events": r["events"], "phases": r["phases"]}
+        if splices(run_cfg):
+            steps = [i for i, p in enumerate(r["phases"]) if p["phase"] == "optimizer_step"]
+            cache[same_run] = {"events": r["events"], "steps": steps}
+    cache[key] = got
+    return got
+
+
+def _line(run_cfg: ExperimentConfig, transients, cache: dict) -> dict | None:
+    """The run's batch line, made from the three samples and checked against a replay at run_cfg's batch the first
+    time a batch above them is asked for; None where it does not hold."""
+    line_key = ("line", *_without(json_key(run_cfg), "batch"))
+    if line_key not in cache:
+        samples = [replayed(run_cfg.replace(batch=b), transients, cache) for b in SAMPLES]
+        fit = line(SAMPLES, [s["events"] for s in samples])
+        cache[line_key] = fit and dict(fit, checked=False, rows=samples[0].get("phases"))
+    fit = cache[line_key]
+    # A line drawn from spliced samples holds where its donor's line held (the splice is exact).
+    checked_run = ("checked", *_without(line_key, "optimizer_impl"))
+    if fit is not None and not fit["checked"] and (fit["rows"] is not None or checked_run not in cache):
+        real = replayed(run_cfg, transients, cache)["events"]
+        drawn = trace_at(fit, run_cfg.batch)
+        sizes = [[n for kind, _, n in t if kind == "alloc"] for t in (real, drawn)]
+        if event_shape(real) != event_shape(drawn) or sizes[0] != sizes[1]:
+            cache[line_key] = fit = None
+        elif fit["rows"] is not None:
+            cache[checked_run] = True
+    if fit is not None:
+        fit["checked"] = True
+    return fit
+
+
+def _on_line(run_cfg: ExperimentConfig) -> bool:
+    """Whether the batch line serves this run: a batch above the samples, no accumulation, and a model the search
+    replays whole anyway (a deep one's three full replays would cost more than the batches they spare)."""
+    return run_cfg.accum == 1 and run_cfg.batch > SAMPLES[-1] and replays_whole(run_cfg)
+
+
+def events(cfg: ExperimentConfig, transients, cache: dict | None) -> list:
+    """cfg's CUDA allocation trace (its batch as it is; the batch line above the samples)."""
+    cache = {} if cache is None else cache
+    run_cfg = cuda_config(cfg).replace(accum=cfg.accum)
+    key = json_key(run_cfg)
+    if key not in cache and _on_line(run_cfg):
+        fit = _line(run_cfg, transients, cache)
+        if fit is not None and key not in cache:
+            cache[key] = {"events": trace_at(fit, run_cfg.batch)}
+    return replayed(run_cfg, transients, cache)["events"]
+
+
+def phase_rows(cfg: ExperimentConfig, transients, cache: dict) -> list[dict]:
+    """cfg's phase rows (phase, step, allocated_bytes, peak_bytes): a replay's, or drawn from the batch line."""
+    run_cfg = cuda_config(cfg).replace(accum=cfg.accum)
+    fit = _line(run_cfg, transients, cache) if _on_line(run_cfg) else None
+    if fit is None or fit["rows"] is None:
+        return replayed(run_cfg, transients, cache, rows=True)["phases"]
+    figures = phase_figures(trace_at(fit, run_cfg.batch), BLOCK)
+    return [
+        {"phase": r["phase"], "step": r["step"], "allocated_bytes": a, "peak_bytes": p}
+        for r, (a, p) in zip(fit["rows"], figures, strict=True)
+    ]
