@@ -45,6 +45,11 @@ instead: it takes SDPA's math path and breaks checkpointing.
    host" and "copy back" would stay where they are; on CUDA the copy goes to pinned host memory (CUDA's host
    allocator rounds each block to a power of two) and backward brings it back as a new device tensor. `offloaded`
    replays those hooks with the copy on the tracker's host ledger and a new device tensor in backward.
+12. Schedules a constructor computes on the host from numbers alone: ConvNeXt, PVT, CvT and a score of vision
+   models build their drop-path rates as `torch.linspace(0, rate, depth, device="cpu")` and read them back
+   (`.tolist()`, `.item()`), which a fake tensor cannot. Such a call (device "cpu", numbers only) is computed for
+   real, outside the replay's modes, as a `HostValues` tensor whose own operations stay real: the rates are Python
+   floats again, and nothing reaches the tracker (a real run's are host memory, off a GPU's books).
 """
 
 from __future__ import annotations
@@ -53,8 +58,8 @@ import contextlib
 import math
 
 import torch
-from torch._subclasses.fake_tensor import DataDependentOutputException
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes, _get_current_dispatch_mode_stack
 
 from . import bnb_quirks
 from .patching import is_fake, patched
@@ -218,9 +223,39 @@ def _packed_sequence(report: Report):
     return masking_utils, find_packed_sequence_indices
 
 
+class HostValues(torch.Tensor):
+    """Quirk 12: a host tensor computed from numbers alone; its own operations run for real, outside the replay."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        with _disable_current_modes():
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def _host_schedule(original):
+    def linspace(*args, **kwargs):
+        numbers = all(isinstance(a, (int, float)) for a in (*args, kwargs.get("start", 0), kwargs.get("end", 0)))
+        faking = any(isinstance(m, FakeTensorMode) for m in _get_current_dispatch_mode_stack())
+        if faking and numbers and str(kwargs.get("device")) == "cpu":
+            with _disable_current_modes():
+                return original(*args, **kwargs).as_subclass(HostValues)
+        return original(*args, **kwargs)
+
+    return linspace
+
+
 # Names of neutralisations switched off, for the tests that show what each one is for.
 DISABLED: set[str] = set()
-NAMES = ("packed_sequence", "trunc_normal", "init_skip", "norm_stats", "module_to", "bnb_maps", "params4bit")
+NAMES = (
+    "packed_sequence",
+    "trunc_normal",
+    "init_skip",
+    "norm_stats",
+    "module_to",
+    "bnb_maps",
+    "params4bit",
+    "host_schedule",
+)
 
 
 def _offloading(tracker):
@@ -278,6 +313,8 @@ def neutralised(with_transformers: bool):
                     stack.enter_context(
                         _patched_item(initialization.TORCH_INIT_FUNCTIONS, name, _skipping(name, fn, report))
                     )
+        if "host_schedule" not in DISABLED:
+            stack.enter_context(patched(torch, "linspace", _host_schedule(torch.linspace)))
         if with_transformers and "packed_sequence" not in DISABLED:
             module, fn = _packed_sequence(report)
             stack.enter_context(patched(module, "find_packed_sequence_indices", fn))

@@ -384,3 +384,16 @@ def test_a_model_that_raises_on_its_configuration_is_one_line_saying_a_real_run_
     info = r["cannot_predict"]
     assert info["reason"] == "raised" and "a real run would too" in info["message"] and "\n" not in info["message"]
     assert "batch_norm" in info["module"]
+
+
+@pytest.mark.parametrize("model_type", ["convnext", "pvt"])
+def test_quirk_host_schedule_drop_path_rates(model_type, disabled):
+    """ConvNeXt and PVT compute their drop-path rates with torch.linspace(..., device="cpu") and read them back with
+    .tolist(): computed for real, the replay equals a real CPU run; without it the model cannot be predicted."""
+    base = {"model_source": f"hf:{model_type}", "device": "cpu", "steps": 2, "timing_steps": 0, "batch": 1}
+    cfg = ExperimentConfig.from_dict({**base, "precision": "fp32", "optimizer": "adamw", "image_size": 224})
+    same(cfg)
+    disabled("host_schedule")
+    with pytest.raises(CannotPredict) as e:
+        replay(cfg)
+    assert e.value.info["phase"] == "model" and "aten._local_scalar_dense" in e.value.info["op"]
