@@ -1,0 +1,105 @@
+"""Every clause that quotes a number with a direction (a time ratio that is slower, a saving that is less memory)
+says it in that direction's words or in none, in both languages: an edit of the prose that turns "lowers" into
+"raises" or 变慢 into 变快 fails here against the recorded bounds, as an edit of the number fails in
+test_lesson_data."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from course import catalog, content, directions
+from course.directions import OPPOSITE, WORDS, contradictions, direction
+
+LESSONS = [d for d in catalog.LESSON_IDS if content.meta(d).get("facts") or content.meta(d).get("model_facts")]
+
+
+def lesson_facts(lesson: str) -> dict:
+    """The facts a lesson's prose quotes: from recordings, and from a model's estimates and measurements."""
+    meta = content.meta(lesson)
+    return {**(meta.get("facts") or {}), **(meta.get("model_facts") or {})}
+
+
+def texts(lesson: str, lang: str) -> list[str]:
+    """The lesson's prose in one language: its Markdown, and every {en, zh} text of its meta and strings."""
+    out = []
+    md = content.lessons_dir() / lesson / f"lesson.{lang}.md"
+    if md.exists():
+        out.append(md.read_text(encoding="utf-8"))
+
+    def walk(node):
+        if isinstance(node, dict):
+            if isinstance(node.get(lang), str) and {"en", "zh"} <= node.keys():
+                out.append(node[lang])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(content.meta(lesson))
+    strings = content.lessons_dir() / lesson / "strings.json"
+    if strings.exists():
+        walk(json.loads(strings.read_text(encoding="utf-8")))
+    return out
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_no_clause_says_the_opposite_of_its_recorded_direction(lesson, lang):
+    facts = lesson_facts(lesson)
+    wrong = [c for text in texts(lesson, lang) for c in contradictions(text, facts, lang)]
+    assert not wrong, "\n".join(wrong)
+
+
+def _stated(lang: str):
+    """(lesson, text, the direction word in a fact's clause, the fact's direction) for every such clause."""
+    for lesson in LESSONS:
+        facts = lesson_facts(lesson)
+        for text in texts(lesson, lang):
+            for m in directions.FACT.finditer(text):
+                way = direction(facts.get(m.group(1)) or {})
+                if way is None:
+                    continue
+                here = directions.clause(text, m.start(), m.end())
+                for word in directions.found(WORDS[lang][way], here, lang):
+                    yield lesson, here, word, way
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_direction_word_turned_around_is_caught(lang):
+    stated = list(_stated(lang))
+    assert len(stated) >= 5, f"only {len(stated)} clauses state a direction in words ({lang})"
+    for lesson, here, word, (quantity, side) in stated:
+        flipped_word = WORDS[lang][(quantity, OPPOSITE[side])][0]
+        pattern = rf"\b{word}\b" if lang == "en" else re.escape(word)
+        flipped = re.sub(pattern, flipped_word, here, count=1, flags=re.IGNORECASE)
+        assert contradictions(flipped, lesson_facts(lesson), lang), (lesson, flipped)
+
+
+@pytest.mark.parametrize(
+    "spec,way",
+    [
+        ({"metric": "paired_ratio", "min": 1.0}, ("time", "up")),
+        ({"metric": "paired_ratio", "max": 0.9}, ("time", "down")),
+        ({"metric": "peak_ratio", "min": 0.2, "max": 0.95}, ("memory", "down")),
+        ({"metric": "peak_saving_pct", "min": 10, "max": 40}, ("memory", "down")),
+        ({"metric": "peak_saving_pct", "max": -1}, ("memory", "up")),
+        ({"metric": "peak_ratio", "min": 0.5, "max": 1.5}, None),  # either side: no direction to state
+        ({"metric": "net_peak_mib", "min": 100}, None),  # a size, not a change
+    ],
+)
+def test_a_facts_bounds_fix_its_direction(spec, way):
+    assert direction(spec) == way
+
+
+def test_a_clause_is_judged_on_its_own_words():
+    facts = {"s": {"metric": "peak_saving_pct", "min": 5}, "t": {"metric": "paired_ratio", "min": 1.1}}
+    ok = "Checkpointing saves {{s}} % of the peak; the step is {{t}}× slower."
+    assert contradictions(ok, facts, "en") == []
+    assert contradictions(ok.replace("saves", "raises"), facts, "en")
+    assert contradictions(ok.replace("slower", "faster"), facts, "en")
+    assert contradictions("检查点使峰值增加 {{s}}%。", facts, "zh")
+    assert contradictions("这一步变慢了，约是 {{t}} 倍。", facts, "zh") == []
