@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 
 RATIOS = {"paired_ratio": "time", "peak_ratio": "memory", "category_ratio": "memory"}
-SAVINGS = {m: "memory" for m in ("peak_saving_pct", "measured_saving_pct", "saving_gib", "category_saving_gib")}
-EXTRAS = {"measured_extra_gib": "memory"}  # what one setup needs beyond another
+# A technique's saving against its baseline. Not the differences between two named setups (saving_gib,
+# measured_extra_gib): which one a sentence makes its subject decides their direction, not the metric.
+SAVINGS = {"peak_saving_pct": "memory", "measured_saving_pct": "memory"}
 
 # What each direction is called, per language and quantity. English matches whole words, Chinese substrings.
 WORDS = {
@@ -88,8 +89,6 @@ def direction(spec: dict) -> tuple[str, str] | None:
         quantity, neutral, sign = RATIOS[metric], 1, 1
     elif metric in SAVINGS:
         quantity, neutral, sign = SAVINGS[metric], 0, -1  # a saving above 0 is less memory
-    elif metric in EXTRAS:
-        quantity, neutral, sign = EXTRAS[metric], 0, 1
     else:
         return None
     if lo is not None and lo >= neutral:
