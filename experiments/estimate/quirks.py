@@ -48,8 +48,8 @@ instead: it takes SDPA's math path and breaks checkpointing.
 12. Schedules a constructor computes on the host from numbers alone: ConvNeXt, PVT, CvT and a score of vision
    models build their drop-path rates as `torch.linspace(0, rate, depth, device="cpu")` and read them back
    (`.tolist()`, `.item()`), which a fake tensor cannot. Such a call (device "cpu", numbers only) is computed for
-   real, outside the replay's modes, as a `HostValues` tensor whose own operations stay real: the rates are Python
-   floats again, and nothing reaches the tracker (a real run's are host memory, off a GPU's books).
+   real, outside fake mode, as a `HostValues` tensor whose own operations stay real: the rates are Python floats
+   again, and the tracker sees the same small host tensors a real CPU run makes.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ import contextlib
 import math
 
 import torch
-from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes, _get_current_dispatch_mode_stack
+from torch._subclasses.fake_tensor import DataDependentOutputException, unset_fake_temporarily
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import bnb_quirks
 from .patching import is_fake, patched
@@ -224,21 +224,21 @@ def _packed_sequence(report: Report):
 
 
 class HostValues(torch.Tensor):
-    """Quirk 12: a host tensor computed from numbers alone; its own operations run for real, outside the replay."""
+    """Quirk 12: a host tensor computed from numbers alone; its own operations run for real, outside fake mode."""
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        with _disable_current_modes():
+        with unset_fake_temporarily():
             return super().__torch_function__(func, types, args, kwargs or {})
 
 
 def _host_schedule(original):
     def linspace(*args, **kwargs):
         numbers = all(isinstance(a, (int, float)) for a in (*args, kwargs.get("start", 0), kwargs.get("end", 0)))
-        faking = any(isinstance(m, FakeTensorMode) for m in _get_current_dispatch_mode_stack())
-        if faking and numbers and str(kwargs.get("device")) == "cpu":
-            with _disable_current_modes():
-                return original(*args, **kwargs).as_subclass(HostValues)
+        if numbers and str(kwargs.get("device")) == "cpu":
+            with unset_fake_temporarily() as fake:
+                if fake is not None:  # inside a replay: the values, for real
+                    return original(*args, **kwargs).as_subclass(HostValues)
         return original(*args, **kwargs)
 
     return linspace
