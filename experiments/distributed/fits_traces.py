@@ -39,6 +39,14 @@ def _without(key: tuple, *names: str) -> tuple:
     return tuple(item for item in key if item[0] not in names)
 
 
+def shapes(cfg: ExperimentConfig, cache: dict) -> list:
+    """The trained parameters' shapes and dtypes (optimizer_alone.parameter_shapes), once per model and precision."""
+    key = ("shapes", *_without(json_key(cfg), "batch", "accum", "checkpoint", "optimizer_impl"))
+    if key not in cache:
+        cache[key] = parameter_shapes(cfg)
+    return cache[key]
+
+
 def replayed(cfg: ExperimentConfig, transients, cache: dict, rows: bool = False) -> dict:
     """{"events": cfg's CUDA allocation trace[, "phases": its phase rows]}: a replay of its own, or, where the cache
     holds the trace of the same run with another optimizer implementation, that trace with this implementation's steps
@@ -52,11 +60,8 @@ def replayed(cfg: ExperimentConfig, transients, cache: dict, rows: bool = False)
     if donor is not None:
         steps_key = ("steps", *_without(key, "batch", "checkpoint"))
         if steps_key not in cache:
-            shapes_key = ("shapes", *_without(key, "batch", "checkpoint", "optimizer_impl"))
-            if shapes_key not in cache:
-                cache[shapes_key] = parameter_shapes(run_cfg)
             cache[REPLAYS] = replays_made(cache) + 1
-            cache[steps_key] = step_events(run_cfg, BLOCK, cache[shapes_key], len(donor["steps"]), transients)
+            cache[steps_key] = step_events(run_cfg, BLOCK, shapes(run_cfg, cache), len(donor["steps"]), transients)
         got = {"events": spliced_trace(donor["events"], donor["steps"], cache[steps_key])}
     else:
         r = replay(run_cfg, block=BLOCK, transients=transients, keep_events=True)

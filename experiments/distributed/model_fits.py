@@ -29,7 +29,7 @@ from ..estimate.estimator import cuda_config, estimate_or_refusal
 from ..estimate.fast_replay import fast_replay, replays_whole
 from .estimate import what_fits as fits_across_ranks
 from .fits_traces import events as _events
-from .fits_traces import phase_rows, replays_made
+from .fits_traces import phase_rows, replays_made, shapes
 from .optimizer_alone import optimizer_extras, parameter_shapes
 from .search import below, crossing
 
@@ -81,7 +81,7 @@ class _Grid:
             self.replays += 1
             cfg = self.cfg.replace(precision=precision, optimizer_impl=impl)
             if precision not in self._shapes and precision != "amp_fp16":
-                self._shapes[precision] = parameter_shapes(cfg)
+                self._shapes[precision] = shapes(cfg, self.traces) if self.traces is not None else parameter_shapes(cfg)
             self._extra[key] = optimizer_extras(cfg, self.block, self._shapes.get(precision))
         return self._extra[key]
 
