@@ -141,7 +141,7 @@ class CachingAllocatorModel:
 class AllocationLog:
     """A listener of the replay's tracker (experiments/measure/tracker.py): the allocation trace this model replays.
     ("alloc", key, bytes asked for) / ("free", key, 0) in order, and ("mark", phase index, 0) where a phase ends.
-    A kernel's scratch buffer is an allocation freed at once; a storage resized in place is freed and allocated."""
+    A kernel's scratch buffers are allocations freed at once (together: all made, then all freed); a storage resized in place is freed and allocated."""
 
     def __init__(self):
         self.events: list[tuple[str, int, int]] = []
@@ -155,8 +155,8 @@ class AllocationLog:
     def resized(self, tracker, key: int, old: int, new: int) -> None:
         self.events += ([("free", key, 0)] if old else []) + ([("alloc", key, new)] if new else [])
 
-    def held(self, tracker, key: int, nbytes: int) -> None:
-        self.events += [("alloc", key, nbytes), ("free", key, 0)]
+    def held(self, tracker, items: list[tuple[int, int]]) -> None:
+        self.events += [("alloc", key, nbytes) for key, nbytes in items] + [("free", key, 0) for key, _ in items]
 
     def phase_ended(self, tracker, name: str, step: int, micro, index: int) -> None:
         self.events.append(("mark", index, 0))

@@ -21,11 +21,21 @@ support (torch's sdp_utils.cpp: `check_batch_size_and_num_heads_dense<false>` in
 math path and keeps the B x H x L x L softmax for the backward. On the NVIDIA H200 a QLoRA step on Llama-3-8B
 (prepare_model_for_kbit_training leaves the norms in fp32, so attention runs in fp32) held 17.5 GiB more than a replay
 that let the CPU choose, 0.5 GiB per layer.
+
+The math path itself, as a plain CUDA run takes it. torch's composite adds the mask in place on plain tensors but out
+of place on any tensor subclass (a fake tensor), so on fake tensors it holds a second B x H x L x L buffer for a moment
+that the real run never has; `_math_as_cuda` is the same composite with the in-place add. Its softmax,
+`aten._safe_softmax`, is one op to autograd and to the replay, but on CUDA its kernel is itself a composite (torch's
+attention.cpp): a softmax, an `eq` mask of the input, the rows that are all masked, then the `where` that is the
+output, all through the caching allocator while the output is made. `scratch_as_cuda` gives those buffers, held with
+the output. A checkpointed QLoRA step of Mistral-7B at batch 9 (fp32 attention: the recomputed layer's softmax inside
+the backward) peaked 4.9 GB above a replay without them on an NVIDIA H100; with them the replay rises 3.3 GB.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import warnings
 
 import torch
@@ -62,6 +72,45 @@ def _math(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     )[0]
 
 
+def _math_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+    """torch's math path (attention.cpp, `_scaled_dot_product_attention_math`) op for op, with the mask added in place
+    as on plain CUDA tensors; with dropout, torch's own (not claimed: grouped-query attention with dropout)."""
+    if dropout_p > 0.0:
+        return _math(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    origin = q.dtype
+    if q.dtype in _HALF:  # the math path computes in fp32
+        q, k, v = q.to(torch.float32), k.to(torch.float32), v.to(torch.float32)
+    s = scale if scale is not None else 1.0 / math.sqrt(q.size(-1))
+    factor = math.sqrt(abs(s))
+    query = aten.mul.Scalar(q, -factor if s < 0 else factor)
+    if is_causal:
+        attn_mask = torch.ones(query.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()
+    if attn_mask is not None and attn_mask.dtype is torch.bool:
+        zero = torch.scalar_tensor(0.0, dtype=query.dtype, device=q.device)
+        attn_mask = torch.where(attn_mask, zero, torch.scalar_tensor(float("-inf"), dtype=query.dtype, device=q.device))
+    if enable_gqa and k.size(-3) != q.size(-3):
+        k = k.repeat_interleave(q.size(-3) // k.size(-3), -3)
+        v = v.repeat_interleave(q.size(-3) // v.size(-3), -3)
+    attn = torch.matmul(query, aten.mul.Scalar(k.transpose(-2, -1), factor))
+    if attn_mask is not None:
+        attn.add_(attn_mask)
+    attn = aten._safe_softmax(attn, -1)
+    out = torch.matmul(attn, v).to(origin)
+    attn.to(origin)  # the composite's second output (the weights in the input's dtype), dropped by the caller
+    return out
+
+
+def scratch_as_cuda(func, args, out) -> tuple[int, ...]:
+    """The buffers a CUDA kernel that is itself a composite allocates beside its output, held together while it runs:
+    `_safe_softmax`'s softmax, its 0-dim -inf, the `eq` mask, the all-masked rows and its 0-dim zero."""
+    if func is not aten._safe_softmax.default or not isinstance(out, torch.Tensor):
+        return ()
+    x, dim = args[0], args[1]
+    one = out.element_size()
+    rows = x.numel() // max(1, x.size(dim))
+    return (out.numel() * one, one, x.numel(), rows, one)
+
+
 def _bias(attn_mask, dtype):
     """The additive bias CUDA's memory-efficient kernel takes: a boolean mask becomes 0 / -inf in the query's dtype,
     and a last dimension that is not a multiple of 16 is padded (and viewed back), as torch's CUDA wrapper does."""
@@ -79,7 +128,7 @@ def sdpa_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa=Fal
     """scaled_dot_product_attention through the kernel CUDA would choose, or None where the CPU's is the same."""
     backend = cuda_backend(q, k, v, attn_mask, enable_gqa)
     if backend == "math":
-        return _math(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+        return _math_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     if dropout_p <= 0.0 or k.size(-3) != q.size(-3):  # a fused kernel on both devices saves the same tensors
         return None  # (grouped-query attention with dropout: not claimed)
     if backend == "flash":

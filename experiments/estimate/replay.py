@@ -32,7 +32,7 @@ from ..training.strategies import float32_precision
 from . import bnb_quirks, quirks
 from .allocator_model import AllocationLog, replay_trace
 from .cuda_autocast import UnknownAutocastPolicy, cuda_autocast
-from .cuda_kernels import cuda_kernels
+from .cuda_kernels import cuda_kernels, scratch_as_cuda
 from .unpredictable import CannotPredict, NotPredicted, classify
 from .workspaces import signature, sizes
 
@@ -88,8 +88,9 @@ class Scratch:
     """A tracker listener: the signature of every op whose kernel takes scratch memory, and that memory (measured on
     the device, experiments/estimate/workspaces.py) held while the op runs."""
 
-    def __init__(self, transients: dict | None = None):
+    def __init__(self, transients: dict | None = None, rule=None):
         self.transients = transients or {}  # op signature -> its scratch allocations measured on the device
+        self.rule = rule  # (func, args, out) -> buffers held together, known without measuring (cuda_kernels.py)
         self.signatures: list[str] = []
 
     def after_op(self, tracker, func, args, kwargs, out) -> None:
@@ -98,6 +99,8 @@ class Scratch:
             self.signatures.append(sig)
             for nbytes in sizes(self.transients.get(sig, ())):
                 tracker.hold_scratch(nbytes)
+        if self.rule is not None:
+            tracker.hold_scratch(*self.rule(func, args, out))
 
 
 class StepCounter:
@@ -154,8 +157,9 @@ def replay_tracker(
     block: int = 1, transients: dict[str, tuple[int, ...]] | None = None, sizer=fake_kernel_bytes, **kwargs
 ):
     """(the tracker of a replay, its allocation log, its scratch listener): storages rounded to `block`, fake
-    kernels corrected. `kwargs`: the tracker's own options (a rank's categories and shards, ...)."""
-    log, scratch = AllocationLog(), Scratch(transients)
+    kernels corrected; with CUDA's blocks (`block` > 1), the scratch of CUDA kernels that are composites. `kwargs`: the
+    tracker's own options (a rank's categories and shards, ...)."""
+    log, scratch = AllocationLog(), Scratch(transients, scratch_as_cuda if block > 1 else None)
     listeners = [log, scratch, *kwargs.pop("listeners", ())]
     return ReplayTracker(block=block, listeners=listeners, sizer=sizer, **kwargs), log, scratch
 

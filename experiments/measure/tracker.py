@@ -10,7 +10,8 @@ object with some of these methods, each called with the tracker first:
     allocated(key, record, tensor, requested) a storage starts counting (`requested`: bytes before rounding)
     freed(key, record)                       a counted storage died or left the device
     resized(key, old, new)                   a watched storage changed size in place (FSDP2)
-    held(key, nbytes)                        a kernel's scratch buffer came and went (hold_scratch)
+    held(items)                              a kernel's scratch buffers, [(key, nbytes)], came and went together
+                                             (hold_scratch)
     phase_started(name, step, micro) / phase_ended(name, step, micro, index)   from the phase recorder
     parameters(params, wrapped)              the model's parameters, after it was built or wrapped
 The listeners: the allocation log and step counting of the replay (experiments/estimate/replay.py), the timeline
@@ -221,17 +222,21 @@ class MemoryTracker(TorchDispatchMode):
                 for hook in self._resized:
                     hook(self, key, rec.nbytes, nbytes)
 
-    def hold_scratch(self, nbytes: int) -> None:
-        """A library's scratch buffer, alive only while its op runs: in the peak, never in a category."""
-        if nbytes <= 0 or self.tag in self.off_device_tags:
+    def hold_scratch(self, *sizes: int) -> None:
+        """A library's scratch buffers, alive together only while its op runs: in the peak, never in a category."""
+        sizes = tuple(n for n in sizes if n > 0)
+        if not sizes or self.tag in self.off_device_tags:
             return
-        self._scratch -= 1
+        items = []
+        for nbytes in sizes:
+            self._scratch -= 1
+            items.append((self._scratch, nbytes))
         for hook in self._held:
-            hook(self, self._scratch, nbytes)
-        nbytes = -(-nbytes // self.block) * self.block
-        self.phase_peak = max(self.phase_peak, self.current + nbytes)
-        if self.current + nbytes > self.peak:
-            self.peak = self.current + nbytes
+            hook(self, items)
+        total = sum(-(-n // self.block) * self.block for n in sizes)
+        self.phase_peak = max(self.phase_peak, self.current + total)
+        if self.current + total > self.peak:
+            self.peak = self.current + total
             self.peak_snapshot = dict(self.live)
 
     def reset_peak(self) -> None:

@@ -73,3 +73,63 @@ def test_grouped_query_attention_in_fp32_keeps_the_scores_on_cuda_only():
     for dtype, kv_heads in ((torch.bfloat16, 2), (torch.float32, 8)):
         for active in (True, False):
             assert not [s for s, _ in _saved_by_attention(active, dtype, kv_heads) if s[-2:] == (48, 48)]
+
+
+def _attention_ops(run) -> tuple[list[str], list]:
+    """The ops `run(q, k, v)` dispatches on plain CPU tensors (forward and backward), and its output and gradients."""
+    ops = []
+
+    class Log(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ops.append(func.name().removeprefix("aten::"))
+            return func(*args, **(kwargs or {}))
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, h, 48, 64, requires_grad=True) for h in (8, 2, 2))
+    with Log():
+        out = run(q, k, v)
+        out.pow(2).sum().backward()
+    return ops, [out.detach(), q.grad, k.grad, v.grad]
+
+
+def test_the_math_path_as_cuda_runs_it_adds_the_mask_in_place_and_nothing_else_changes():
+    """torch's composite adds the mask out of place on a tensor subclass (every fake tensor, or under any dispatch
+    mode) and in place on plain CUDA tensors: the replay takes the plain branch, op for op otherwise the same."""
+    from experiments.estimate.cuda_kernels import _math_as_cuda
+
+    aten = torch.ops.aten
+    theirs, expected = _attention_ops(
+        lambda q, k, v: aten._scaled_dot_product_attention_math(q, k, v, None, 0.0, True, None, enable_gqa=True)[0]
+    )
+    ours, got = _attention_ops(lambda q, k, v: _math_as_cuda(q, k, v, None, 0.0, True, None, True))
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b)
+    assert "add.Tensor" in theirs and "add_.Tensor" not in theirs
+    assert [op.replace("add_.Tensor", "add.Tensor") for op in ours] == theirs
+
+
+def test_safe_softmax_holds_its_inner_buffers_with_its_output_in_a_cuda_replay():
+    """On CUDA `_safe_softmax` is a composite kernel: a softmax, an `eq` mask and the all-masked rows (bool), two 0-dim
+    tensors, all allocated beside the output. A CUDA replay holds them at that moment; a CPU replay counts what the
+    tracker of a real CPU run sees (the op's output)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from experiments.estimate.replay import replay_tracker
+
+    shape, block = (2, 4, 100, 100), 512
+    n = 2 * 4 * 100 * 100
+
+    def rounded(nbytes):
+        return -(-nbytes // block) * block
+
+    for cuda in (True, False):
+        tracker, log, _ = replay_tracker(block if cuda else 1)
+        with FakeTensorMode(), tracker:
+            x = torch.randn(shape)
+            before = tracker.current
+            torch.ops.aten._safe_softmax(x, -1)
+        inner = rounded(4 * n) + rounded(4) + rounded(n) + rounded(n // 100) + rounded(4) if cuda else 0
+        assert tracker.peak == before + (rounded(4 * n) if cuda else 4 * n) + inner
+        if cuda:  # the allocator model sees them as blocks made together, then freed together
+            held = [e for e in log.events if e[1] < 0]
+            assert [e[0] for e in held] == ["alloc"] * 5 + ["free"] * 5

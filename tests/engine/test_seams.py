@@ -97,8 +97,8 @@ class Log:
     def freed(self, tracker, key, rec):
         self.events.append(("-", rec.nbytes))
 
-    def held(self, tracker, key, nbytes):
-        self.events.append(("scratch", nbytes))
+    def held(self, tracker, items):
+        self.events.append(("scratch", *(nbytes for _, nbytes in items)))
 
     def phase_started(self, tracker, name, step, micro):
         self.events.append(("phase", name))
@@ -114,15 +114,19 @@ def test_one_tracker_tells_its_listeners_what_it_counts():
         b = torch.empty(1000)
         del a
         tracker.hold_scratch(3000)
+        peak_one = tracker.peak
+        tracker.hold_scratch(2000, 0, 1500)  # held together: both in the peak at once (a zero is no buffer)
     assert log.events == [
         ("phase", "forward"),
         ("+", 512, 400, "_forward"),
         ("+", 4096, 4000, "_forward"),
         ("-", 512),
         ("scratch", 3000),
+        ("scratch", 2000, 1500),
     ]
     # The scratch buffer is in the peak, never in what is live or in a category.
-    assert (tracker.current, tracker.peak) == (4096, 4096 + 3072)
+    assert (tracker.current, peak_one) == (4096, 4096 + 3072)
+    assert tracker.peak == 4096 + 2048 + 1536  # together: their sum, each rounded to the block
     assert tracker.by_category()["temporaries"] == 4096 and sum(tracker.peak_by_category().values()) == 4096
     del b
 
