@@ -44,6 +44,9 @@ with right:
                 cols[1].metric(t("home.free"), results.fmt_bytes(device.get("free_bytes")))
             if len(devices) > 1:
                 st.caption(t("home.gpu_lanes", n=len(devices)))
+            if info.get("memory_limit"):
+                lim = info["memory_limit"]
+                st.caption(t("home.memory_limit", group=lim["group"], limit=results.fmt_bytes(lim["limit_bytes"])))
             versions = t("home.versions", name=info.get("name", "?"), torch=info.get("torch_version", "?"))
             if info.get("cuda_version"):
                 versions += " · " + t("home.cuda_version", version=info["cuda_version"])

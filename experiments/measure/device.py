@@ -6,6 +6,7 @@ import platform
 
 import torch
 
+from ..core.cgroup import applying_limit
 from ..core.config import DEVICES, ConfigError
 from ..estimate.throughput import rates_report
 from ..estimate.workspaces import cache_path
@@ -48,42 +49,27 @@ def warm_up_cuda(device: torch.device) -> None:
     torch.cuda.synchronize(device)
 
 
-CGROUP_FILES = (
-    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),  # cgroup v2
-    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),  # v1
-)
-
-
-def _read_int(path: str) -> int | None:
-    try:
-        with open(path) as f:
-            text = f.read().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None  # "max" (no limit) and unreadable files give None
-
-
 def cgroup_available_bytes() -> int | None:
-    """What the container's memory limit still allows; None without a limit. A host's MemAvailable cannot see
-    it, and a run that passes MemAvailable but not the limit is killed by the OOM killer, worker and all."""
-    for limit_path, usage_path in CGROUP_FILES:
-        limit, usage = _read_int(limit_path), _read_int(usage_path)
-        if limit is not None and usage is not None and limit < 2**60:
-            return max(0, limit - usage)
-    return None
+    """What the memory limit of this process's control group (or an ancestor's) still allows; None without one. A
+    host's MemAvailable cannot see it, and a run that passes MemAvailable but not the limit is killed by the OOM
+    killer, worker and all."""
+    limit = applying_limit()
+    return None if limit is None else limit.available_bytes
 
 
-def cpu_available_bytes() -> int | None:
-    available = None
+def _meminfo_available() -> int | None:
     try:
         with open("/proc/meminfo") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
-                    available = int(line.split()[1]) * 1024
-                    break
-    except OSError:
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
         pass
-    limited = cgroup_available_bytes()
+    return None
+
+
+def cpu_available_bytes() -> int | None:
+    available, limited = _meminfo_available(), cgroup_available_bytes()
     if available is None or limited is None:
         return available if limited is None else limited
     return min(available, limited)
@@ -120,6 +106,9 @@ def device_info(choice: str = "auto", rates: bool = True) -> dict:
             free_bytes=cpu_available_bytes(),
             threads=torch.get_num_threads(),
         )
+        limit, host = applying_limit(), _meminfo_available()
+        if limit is not None and (host is None or limit.available_bytes < host):  # the page names what decides
+            info["memory_limit"] = {"group": limit.group, "limit_bytes": limit.limit_bytes}
     return (info | rates_report(device.type)) if rates else info
 
 

@@ -122,3 +122,18 @@ def test_home_page_shows_the_lesson_map_once_and_groups_the_recordings():
     assert opened_at_first[gpu.label] and not opened_at_first[dist.label]
     # drawn per rank (lesson 6's view), never as a single-device run
     assert any(m.label == "Peak of rank 0" for m in dist.metric), [m.label for m in dist.metric]
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_home_page_names_the_control_group_whose_limit_decides_free_memory(monkeypatch, language):
+    """A server in a 4 GiB systemd slice: Free now is the slice's, and the page says so; without one, no such line."""
+    info = {"type": "cpu", "name": "CPU", "torch_version": "x", "total_bytes": 64 * 2**30, "free_bytes": 3 * 2**30}
+    limited = dict(info, memory_limit={"group": "/system.slice/gml.service", "limit_bytes": 4 * 2**30})
+    for shown, expected in ((limited, True), (info, False)):
+        monkeypatch.setattr(backend, "safe_device_info", lambda shown=shown: (shown, None))
+        monkeypatch.setattr(backend, "device_info_nowait", lambda shown=shown: shown)
+        at = open_page(catalog.HOME, language)
+        captions = [c.value for c in at.caption if "/system.slice/gml.service" in c.value]
+        assert bool(captions) == expected
+        if expected:
+            assert "4.00 GiB" in captions[0]

@@ -100,12 +100,18 @@ def test_one_capacity_rule_budget_capped_by_the_device():
 
 
 def test_cpu_capacity_sees_a_containers_memory_limit(tmp_path, monkeypatch):
+    from experiments.core import cgroup
     from experiments.measure import device as device_info
 
+    (tmp_path / "cgroup.controllers").write_text("memory\n")  # cgroup v2 mounted at the root
     limit, usage = tmp_path / "memory.max", tmp_path / "memory.current"
     limit.write_text("1073741824\n")
     usage.write_text("268435456\n")
-    monkeypatch.setattr(device_info, "CGROUP_FILES", ((str(limit), str(usage)),))
+    proc = tmp_path / "proc_cgroup"
+    proc.write_text("0::/\n")
+    monkeypatch.setattr(cgroup, "ROOT", str(tmp_path))
+    monkeypatch.setattr(cgroup, "PROC", str(proc))
+    monkeypatch.setattr(device_info, "applying_limit", lambda: cgroup.applying_limit(str(tmp_path), str(proc)))
     assert device_info.cgroup_available_bytes() == 768 * 2**20
     assert device_info.cpu_available_bytes() <= 768 * 2**20
     limit.write_text("max\n")  # no limit: the host's MemAvailable decides
