@@ -6,8 +6,12 @@ shared link whose configuration was expensive to estimate kept every other learn
 Here a page asks, waits a moment, and shows the estimate when it is ready; the server's threads stay free.
 
 A request is a target ("module:function"), its arguments (plain, picklable) and the session that asked. Its
-Future is the one cache (bounded, least recently used dropped; a failure is not kept). An estimate still running
-after `max_seconds` is stopped (its process replaced) and refused with EstimateTooLong, which names the limit.
+Future is the one cache (bounded, least recently used dropped). An estimate still running after `max_seconds` is
+stopped (its process replaced) and refused with EstimateTooLong, which names the limit. A refusal is an answer and is
+kept like a result: the engine's own (a configuration it cannot predict) for good, a time limit's for REFUSAL_KEEP_S
+(the machine may be less busy later); otherwise every poll of the page that asked started the same replay again and
+the page never showed the refusal. What says nothing about the configuration (a process that died, a closed tab) is
+not kept.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ OWN_MODEL_SECONDS = 300.0
 PENDING = "pending: the estimate is being computed"  # what a caller that stopped waiting gets
 WATCH_S = 0.5
 START_RETRY_S = 5.0
+REFUSAL_KEEP_S = 300.0  # a time limit's refusal is answered from the cache this long
 TAB_GRACE_S = 15.0  # a tab disconnected this long counts as closed (experiments/jobs/worker.py has the same)
 
 
@@ -45,6 +50,10 @@ class EstimateTooLong(RuntimeError):
             "estimate); reduce layers, steps or accum, or run it to measure it"
         )
         self.seconds = seconds
+
+
+class EngineRefusal(RuntimeError):
+    """The estimator's own answer that it cannot estimate this configuration (its message, from the process)."""
 
 
 class EstimateCancelled(RuntimeError):
@@ -98,6 +107,7 @@ class EstimatePool:
         self.owner_alive: Callable[[str], bool] | None = None
         self._presence = policy.Presence(grace_s)
         self._futures: OrderedDict[object, Future] = OrderedDict()
+        self._too_long: dict[object, float] = {}  # when a key was refused for its time
         self._progress: dict[object, tuple[int, int]] = {}  # key -> (replays done, planned) while it runs
         self._requests: dict[str, dict] = {}  # rid -> {"key", "owner", "seq", "target", "args", "kwargs"}
         self._pending: list[str] = []
@@ -122,12 +132,16 @@ class EstimatePool:
         `max_seconds`, the pool's limit unless given)."""
         with self.lock:
             future = self._futures.get(key)
+            refused = self._too_long.get(key)
+            if future is not None and refused is not None and time.monotonic() - refused > REFUSAL_KEEP_S:
+                del self._futures[key], self._too_long[key]
+                future = None
             if future is not None:
                 self._futures.move_to_end(key)
                 return future
             future = self._futures[key] = Future()
             while len(self._futures) > self.size:
-                self._futures.popitem(last=False)
+                self._too_long.pop(self._futures.popitem(last=False)[0], None)
             if self.inline:
                 return self._inline(key, future, target, args, kwargs or {})
             rid = next(self._ids)
@@ -254,12 +268,15 @@ class EstimatePool:
 
         try:
             future.set_result(call(target, args, kwargs, progress))
-        except BaseException as exc:  # noqa: BLE001 - handed to every caller through the future
+        except Exception as exc:  # noqa: BLE001 - the engine's answer, kept and handed to every caller
+            future.set_exception(exc)
+            return future
+        except BaseException as exc:  # an interrupt says nothing about the configuration: not kept
             future.set_exception(exc)
             with self.lock:
                 if self._futures.get(key) is future:
                     del self._futures[key]
-            return future
+            raise
         finally:
             self.lock.acquire()
             self._progress.pop(key, None)
@@ -277,8 +294,10 @@ class EstimatePool:
         req = self._requests.pop(rid)
         self._progress.pop(req["key"], None)
         if error is not None:
-            if self._futures.get(req["key"]) is req["future"]:
-                del self._futures[req["key"]]  # a failure is not kept: the next page asks again
+            if isinstance(error, EstimateTooLong):
+                self._too_long[req["key"]] = time.monotonic()
+            elif not isinstance(error, EngineRefusal) and self._futures.get(req["key"]) is req["future"]:
+                del self._futures[req["key"]]  # says nothing about the configuration: the next page asks again
             req["future"].set_exception(error)
         else:
             req["future"].set_result(value)
@@ -348,7 +367,7 @@ class EstimatePool:
                     self._progress[req["key"]] = payload
                     continue
                 if what in ("done", "error") and got == rid:
-                    self._forget(rid, RuntimeError(payload) if what == "error" else None, payload)
+                    self._forget(rid, EngineRefusal(payload) if what == "error" else None, payload)
                     return
                 stop = None
                 if not slot.proc.is_alive():

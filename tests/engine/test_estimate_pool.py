@@ -59,13 +59,32 @@ def test_an_estimate_is_replayed_once_whatever_capacity_it_is_judged_against(poo
     assert est["fits"] is None  # the cached estimate itself is not changed by a verdict
 
 
-def test_an_estimate_past_the_time_limit_is_refused_naming_it(pool):
+def test_an_estimate_past_the_time_limit_is_refused_naming_it(pool, monkeypatch):
     pool.max_seconds = 1.5
     with pytest.raises(estimates.EstimateTooLong, match=r"more than 1.5 s to estimate"):
         pool.request(("slow",), "time:sleep", (300,), owner="A").result(timeout=60)
     pool.max_seconds = 120
     assert pool.request(("next",), "math:factorial", (5,), owner="A").result(timeout=120) == 120  # served again
-    assert pool.request(("slow",), "math:factorial", (6,), owner="A").result(timeout=60) == 720  # not kept
+    # The refusal is an answer: the page's next poll gets it at once, not a new 1.5-second replay ...
+    t0 = time.monotonic()
+    with pytest.raises(estimates.EstimateTooLong):
+        pool.request(("slow",), "math:factorial", (6,), owner="A").result(timeout=60)
+    assert time.monotonic() - t0 < 0.5
+    # ... for a while: the machine may be less busy later.
+    monkeypatch.setattr(estimates, "REFUSAL_KEEP_S", 0.0)
+    assert pool.request(("slow",), "math:factorial", (6,), owner="A").result(timeout=60) == 720
+
+
+def test_the_engines_refusal_is_kept_and_a_dead_process_is_not(pool):
+    """An error the estimator raises is its answer for that configuration: served from the cache. A process that died
+    says nothing about the configuration: the next request computes it."""
+    first = pool.request(("bad",), "math:sqrt", (-1,), owner="A")
+    with pytest.raises(estimates.EngineRefusal, match="math domain error"):
+        first.result(timeout=60)
+    assert pool.request(("bad",), "math:sqrt", (-1,), owner="A") is first
+    with pytest.raises(RuntimeError, match="died"):
+        pool.request(("dies",), "os:_exit", (3,), owner="A").result(timeout=60)
+    assert pool.request(("dies",), "math:factorial", (3,), owner="A").result(timeout=60) == 6
 
 
 def test_a_request_with_its_own_limit_runs_past_the_pools(pool):
