@@ -10,10 +10,26 @@ from __future__ import annotations
 
 import re
 
-RATIOS = {"paired_ratio": "time", "peak_ratio": "memory", "category_ratio": "memory"}
-# A technique's saving against its baseline. Not the differences between two named setups (saving_gib,
-# measured_extra_gib): which one a sentence makes its subject decides their direction, not the metric.
+RATIOS = {
+    "paired_ratio": "time",
+    "step_time_ratio": "time",
+    "peak_ratio": "memory",
+    "category_ratio": "memory",
+    "phase_peak_ratio": "memory",
+    "phase_peak_pair_ratio": "memory",
+}
+# A technique's saving against its baseline: above 0 is less memory.
 SAVINGS = {"peak_saving_pct": "memory", "measured_saving_pct": "memory"}
+# Differences between two named setups, in bytes: (quantity, the sign that means "up" for the setup the sentence is
+# about). A saving (saving_gib: the case less its "versus") is said of the setup that saves, the "versus" one; an extra
+# (measured_extra_gib) of the case that needs more. A fact whose sentence makes the other setup its subject says so
+# with "subject": "other" ("LoRA's is 9 GiB above QLoRA's" quotes a saving of QLoRA's as LoRA's excess).
+DIFFERENCES = {
+    "saving_gib": ("memory", -1),
+    "category_saving_gib": ("memory", -1),
+    "saved_mib": ("memory", -1),
+    "measured_extra_gib": ("memory", 1),
+}
 
 # What each direction is called, per language and quantity. English matches whole words, Chinese substrings.
 WORDS = {
@@ -78,7 +94,6 @@ WORDS = {
     },
 }
 OPPOSITE = {"up": "down", "down": "up"}
-CLAUSE_END = ".;:!?。；：！？\n|"
 FACT = re.compile(r"\{\{(\w+)\}\}")
 
 
@@ -89,6 +104,9 @@ def direction(spec: dict) -> tuple[str, str] | None:
         quantity, neutral, sign = RATIOS[metric], 1, 1
     elif metric in SAVINGS:
         quantity, neutral, sign = SAVINGS[metric], 0, -1  # a saving above 0 is less memory
+    elif metric in DIFFERENCES:
+        (quantity, sign), neutral = DIFFERENCES[metric], 0
+        sign = -sign if spec.get("subject") == "other" else sign
     else:
         return None
     if lo is not None and lo >= neutral:
@@ -104,11 +122,17 @@ def found(words: tuple[str, ...], text: str, lang: str) -> list[str]:
     return [w for w in words if w in text]
 
 
+# Where a clause ends: a sentence's punctuation, a comma ("fell by 950 MiB, more than Adam's two states": the second
+# part compares sizes, it states no direction), and a word that turns to another statement ("saves 20 MiB of
+# activations but adds weight copies").
+BOUNDARY = re.compile(r"[.;:!?。；：！？\n|,，]|\b(?:but|while|whereas)\b|却|而|但")
+
+
 def clause(text: str, start: int, end: int) -> str:
-    """The clause around text[start:end]: from the last clause end before it to the next one after it."""
-    a = max(text.rfind(c, 0, start) for c in CLAUSE_END) + 1
-    after = [i for i in (text.find(c, end) for c in CLAUSE_END) if i >= 0]
-    return text[a : min(after, default=len(text))]
+    """The clause around text[start:end]: from the last boundary before it to the next one after it."""
+    a = max((m.end() for m in BOUNDARY.finditer(text, 0, start)), default=0)
+    after = BOUNDARY.search(text, end)
+    return text[a : after.start() if after else len(text)]
 
 
 def contradictions(text: str, facts: dict, lang: str) -> list[str]:

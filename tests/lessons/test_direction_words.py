@@ -93,6 +93,13 @@ def test_a_direction_word_turned_around_is_caught(lang):
         ({"metric": "peak_saving_pct", "max": -1}, ("memory", "up")),
         ({"metric": "peak_ratio", "min": 0.5, "max": 1.5}, None),  # either side: no direction to state
         ({"metric": "net_peak_mib", "min": 100}, None),  # a size, not a change
+        # differences between two setups: a saving is said of the setup that saves, an extra of the one that needs
+        # more, unless the sentence makes the other setup its subject
+        ({"metric": "saving_gib", "min": 10}, ("memory", "down")),
+        ({"metric": "saving_gib", "min": 10, "subject": "other"}, ("memory", "up")),
+        ({"metric": "measured_extra_gib", "min": 5}, ("memory", "up")),
+        ({"metric": "measured_extra_gib", "min": 0, "max": 1, "subject": "other"}, ("memory", "down")),
+        ({"metric": "saved_mib", "min": -5, "max": 5}, None),
     ],
 )
 def test_a_facts_bounds_fix_its_direction(spec, way):
@@ -107,3 +114,19 @@ def test_a_clause_is_judged_on_its_own_words():
     assert contradictions(ok.replace("slower", "faster"), facts, "en")
     assert contradictions("检查点使峰值增加 {{s}}%。", facts, "zh")
     assert contradictions("这一步变慢了，约是 {{t}} 倍。", facts, "zh") == []
+
+
+def test_a_clause_ends_at_a_comma_and_at_a_turn_to_another_statement():
+    """ "fell by 950 MiB, more than Adam's two states" compares sizes after the comma; "saves 20 MiB of activations but
+    adds weight copies" states a second change: neither is the fact's direction. Inside its own clause a turned word
+    is still caught."""
+    facts = {"s": {"metric": "saved_mib", "min": 3}}
+    for ok, lang in (
+        ("It fell by {{s}} MiB, more than Adam's two states.", "en"),
+        ("AMP saves {{s}} MiB of activations but adds weight copies.", "en"),
+        ("它下降了 {{s}} MiB，比 Adam 的两份状态还多。", "zh"),
+        ("省下了 {{s}} MiB 激活值，却增加了权重副本。", "zh"),
+    ):
+        assert contradictions(ok, facts, lang) == [], ok
+    assert contradictions("AMP adds {{s}} MiB of activations but saves weight copies.", facts, "en")
+    assert contradictions("它增加了 {{s}} MiB，比 Adam 的两份状态还多。", facts, "zh")
