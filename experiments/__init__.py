@@ -5,6 +5,7 @@ Importable without Streamlit; `python -m experiments --help` is its command line
 
 import logging
 import os
+import warnings
 
 # Models are built from configs, never downloaded. Libraries still try the Hugging Face Hub on their own: bitsandbytes'
 # CPU backend asks it for an optional 4-bit matmul kernel at import (seconds on a machine without network), then warns
@@ -15,6 +16,10 @@ logging.getLogger("kernels").setLevel(logging.ERROR)
 logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(
     lambda record: not str(record.msg).startswith("Failed to load CPU gemm_4bit_forward")
 )
+
+# peft reads transformers' deprecated `is_gradient_checkpointing` on every LoRA model it wraps; the warning is for peft's
+# authors, and a search printed it once per replay.
+warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 
 from .core.config import ConfigError, ExperimentConfig  # noqa: E402 - after the environment it reads
 
