@@ -29,7 +29,7 @@ from ..training.models import ModelSpec, spec_for
 from ..training.source_models import SourceSpec
 from ..training.step import Setup, TrainState, train
 from ..training.strategies import float32_precision
-from . import bnb_quirks, quirks
+from . import bnb_quirks, micro_batches, quirks
 from .allocator_model import AllocationLog, replay_trace
 from .cuda_autocast import UnknownAutocastPolicy, cuda_autocast
 from .cuda_kernels import cuda_kernels, scratch_as_cuda
@@ -111,11 +111,18 @@ class StepCounter:
         self.step = step
         self.counting = False
         self.kernels = self.bytes_moved = self.flops = self.conv_flops = 0
+        self.micro_work: dict[str, int] = {}  # the last replayed micro-batch's share (micro_batches.py)
+        self._start: dict | None = None
 
     def phase_started(self, tracker, name: str, step: int, micro: int | None) -> None:
         self.counting = step == self.step
+        self._start = self.figures() if self.counting and micro == micro_batches.REPLAYED - 1 else None
 
     def phase_ended(self, tracker, name: str, step: int, micro: int | None, index: int) -> None:
+        if self._start is not None:
+            for k, v in self.figures().items():
+                self.micro_work[k] = self.micro_work.get(k, 0) + v - self._start[k]
+            self._start = None
         self.counting = False
 
     def after_op(self, tracker, func, args, kwargs, out) -> None:
@@ -231,15 +238,24 @@ def replay(
     """
     # Building a model touches process-wide settings (default dtype, matmul precision, seed). The fp32 modes' lock
     # first: the replay's own mode block takes it inside, and a run's block (holding it) may replay inside.
+    if cfg.accum > micro_batches.REPLAYED and not keep_events:  # the repeated micro-batches from four
+        with fp32_math.LOCK, _LOCK:
+            out = _replay(cfg, block, fake_device, transients, spec, micro_batches.REPLAYED)
+        out.pop("events")
+        extended = micro_batches.extend(out, cfg.accum)
+        if extended is not None:
+            extended.pop("micro_work")
+            return extended
     with fp32_math.LOCK, _LOCK:
         out = _replay(cfg, block, fake_device, transients, spec)
+    out.pop("micro_work")
     events = out.pop("events")
     if keep_events:
         out["events"] = events
     return out
 
 
-def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spec) -> dict:
+def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spec, micros: int | None = None) -> dict:
     cfg = cfg.replace(device="cpu", steps=2, timing_steps=0, budget_mb=None, force=True)
     spec = spec or spec_for(cfg)
     own = isinstance(spec, SourceSpec)
@@ -248,7 +264,7 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spe
     tracker, log, scratch = replay_tracker(block, transients, sizer=sizer, listeners=[counter])
     # The recorder reads the tracker, never the CUDA allocator: nothing real is allocated.
     rec = PhaseRecorder(torch.device("cpu"), tracker)
-    state = TrainState(cfg, torch.device(fake_device), spec=spec)
+    state = TrainState(cfg, torch.device(fake_device), spec=spec, micro_batches=micros)
     # A CUDA estimate replayed on fake CPU tensors casts and calls attention as CUDA does (cuda_autocast.py,
     # cuda_kernels.py).
     as_cuda = block > 1 and fake_device == "cpu"
@@ -290,6 +306,7 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spe
         "steady": steady,
         "phases": rec.phases,
         "step": counter.figures(),
+        "micro_work": counter.micro_work,
         "allocator": allocator,
         "signatures": list(dict.fromkeys(scratch.signatures)),
         # What the model phase allocated: the parameters as the setup builds them, and their dtypes.

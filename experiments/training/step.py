@@ -37,6 +37,8 @@ class TrainState:
     scaler: torch.amp.GradScaler | None = None
     inputs: dict | None = None
     targets: dict | None = None
+    # A replay runs only this many of each step's micro-batches (the ones after repeat them: estimate/micro_batches.py).
+    micro_batches: int | None = None
 
     def clear(self) -> None:
         """Drops every tensor this state holds (after a finish, an out-of-memory error or a cancel)."""
@@ -105,7 +107,7 @@ def train_step(s: TrainState, step: int = 0, phase=_no_phase) -> torch.Tensor:
         s.optimizer.zero_grad(set_to_none=cfg.zero_grad_to_none)
     total = None
     mb = cfg.micro_batch
-    for micro in range(cfg.accum):
+    for micro in range(min(cfg.accum, s.micro_batches or cfg.accum)):
         micro_tag = micro if cfg.accum > 1 else None
         inputs = {k: v[micro * mb : (micro + 1) * mb] for k, v in s.inputs.items()}
         targets = {k: v[micro * mb : (micro + 1) * mb] for k, v in s.targets.items()}
