@@ -18,6 +18,7 @@ from experiments.core import config as _config
 from experiments.core import recorded as _recorded
 from experiments.core import timeline as _timeline
 from experiments.core import tolerance as _tolerance
+from experiments.core.cgroup import with_host_memory
 from experiments.core.config import BOOLS, CHOICES, RANGES, ConfigError, ExperimentConfig
 from experiments.core.limits import problem as limits_problem  # the operator's limits file's error, once
 from experiments.core.metrics import VERDICT_MIN_ROUNDS, net_peak, paired
@@ -123,7 +124,7 @@ def device_info() -> dict:
     info = client().device_info()
     if info is None:
         raise RuntimeError("the experiment worker did not report its device in time")
-    return info
+    return with_host_memory(info)  # a CPU's free memory read now, not when the worker started
 
 
 def device_info_nowait() -> dict | None:

@@ -1,4 +1,4 @@
-"""The memory limit that applies to this process: its own control group's and every ancestor's, not only the root's.
+"""The host memory this process may still take, and the memory limit that applies to it: its own control group's and every ancestor's, not only the root's.
 
 A server started in a systemd slice, a Slurm job or with `cgexec` sits in a group below the root of what it sees; the
 root has no limit there, so reading the root alone found none and the kernel's OOM killer ended runs the page had
@@ -38,11 +38,11 @@ def _read_int(path: str) -> int | None:
     return int(text) if text.isdigit() else None  # "max" (no limit) and unreadable files give None
 
 
-def own_paths(proc: str = PROC) -> dict[str, str]:
+def own_paths(proc: str | None = None) -> dict[str, str]:
     """The process's group per hierarchy: {"v2": path} and/or {"v1": path} (the memory controller's)."""
     out: dict[str, str] = {}
     try:
-        with open(proc) as f:
+        with open(proc or PROC) as f:
             lines = f.read().splitlines()
     except OSError:
         return out
@@ -76,11 +76,11 @@ def _hierarchies(root: str, paths: dict[str, str]) -> list[tuple[str, str, str, 
     return out
 
 
-def applying_limit(root: str = ROOT, proc: str = PROC) -> Limit | None:
+def applying_limit(root: str | None = None, proc: str | None = None) -> Limit | None:
     """The limit with the least memory left among the process's group and its ancestors; None where none is set.
     A group not visible here (above a namespace's root) is skipped: the visible root stands for it."""
     best: Limit | None = None
-    for base, limit_file, usage_file, own in _hierarchies(root, own_paths(proc)):
+    for base, limit_file, usage_file, own in _hierarchies(root or ROOT, own_paths(proc or PROC)):
         for group in _ancestors(own):
             folder = os.path.join(base, group.lstrip("/"))
             limit, usage = _read_int(os.path.join(folder, limit_file)), _read_int(os.path.join(folder, usage_file))
@@ -90,3 +90,41 @@ def applying_limit(root: str = ROOT, proc: str = PROC) -> Limit | None:
             if best is None or here.available_bytes < best.available_bytes:
                 best = here
     return best
+
+
+def meminfo_available(path: str = "/proc/meminfo") -> int | None:
+    """The machine's MemAvailable, in bytes."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def host_available_bytes() -> tuple[int | None, Limit | None]:
+    """(what the process may still allocate: the machine's MemAvailable or its control group's limit, whichever
+    leaves less; the limit when it is the one that decides)."""
+    available, limit = meminfo_available(), applying_limit()
+    if limit is None or (available is not None and available <= limit.available_bytes):
+        return available, None
+    return limit.available_bytes, limit
+
+
+def host_memory() -> dict:
+    """A CPU device's free memory as the pages show it: {"free_bytes"[, "memory_limit": the group that decides]}."""
+    free, limit = host_available_bytes()
+    out: dict = {"free_bytes": free}
+    if limit is not None:
+        out["memory_limit"] = {"group": limit.group, "limit_bytes": limit.limit_bytes}
+    return out
+
+
+def with_host_memory(info: dict) -> dict:
+    """A device report with a CPU's free memory read now (the web server's view: the worker reported it when it started,
+    before the estimate processes and the runs since); a GPU's report as it is."""
+    if info.get("type") != "cpu":
+        return info
+    return {k: v for k, v in info.items() if k != "memory_limit"} | host_memory()

@@ -6,7 +6,7 @@ import platform
 
 import torch
 
-from ..core.cgroup import applying_limit
+from ..core.cgroup import applying_limit, host_available_bytes, host_memory
 from ..core.config import DEVICES, ConfigError
 from ..estimate.throughput import rates_report
 from ..estimate.workspaces import cache_path
@@ -57,22 +57,8 @@ def cgroup_available_bytes() -> int | None:
     return None if limit is None else limit.available_bytes
 
 
-def _meminfo_available() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def cpu_available_bytes() -> int | None:
-    available, limited = _meminfo_available(), cgroup_available_bytes()
-    if available is None or limited is None:
-        return available if limited is None else limited
-    return min(available, limited)
+    return host_available_bytes()[0]
 
 
 def device_info(choice: str = "auto", rates: bool = True) -> dict:
@@ -103,12 +89,9 @@ def device_info(choice: str = "auto", rates: bool = True) -> dict:
         info.update(
             name=platform.processor() or platform.machine() or "CPU",
             total_bytes=_cpu_total_bytes(),
-            free_bytes=cpu_available_bytes(),
             threads=torch.get_num_threads(),
         )
-        limit, host = applying_limit(), _meminfo_available()
-        if limit is not None and (host is None or limit.available_bytes < host):  # the page names what decides
-            info["memory_limit"] = {"group": limit.group, "limit_bytes": limit.limit_bytes}
+        info |= host_memory()  # free_bytes, and the control group whose limit decides it
     return (info | rates_report(device.type)) if rates else info
 
 

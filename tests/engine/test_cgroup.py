@@ -64,3 +64,21 @@ def test_no_limit_anywhere_is_none(tmp_path):
     _group(root / "a", "max", GIB)
     assert applying_limit(str(root), _proc(tmp_path, "0::/a\n")) is None
     assert applying_limit(str(tmp_path / "absent"), str(tmp_path / "absent_proc")) is None
+
+
+def test_a_cpu_report_gets_free_memory_read_now_and_a_gpu_report_stays(tmp_path, monkeypatch):
+    from experiments.core import cgroup
+
+    root = tmp_path / "cg"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("memory\n")
+    _group(root / "lab", 2 * GIB, GIB)
+    monkeypatch.setattr(cgroup, "ROOT", str(root))
+    monkeypatch.setattr(cgroup, "PROC", _proc(tmp_path, "0::/lab\n"))
+    stale = {"type": "cpu", "free_bytes": 50 * GIB, "memory_limit": {"group": "/old", "limit_bytes": 1}}
+    fresh = cgroup.with_host_memory(stale)
+    assert fresh["free_bytes"] == GIB and fresh["memory_limit"] == {"group": "/lab", "limit_bytes": 2 * GIB}
+    _group(root / "lab", "max", GIB)  # the limit lifted: the machine's own free memory, and no group named
+    assert "memory_limit" not in cgroup.with_host_memory(stale)
+    gpu = {"type": "cuda", "free_bytes": 7}
+    assert cgroup.with_host_memory(gpu) is gpu

@@ -111,7 +111,6 @@ def test_cpu_capacity_sees_a_containers_memory_limit(tmp_path, monkeypatch):
     proc.write_text("0::/\n")
     monkeypatch.setattr(cgroup, "ROOT", str(tmp_path))
     monkeypatch.setattr(cgroup, "PROC", str(proc))
-    monkeypatch.setattr(device_info, "applying_limit", lambda: cgroup.applying_limit(str(tmp_path), str(proc)))
     assert device_info.cgroup_available_bytes() == 768 * 2**20
     assert device_info.cpu_available_bytes() <= 768 * 2**20
     limit.write_text("max\n")  # no limit: the host's MemAvailable decides
