@@ -187,7 +187,7 @@ def _show(s: ex2.Settings, meta: dict, done: dict) -> None:
     a = ex2.assess(s, got["run"], got.get("guard"), rounds, roles, tag["budget"])
     grading_view.record(meta["id"], a["passed"], s.total)
     st.divider()
-    st.subheader(t("ex2.score", score=a["score"]))
+    st.subheader(t("ex2.score", score=a["score"]) if a["score"] is not None else t("ex2.score_busy"))
     results.device_label(got["run"])
     guard = got.get("guard") or {}
     peak = fmt_bytes(a["peak"])
@@ -203,10 +203,13 @@ def _show(s: ex2.Settings, meta: dict, done: dict) -> None:
             tol=f"{guard.get('tolerance', float('nan')):.0e}",
         ),
     )
-    grading_view.check_line(
-        a["checks"]["fast"],
-        t("ex2.check.fast" if a["checks"]["fast"] else "ex2.check.slow", pct=f"{s.speed_slack * 100:.0f}"),
-    )
+    if rounds and not a["speed_judged"]:
+        st.info(t("ex2.check.busy"), icon=":material/hourglass_top:")
+    else:
+        grading_view.check_line(
+            a["checks"]["fast"],
+            t("ex2.check.fast" if a["checks"]["fast"] else "ex2.check.slow", pct=f"{s.speed_slack * 100:.0f}"),
+        )
     if a["why"]:
         st.markdown(grading_view.say_all(a["why"]))
     _best_line(s, tag, a)

@@ -17,7 +17,7 @@ from course.units import MIB, fmt_bytes
 from experiments.core import metrics
 from experiments.core.config import CHOICES, RANGES, ConfigError, ExperimentConfig
 from experiments.core.rounds import LIMITS as ROUND_LIMITS
-from experiments.core.rounds import VERDICT_MIN_ROUNDS, paired
+from experiments.core.rounds import VERDICT_MIN_ROUNDS, paired, too_busy
 
 CHECKS = ("fit", "correct", "fast")
 DEVICE_TYPES = ("cuda", "cpu")
@@ -253,12 +253,16 @@ def assess(s: Settings, candidate: dict, guard: dict | None, rounds: dict | None
     vs_best = paired(rounds, cand, best) if best and best != cand else None
     vs_base = paired(rounds, cand, base) if rounds and cand != base else None
     measured = best == cand or vs_best is not None
+    # Rounds on an oversubscribed machine judge no speed: fit and correctness are graded, speed waits for a calmer one.
+    judged = bool(rounds) and not too_busy(rounds)
     slower = bool(vs_best and vs_best["verdict"] == "slower" and vs_best["median"] > 1 + s.speed_slack)
     fast = measured and not slower
-    checks = dict(zip(CHECKS, (fit, correct, fit and correct and fast), strict=True))
+    checks = dict(zip(CHECKS, (fit, correct, fit and correct and fast and judged), strict=True))
     score = 0
-    if fit and correct and measured:
+    if fit and correct and measured and judged:
         score = 100 if fast else round(100 / vs_best["median"])
+    elif fit and correct and rounds and not judged:
+        score = None  # no speed, no score: the page says why
     why = []
     largest = metrics.largest_category(candidate)
     if oom:
@@ -287,9 +291,11 @@ def assess(s: Settings, candidate: dict, guard: dict | None, rounds: dict | None
         )
     if rounds is None:
         why.append(message("ex2.why.no_rounds"))
+    elif not judged:
+        why.append(message("ex2.why.busy"))
     if vs_base:
         why.append(message("ex2.why.speed", **_ratio_args(vs_base)))
-    if vs_best and fit and correct and slower:
+    if vs_best and fit and correct and slower and judged:
         why.append(message("ex2.why.slower", **_ratio_args(vs_best)))
     return {
         "checks": checks,
@@ -304,6 +310,7 @@ def assess(s: Settings, candidate: dict, guard: dict | None, rounds: dict | None
         "ms": _median_ms(rounds, cand),
         "best_ms": _median_ms(rounds, best) if best else None,
         "solved": all(checks.values()),
+        "speed_judged": judged,
     }
 
 

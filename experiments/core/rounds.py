@@ -3,6 +3,7 @@ Torch-free (experiments/measure/timing.py runs the rounds; lessons and the app r
 
 from __future__ import annotations
 
+import os
 import statistics
 
 # Interleaved rounds are compared round by round: in one round both strategies run minutes apart at most, so
@@ -58,3 +59,22 @@ def paired(result: dict, strategy: str, versus: str) -> dict | None:
         "faster": faster,
         "verdict": verdict,
     }
+
+
+def machine_load() -> dict:
+    """{"load": runnable threads over the last minute, "cores": the cores this process may use}; load None where the
+    system has no figure. Recorded with a timing_rounds result (at its start and its end)."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load = None
+    return {"load": load, "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
+
+
+def too_busy(result: dict) -> bool:
+    """Whether the rounds ran on an oversubscribed machine: more runnable threads than cores at their start or end.
+    Interleaving cancels what drifts, not contention that falls unevenly: a choice with more small kernels or more
+    Python per step loses more of each core to the other learners' work. A speed verdict from such rounds says more
+    about the class than about the choice (exercise 2 graded one answer 100 at load 21 and slower at load 44)."""
+    seen = [m for m in (result.get("load_start"), result.get("load_end")) if m and m.get("load") is not None]
+    return any(m["load"] > (m.get("cores") or 1) for m in seen)

@@ -17,7 +17,7 @@ import time
 import torch
 
 from ..core.config import ConfigError, ExperimentConfig
-from ..core.rounds import LIMITS, paired
+from ..core.rounds import LIMITS, machine_load, paired
 from ..training.step import TrainState, build_state, train_step
 from ..training.strategies import float32_precision
 from .device import device_info, resolve_device, warm_up_cuda
@@ -87,6 +87,7 @@ def time_rounds(
     device = devices.pop()
     if device.type == "cuda":
         warm_up_cuda(device)
+    load_start = machine_load()
     per_round: dict[str, list[float]] = {sid: [] for sid, _ in configs}
     total, done = rounds * len(configs), 0
     for r in range(rounds):
@@ -127,6 +128,9 @@ def time_rounds(
         "steps": steps,
         "warmup": warmup,
         "strategies": rows,
+        # the machine's load around the rounds: a speed verdict needs cores to spare (core/rounds.py: too_busy)
+        "load_start": load_start,
+        "load_end": machine_load(),
         "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     # Each strategy against the first, as the page shows it; derived from round_ms, which stays the source.

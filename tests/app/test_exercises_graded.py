@@ -338,6 +338,33 @@ def test_exercise2_without_rounds_speed_is_not_graded_and_correctness_still_is()
     assert wrong["passed"] == 1 and wrong["why"][0]["key"] == "ex2.why.wrong"
 
 
+@pytest.mark.parametrize(
+    ("start", "end", "judged"),
+    [
+        ({"load": 1.2, "cores": 2}, {"load": 1.9, "cores": 2}, True),  # the grading's own process and one more
+        ({"load": 1.2, "cores": 2}, {"load": 2.1, "cores": 2}, False),  # oversubscribed by the end
+        ({"load": 44.0, "cores": 2}, {"load": 40.0, "cores": 2}, False),  # the load test's class
+        ({"load": 44.0, "cores": 64}, None, True),  # a large server with cores to spare
+        (None, None, True),  # rounds recorded before the load was (the recordings)
+    ],
+)
+def test_exercise2_rounds_on_an_oversubscribed_machine_judge_no_speed(start, end, judged):
+    """The same answer scored 100 at load 21 and "slower" at load 44: contention falls unevenly on the choices. Rounds
+    that ran with more runnable threads than cores give no speed verdict and no score; fit and gradients still count."""
+    rounds, roles = _rounds(
+        {"base": [8.0] * 5, "mine": [20.0] * 5, "opt1": [10.0] * 5, "opt2": [30.0] * 5}  # mine: slower every round
+    )
+    rounds |= {"load_start": start, "load_end": end}
+    a = ex2.assess(S2, _result(100), OK_GUARD, rounds, roles, 100 * MIB)
+    assert a["speed_judged"] is judged
+    if judged:
+        assert a["checks"]["fast"] is False and a["score"] == 50 and "ex2.why.slower" in [m["key"] for m in a["why"]]
+    else:
+        assert a["checks"] == {"fit": True, "correct": True, "fast": False} and a["score"] is None
+        assert a["passed"] == 2 and not a["solved"]
+        assert "ex2.why.busy" in [m["key"] for m in a["why"]] and "ex2.why.slower" not in [m["key"] for m in a["why"]]
+
+
 # --- exercise 3: the solved rule on real CPU leak runs ---
 
 
