@@ -315,7 +315,10 @@ def _child_main() -> None:
         # The ranks' gc.collect() (and the forks' copies of pages) need not go over what every rank shares.
         gc.collect()
         gc.freeze()
-    plans = json.loads(sys.stdin.read())
+    text = sys.stdin.read()
+    if not text.strip():  # a launcher kept warm whose worker stopped (the server shut down): nothing to run
+        return
+    plans = json.loads(text)
 
     def say(message: dict) -> None:
         try:

@@ -137,6 +137,21 @@ def test_the_launcher_and_its_ranks_end_quietly_with_the_process_that_started_th
     assert "BrokenPipeError" not in text and "Traceback" not in text, text[-2000:]
 
 
+def test_a_launcher_kept_warm_ends_quietly_when_its_worker_stops():
+    """A launcher kept warm waits on stdin; the server stopping closes it with nothing written. It ends without a
+    traceback in the server's log (it printed a JSONDecodeError there, unrelated to anything the operator did)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.distributed.launch", "cpu"],
+        input="",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=120,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
 def test_a_launcher_kept_warm_runs_the_next_launch_and_another_waits_after_it(monkeypatch):
     """The classroom worker keeps one launcher waiting with torch imported (about 4 s of a laptop CPU per run): the
     next launch's ranks are that launcher's, and after the run a fresh one waits for the one after."""
