@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import gc
+import logging
 import multiprocessing as mp
 import os
 import pickle
@@ -298,6 +299,7 @@ class ProcessLane(Lane):
                 what, jid, payload = self.events_q.get(timeout=0.5)
             except queue.Empty:
                 if not self.proc.is_alive():
+                    _log_death(self, job["kind"])
                     client.finish(
                         job_id,
                         "error",
@@ -334,3 +336,21 @@ class ProcessLane(Lane):
             elif what == "error":
                 client.finish(job_id, "error", error=payload["error"], error_info=payload["error_info"])
                 return
+
+
+def _log_death(lane, kind: str) -> None:
+    """The server's log says that a worker died, how, and during what: the learner's page says only that it did."""
+    code = lane.proc.exitcode
+    how = f"exit status {code}"
+    if code is not None and code < 0:
+        import signal
+
+        with contextlib.suppress(ValueError):
+            how = f"signal {signal.Signals(-code).name}" + (" (the OOM killer, or a kill)" if code == -9 else "")
+    logging.getLogger(__name__).warning(
+        "experiment worker %s (pid %s) died during a %s job: %s; a new one starts for the next job",
+        lane.index,
+        lane.proc.pid,
+        kind,
+        how,
+    )

@@ -203,7 +203,7 @@ def test_worker_runs_in_a_spawned_process_dedupes_and_caches():
     }
 
 
-def test_a_worker_process_is_cancelled_stopped_at_its_time_limit_and_restarted_when_it_dies():
+def test_a_worker_process_is_cancelled_stopped_at_its_time_limit_and_restarted_when_it_dies(caplog):
     """One worker process lane: a Cancel reaches a running job; a job past max_job_seconds is killed with its
     worker; a worker that dies mid-job fails that job only; after each, the next job runs in a fresh process."""
     c = WorkerClient(inline=False, rates=False)
@@ -226,10 +226,14 @@ def test_a_worker_process_is_cancelled_stopped_at_its_time_limit_and_restarted_w
     doomed = c.submit("run", dict(LONG, seed=2))
     _running(c, doomed)
     assert lane.proc.pid != first  # restarted after the time limit
-    os.kill(lane.proc.pid, signal.SIGKILL)
-    died = _wait(c, doomed)
+    killed = lane.proc.pid
+    with caplog.at_level("WARNING", logger="experiments.jobs.lanes"):
+        os.kill(killed, signal.SIGKILL)
+        died = _wait(c, doomed)
     assert died["state"] == "error" and died["error_info"] == {"type": "WorkerDied", "code": None, "params": {}}
     assert died["error"].startswith("the worker process died")
+    # the server's log says so, and how: the page's "see the server log" points somewhere
+    assert [r.getMessage() for r in caplog.records if str(killed) in r.getMessage() and "SIGKILL" in r.getMessage()]
 
     after = _wait(c, c.submit("leak", {"scenario": "fixed", "steps": 2, "device": "cpu", "batch": 8, "width": 16}))
     assert after["state"] == "done" and after["result"]["growth_bytes_per_step"] == 0
