@@ -75,7 +75,12 @@ class SourceSpec(ModelSpec):
 
                     model = torchvision.models.get_model(self.name, weights=None, num_classes=self.config)
                 else:
-                    model = _factory(self.name)()
+                    factory = _factory(self.name)
+                    try:
+                        model = factory()
+                    except TypeError as e:  # a callable that is no factory of a model (os:system), or one that needs
+                        # arguments: the learner's to fix, in one line
+                        raise _refused("import", f"{self.name}() raised TypeError: {e}") from None
                     if not isinstance(model, nn.Module):
                         raise _refused("source", f"{self.name} returned {type(model).__name__}, not an nn.Module")
         finally:

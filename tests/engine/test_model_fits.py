@@ -199,6 +199,10 @@ def test_the_command_line_estimates_a_preset_as_json_and_refuses_bad_names_in_on
         "--json",
     )
     assert as_json.returncode == 3 and json.loads(as_json.stdout)["predicted"] is False  # as in text mode
+    # a callable that makes no model (it needs arguments) is the learner's to fix, in one line, not a traceback
+    no_factory = _cli("estimate", "--import", "os:system", "--inputs", "x:float[B,8]", "--device", "cpu")
+    assert no_factory.returncode == 2 and no_factory.stderr.count("\n") == 1, no_factory.stderr
+    assert no_factory.stderr.startswith("error: import: os:system() raised TypeError")
 
 
 def test_the_h200_benchmark_measures_its_plain_loop_as_the_replay_predicts_on_the_cpu(tmp_path):
