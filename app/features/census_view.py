@@ -21,21 +21,21 @@ def holders_text(holders: list[dict]) -> str:
 
 
 def census_table(census: dict) -> pd.DataFrame:
+    """One row per group; what a leak hunt reads first (the tensor, what one step added, who holds it) comes first,
+    so that a half-width column at 1024 px shows it without scrolling."""
     rows = []
-    for g in census.get("groups") or []:
+    groups = census.get("groups") or []
+    one_device = len({g["device"] for g in groups}) == 1  # then the caption names it, not every row
+    for g in groups:
+        shape = "(" + ", ".join(str(d) for d in g["shape"]) + ("," if len(g["shape"]) == 1 else "") + ")"
         rows.append(
             {
-                t("census.col.shape"): "("
-                + ", ".join(str(d) for d in g["shape"])
-                + ("," if len(g["shape"]) == 1 else "")
-                + ")",
-                t("census.col.dtype"): g["dtype"],
-                t("census.col.device"): g["device"],
-                t("census.col.count"): g["count_after"],
-                t("census.col.count_delta"): f"{g['count_delta']:+d}" if g["count_delta"] else "0",
-                t("census.col.bytes"): fmt_bytes(g["bytes_after"]),
+                t("census.col.tensor"): f"{shape} {g['dtype']}" + ("" if one_device else f" {g['device']}"),
                 t("census.col.bytes_delta"): _signed(g["bytes_delta"]),
                 t("census.col.holders"): holders_text(g.get("holders") or []),
+                t("census.col.count_delta"): f"{g['count_delta']:+d}" if g["count_delta"] else "0",
+                t("census.col.count"): g["count_after"],
+                t("census.col.bytes"): fmt_bytes(g["bytes_after"]),
             }
         )
     return pd.DataFrame(rows)
@@ -59,7 +59,10 @@ def render(ok: list[tuple[str, dict]], key: str, names: dict[str, str] | None = 
         st.caption(chosen)
     census = dict(with_census)[chosen]["census"]
     a, b = census.get("steps") or ["?", "?"]
-    st.caption(t("census.explain", a=a, b=b))
+    devices = sorted({g["device"] for g in census.get("groups") or []})
+    st.caption(
+        t("census.explain", a=a, b=b) + (" " + t("census.device", device=devices[0]) if len(devices) == 1 else "")
+    )
     df = census_table(census)
     changed = sum(1 for g in census.get("groups") or [] if g["bytes_delta"] or g["count_delta"])
 
@@ -70,5 +73,8 @@ def render(ok: list[tuple[str, dict]], key: str, names: dict[str, str] | None = 
         df.style.apply(highlight, axis=1),
         hide_index=True,
         width="stretch",
-        column_config={t("census.col.holders"): st.column_config.TextColumn(width="large")},
+        column_config={
+            t("census.col.bytes_delta"): st.column_config.TextColumn(width="small"),
+            t("census.col.holders"): st.column_config.TextColumn(width="medium"),
+        },
     )

@@ -65,8 +65,11 @@ def test_leak_run_shows_the_census_of_the_growing_group():
     census = [df for df in frames if "Held by" in df.columns]
     assert census, "the census table"
     top = census[0].iloc[0]
-    assert top["Shape"] == "(8, 64)" and top["Δ bytes per step"] == "+2.00 KiB"  # 8 x 64 x 4 bytes
+    assert top["Tensor"] == "(8, 64) float32" and top["Δ bytes/step"] == "+2.00 KiB"  # 8 x 64 x 4 bytes
     assert "module attribute model.cache" in top["Held by"]
+    # what a leak hunt reads first comes first: a half-width column at 1024 px shows these three without scrolling
+    assert list(census[0].columns[:3]) == ["Tensor", "Δ bytes/step", "Held by"]
+    assert any("Every tensor here is on cpu." in c.value for c in at.caption)
 
 
 def test_a_small_run_has_a_timeline_expander_on_every_result_page():
