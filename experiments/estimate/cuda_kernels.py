@@ -25,11 +25,11 @@ that let the CPU choose, 0.5 GiB per layer.
 The math path itself, as a plain CUDA run takes it. torch's composite adds the mask in place on plain tensors but out
 of place on any tensor subclass (a fake tensor), so on fake tensors it holds a second B x H x L x L buffer for a moment
 that the real run never has; `_math_as_cuda` is the same composite with the in-place add. Its softmax,
-`aten._safe_softmax`, is one op to autograd and to the replay, but on CUDA its kernel is itself a composite (torch's
-attention.cpp): a softmax, an `eq` mask of the input, the rows that are all masked, then the `where` that is the
-output, all through the caching allocator while the output is made. `scratch_as_cuda` gives those buffers, held with
-the output. A checkpointed QLoRA step of Mistral-7B at batch 9 (fp32 attention: the recomputed layer's softmax inside
-the backward) peaked 4.9 GB above a replay without them on an NVIDIA H100; with them the replay rises 3.3 GB.
+`aten._safe_softmax`, is one op to autograd and to the replay, but on CUDA it allocates an `eq` mask of its input and
+the all-masked rows beside its output, and its backward (`_softmax_backward_data`) a product of the gradient and the
+output the size of the gradient. `scratch_as_cuda` gives those buffers, as measured op by op on an NVIDIA H100
+(benchmarks/op_memory.py): a checkpointed QLoRA step of Mistral-7B at batch 9 (fp32 attention; the recomputed layer's
+softmax backward inside the backward holds the peak) peaked 4.9 GB above a replay without them.
 """
 
 from __future__ import annotations
@@ -101,14 +101,20 @@ def _math_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
 
 
 def scratch_as_cuda(func, args, out) -> tuple[int, ...]:
-    """The buffers a CUDA kernel that is itself a composite allocates beside its output, held together while it runs:
-    `_safe_softmax`'s softmax, its 0-dim -inf, the `eq` mask, the all-masked rows and its 0-dim zero."""
-    if func is not aten._safe_softmax.default or not isinstance(out, torch.Tensor):
+    """The buffers a CUDA kernel allocates beside its output, held together while it runs, as measured on the GPU
+    (benchmarks/op_memory.py; docs/benchmarks/op-memory-h100/):
+    - `_safe_softmax`: its `eq` mask of the input (1 byte per element), the all-masked rows and one 0-dim tensor;
+    - `_softmax_backward_data`: the product grad * output, the size of the gradient (torch's SoftMax.cu computes it
+      before the kernel)."""
+    if not isinstance(out, torch.Tensor):
         return ()
-    x, dim = args[0], args[1]
-    one = out.element_size()
-    rows = x.numel() // max(1, x.size(dim))
-    return (out.numel() * one, one, x.numel(), rows, one)
+    if func is aten._safe_softmax.default:
+        x, dim = args[0], args[1]
+        return (x.numel(), x.numel() // max(1, x.size(dim)), out.element_size())
+    if func is aten._softmax_backward_data.default:
+        grad = args[0]
+        return (grad.numel() * grad.element_size(),)
+    return ()
 
 
 def _bias(attn_mask, dtype):

@@ -55,9 +55,6 @@ def test_the_recorded_boundaries_are_read():
 # Misses measured on an emulated card and not yet explained (docs/benchmarks/fits-boundary.md): each fails here
 # until the answer moves, then the strict mark fails and comes off.
 KNOWN_MISSES = {
-    ("mistral-7b", "a100-40gb", "qlora", False): "QLoRA (foreach, checkpointing): answers 10, batch 10 ran out of "
-    "memory on an H100 emulating the card (a 5 GiB request with 6 GiB reserved but free); the replay's allocated "
-    "peak at batch 9 is still 1.56 GB below the trial's",
     ("bert-base", "a100-40gb", None, False): "BERT bf16 foreach: answers 139, 141 ran (two below: too careful)",
 }
 
