@@ -117,6 +117,7 @@ def main(argv=None) -> int:
         )
         out["pairs"]["offload_over_plain"] = {"a": "lora-ckpt-offload", "b": "lora-ckpt", **r}
         print(f"offload / plain: {r['median']}x (between {r['lo']} and {r['hi']} over {a.rounds} rounds)", flush=True)
+        _write(a.out, out)  # a pair that ends is kept even if the next one is cut by a time limit
     if "qlora" in pairs:
         qlora = _side(QLORA_CKPT, a.tiny, a.device)
         r = paired(
@@ -124,8 +125,12 @@ def main(argv=None) -> int:
         )
         out["pairs"]["qlora_over_lora"] = {"a": "qlora-ckpt", "b": "lora-ckpt", **r}
         print(f"QLoRA / LoRA: {r['median']}x (between {r['lo']} and {r['hi']} over {a.rounds} rounds)", flush=True)
-    Path(a.out).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    _write(a.out, out)
     return 0
+
+
+def _write(path: str, out: dict) -> None:
+    Path(path).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
