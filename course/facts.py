@@ -112,16 +112,26 @@ def placeholders(text: str) -> set[str]:
     return set(PLACEHOLDER.findall(text))
 
 
-def model_facts(meta: dict, value) -> dict[str, str]:
-    """A model lesson's {{facts}} (meta.json "model_facts"), each spec's number from `value(spec)`, formatted."""
-    return {name: formatted(spec, value(spec)) for name, spec in (meta.get("model_facts") or {}).items()}
+def model_facts(meta: dict, value, summary=None) -> dict[str, str]:
+    """A model lesson's {{facts}} (meta.json "model_facts"), each spec's number from `value(spec)`, formatted; a paired
+    fact's spread ({{name.lo}}, {{name.hi}}, {{name.rounds}}) from `summary(spec)` (None where not recorded)."""
+    out = {}
+    for name, spec in (meta.get("model_facts") or {}).items():
+        out[name] = formatted(spec, value(spec))
+        if spec.get("metric") == PAIRED:
+            s = summary(spec) if summary else None
+            out[f"{name}.lo"] = formatted(spec, s and s["lo"])
+            out[f"{name}.hi"] = formatted(spec, s and s["hi"])
+            out[f"{name}.rounds"] = str(s["rounds"]) if s else "—"
+    return out
 
 
-def model_verdicts(meta: dict, value) -> dict[str, bool | None]:
-    """Each model fact: True where it holds on its data, False where the data says otherwise, None where not
-    recorded (`value(spec)` is None)."""
+def model_verdicts(meta: dict, value, summary=None) -> dict[str, bool | None]:
+    """Each model fact: True where it holds on its data (a paired fact: in every round), False where the data says
+    otherwise, None where not recorded (`value(spec)` is None)."""
     out = {}
     for name, spec in (meta.get("model_facts") or {}).items():
         number = value(spec)
-        out[name] = None if number is None else holds(spec, number)
+        paired = summary(spec) if summary and spec.get("metric") == PAIRED else None
+        out[name] = None if number is None else holds(spec, number, paired)
     return out

@@ -7,6 +7,11 @@ under "model_facts":
     "ckpt_saving_pct": {"h200": "llama3-8b-lora", "versus": "llama3-8b-lora-ckpt", "metric": "measured_saving_pct"}
     "lora_act_gib": {"estimate": "lora", "metric": "category_gib", "category": "activations"}
     "max_peak_diff": {"h200_all": true, "metric": "max_abs_peak_diff_percent", "max": 1}
+    "qlora_time": {"rounds": "qlora_over_lora", "metric": "paired_ratio", "format": ".2f", "min": 1}
+
+A time ratio comes from paired rounds (lessons/finetune/h200_rounds.json, written by benchmarks/finetune_rounds.py on
+the GPU): {{qlora_time}} is the median round's ratio, {{qlora_time.lo}}, {{qlora_time.hi}} and {{qlora_time.rounds}}
+its spread, and min/max hold for every round.
 
 min/max pin what the sentence around the number states (course/facts.py's rule). Torch-free."""
 
@@ -14,13 +19,15 @@ from __future__ import annotations
 
 import functools
 import json
+import statistics
 
 from course import content
-from course.facts import model_facts, model_verdicts
+from course.facts import PAIRED, model_facts, model_verdicts
 from course.units import GIB
 
 LESSON = "finetune"
 H200_FILE = "h200_methods.jsonl"
+ROUNDS_FILE = "h200_rounds.json"
 GB = 1e9  # the driver's view (nvidia-smi) is quoted in GB, as the recordings' text says
 
 
@@ -124,9 +131,24 @@ METRICS = {
 }
 
 
+def rounds_summary(spec: dict) -> dict | None:
+    """A paired fact's rounds: {"median", "lo", "hi", "rounds"} recomputed from the recorded ratios, or None."""
+    text = _text(ROUNDS_FILE)
+    pair = (json.loads(text)["pairs"] if text else {}).get(spec.get("rounds"))
+    if not pair or not pair.get("ratios"):
+        return None
+    ratios = pair["ratios"]
+    return {"median": statistics.median(ratios), "lo": min(ratios), "hi": max(ratios), "rounds": len(ratios)}
+
+
 def value(spec: dict) -> float | None:
     """The fact's number, or None where its data is not recorded (yet)."""
     metric = spec.get("metric")
+    if "rounds" in spec:
+        if metric != PAIRED:
+            raise ValueError(f"a fact of paired rounds has metric {PAIRED}, got {metric!r}")
+        summary = rounds_summary(spec)
+        return summary and summary["median"]
     if "h200" in spec or spec.get("h200_all"):
         if metric not in METRICS["measured"]:
             raise ValueError(f"unknown metric {metric!r} of an H200 run; allowed: {', '.join(METRICS['measured'])}")
@@ -137,11 +159,11 @@ def value(spec: dict) -> float | None:
 
 
 def facts(meta: dict) -> dict[str, str]:
-    return model_facts(meta, value)
+    return model_facts(meta, value, rounds_summary)
 
 
 def verdicts(meta: dict) -> dict[str, bool | None]:
-    return model_verdicts(meta, value)
+    return model_verdicts(meta, value, rounds_summary)
 
 
 def table_rows() -> list[dict]:

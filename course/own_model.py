@@ -21,6 +21,8 @@ from course.units import GIB
 from experiments.core import model_sources
 
 LESSON = "yourmodel"
+# The heads a Hugging Face model_type may be trained with (hf:NAME:HEAD), in the order a bare name picks one.
+HEADS = model_sources.HF_TASKS
 METRICS = (
     "peak_gib",
     "bytes_per_parameter",

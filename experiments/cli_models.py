@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from .core.config import ConfigError
-from .core.model_sources import OVERRIDES, format_overrides, parse_overrides, presets
+from .core.model_sources import HF_TASKS, OVERRIDES, format_overrides, parse_overrides, presets
 from .core.units import GIB, fmt_bytes
 from .core.vocabulary import RESERVED_WHY
 
@@ -17,6 +17,11 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model-preset", metavar="ID", help=f"one of {', '.join(presets())} (its default levers apply)")
     g.add_argument("--tiny", action="store_true", help="the preset's CPU-sized variant")
     g.add_argument("--model-type", metavar="TYPE", help="a Hugging Face model_type of the installed transformers")
+    g.add_argument(
+        "--head",
+        help=f"with --model-type: the head it trains with, one of {', '.join(HF_TASKS)}; default: the first of these "
+        "it has (models lists them)",
+    )
     g.add_argument("--torchvision", metavar="NAME", help="a torchvision classification model (where it imports)")
     g.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE", help=f"a shape override: {', '.join(OVERRIDES)}"
@@ -45,6 +50,13 @@ def model_fields(args) -> tuple[dict, object]:
             "one_of",
             fields=f"model,{chosen[0]}",
         )
+    head = getattr(args, "head", None)
+    if head and chosen[:1] != ["model_type"]:
+        raise ConfigError("head", "--head names the head of a --model-type", "one_of", fields="head,model_type")
+    if head and head not in HF_TASKS:
+        raise ConfigError(
+            "head", f"got {head!r}; allowed: {', '.join(HF_TASKS)}", "choice", value=head, allowed=", ".join(HF_TASKS)
+        )
     if not chosen:
         if overrides:
             raise ConfigError(
@@ -69,7 +81,8 @@ def model_fields(args) -> tuple[dict, object]:
         source = f"preset:{args.model_preset}" + (":tiny" if args.tiny else "")
         return {**_checked(source, preset_defaults), "model_source": source, "model_overrides": overrides}, None
     kind = "hf" if chosen[0] == "model_type" else "torchvision"
-    return {"model_source": f"{kind}:{getattr(args, chosen[0])}", "model_overrides": overrides}, None
+    source = f"{kind}:{getattr(args, chosen[0])}" + (f":{head}" if head else "")
+    return {"model_source": source, "model_overrides": overrides}, None
 
 
 def _checked(source: str, defaults) -> dict:

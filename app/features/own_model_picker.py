@@ -51,7 +51,7 @@ def _choice(field: str, options, labels: dict, default, container, radio: bool =
     draw = container.radio if radio else container.selectbox
     extra = {"horizontal": True} if radio else {}
     value = draw(
-        t(f"ym.{field}" if field in ("source", "preset", "size") else f"field.{field}"),
+        t(f"ym.{field}" if field in ("source", "preset", "size", "head") else f"field.{field}"),
         options,
         format_func=labels.__getitem__,
         key=k,
@@ -108,7 +108,10 @@ def source(meta: dict) -> tuple[str, dict, str | None] | None:
         src = f"preset:{pid}" + (":tiny" if size == "tiny" else "")
         return src, om.defaults(src), presets[pid]["source"].get("task")
     if kind == "hf":
-        return "hf:" + _text("model_type", t("ym.model_type"), "qwen2"), HF_DEFAULTS, None
+        name = _text("model_type", t("ym.model_type"), "qwen2")
+        heads = ("auto", *om.HEADS)
+        head = _choice("head", heads, {h: t("ym.head." + h) for h in heads}, "auto", st, new_model=True)
+        return "hf:" + name + ("" if head == "auto" else ":" + head), HF_DEFAULTS, None if head == "auto" else head
     ok, why = backend.torchvision_status()
     if not ok:
         st.info(t("ym.torchvision_missing", why=why))

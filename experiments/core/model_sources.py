@@ -7,6 +7,7 @@ configuration's validation and the lesson read it.
     preset:llama3-8b          a preset at full size
     preset:llama3-8b:tiny     its CPU-sized variant (the real CPU runs and the tests)
     hf:qwen2                  a model_type of the installed transformers (checked when the model is built)
+    hf:bert:sequence_classification   the same, with the head named (else the first of HF_TASKS it has)
     torchvision:resnet50      a torchvision classification model, where torchvision imports
 """
 
@@ -23,9 +24,10 @@ PRESETS_PATH = Path(__file__).with_name("model_presets.json")
 KINDS = ("preset", "hf", "torchvision")
 SIZES = ("tiny",)
 # The heads a Hugging Face architecture can be trained with here, in the order a bare model_type picks one: an
-# encoder such as BERT has a causal-LM head too (BertLMHeadModel), but it is pre-trained as a masked LM.
-HF_TASKS = ("masked_lm", "causal_lm", "image_classification")
-TEXT_TASKS = ("masked_lm", "causal_lm")
+# encoder such as BERT has a causal-LM head too (BertLMHeadModel), but it is pre-trained as a masked LM; T5 has only
+# its encoder-decoder head. `hf:NAME:TASK` names another.
+HF_TASKS = ("masked_lm", "causal_lm", "image_classification", "seq2seq_lm", "sequence_classification")
+TEXT_TASKS = ("masked_lm", "causal_lm", "seq2seq_lm", "sequence_classification")
 
 # The numeric settings a learner may change: generic name -> (the config attributes it may be called, in order;
 # inclusive range, or bool). The first name the config class knows is the one set, so GPT-2's n_layer and
@@ -33,7 +35,7 @@ TEXT_TASKS = ("masked_lm", "causal_lm")
 OVERRIDES: dict[str, tuple[tuple[str, ...], tuple[int, int] | type]] = {
     "layers": (("num_hidden_layers", "n_layer", "num_layers"), (1, 256)),
     "hidden": (("hidden_size", "n_embd", "d_model"), (8, 32768)),
-    "intermediate": (("intermediate_size", "n_inner", "ffn_dim", "d_ff"), (8, 262144)),
+    "intermediate": (("intermediate_size", "n_inner", "ffn_dim", "d_ff", "encoder_ffn_dim"), (8, 262144)),
     "heads": (("num_attention_heads", "n_head"), (1, 256)),
     "kv_heads": (("num_key_value_heads",), (1, 256)),
     "vocab": (("vocab_size",), (2, 1_048_576)),
@@ -41,6 +43,13 @@ OVERRIDES: dict[str, tuple[tuple[str, ...], tuple[int, int] | type]] = {
     "tie_embeddings": (("tie_word_embeddings",), bool),
     "max_positions": (("max_position_embeddings", "n_positions"), (1, 1_048_576)),
     "classes": (("num_labels",), (1, 100_000)),
+}
+# An encoder-decoder's second stack takes the same value (BART's decoder_layers beside encoder_layers, which its
+# num_hidden_layers means): every one of these names its config knows is set too.
+DECODER_TWINS: dict[str, tuple[str, ...]] = {
+    "layers": ("decoder_layers", "num_decoder_layers"),
+    "heads": ("decoder_attention_heads",),
+    "intermediate": ("decoder_ffn_dim",),
 }
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
@@ -52,7 +61,8 @@ def presets() -> dict[str, dict]:
 
 
 def parse_source(source: str) -> tuple[str, str, str | None]:
-    """(kind, name, size) of a source string; ConfigError naming `model_source` when it is not one."""
+    """(kind, name, variant) of a source string: a preset's size or an hf source's head (None when not given);
+    ConfigError naming `model_source` when it is not one."""
     parts = source.split(":") if isinstance(source, str) else []
     kind = parts[0] if parts else ""
     if kind == "import":
@@ -72,9 +82,22 @@ def parse_source(source: str) -> tuple[str, str, str | None]:
             allowed=", ".join(KINDS),
         )
     size = parts[2] if len(parts) == 3 else None
-    if size is not None and (kind != "preset" or size not in SIZES):
+    if size is not None and kind == "hf" and size not in HF_TASKS:
+        allowed = ", ".join(HF_TASKS)
         raise ConfigError(
-            "model_source", f"got {source!r}; only a preset has a size (:tiny)", "choice", value=size, allowed="tiny"
+            "model_source",
+            f"got {source!r}; the head of hf:NAME:HEAD is one of {allowed}",
+            "choice",
+            value=size,
+            allowed=allowed,
+        )
+    if size is not None and kind != "hf" and (kind != "preset" or size not in SIZES):
+        raise ConfigError(
+            "model_source",
+            f"got {source!r}; only a preset has a size (:tiny), only hf:NAME a head (:{'|'.join(HF_TASKS)})",
+            "choice",
+            value=size,
+            allowed="tiny",
         )
     if kind == "preset" and parts[1] not in presets():
         known = ", ".join(presets())
@@ -153,11 +176,14 @@ def preset_config(preset_id: str, tiny: bool) -> tuple[dict, dict]:
 
 
 def task_of(source: str) -> str | None:
-    """A preset's task (causal_lm, masked_lm, image_classification); None for sources that need the library."""
-    kind, name, _size = parse_source(source)
+    """A preset's task (causal_lm, masked_lm, image_classification), an hf source's named head; None where only the
+    library knows (a bare hf:NAME)."""
+    kind, name, variant = parse_source(source)
     if kind == "preset":
         return presets()[name]["source"].get("task")
-    return "image_classification" if kind == "torchvision" else None
+    if kind == "hf":
+        return variant
+    return "image_classification"
 
 
 def validate_source(cfg, single: str | None = None) -> None:

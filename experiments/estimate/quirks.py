@@ -50,6 +50,9 @@ instead: it takes SDPA's math path and breaks checkpointing.
    (`.tolist()`, `.item()`), which a fake tensor cannot. Such a call (device "cpu", numbers only) is computed for
    real, outside fake mode, as a `HostValues` tensor whose own operations stay real: the rates are Python floats
    again, and the tracker sees the same small host tensors a real CPU run makes.
+13. Masks a model makes itself (`torch.ones(batch, seq)` where no mask is passed: every encoder-decoder's decoder),
+   whose "does it pad anything?" question transformers skips on fake tensors and so builds the 4-D mask a real run
+   skips: experiments/estimate/uniform_masks.py.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, unset_fake_temporarily
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import bnb_quirks
+from . import bnb_quirks, uniform_masks
 from .patching import is_fake, patched
 
 _local_scalar_dense = torch.ops.aten._local_scalar_dense.default
@@ -255,6 +258,7 @@ NAMES = (
     "bnb_maps",
     "params4bit",
     "host_schedule",
+    "uniform_masks",
 )
 
 
@@ -318,6 +322,8 @@ def neutralised(with_transformers: bool):
         if with_transformers and "packed_sequence" not in DISABLED:
             module, fn = _packed_sequence(report)
             stack.enter_context(patched(module, "find_packed_sequence_indices", fn))
+        if with_transformers and "uniform_masks" not in DISABLED:
+            stack.enter_context(uniform_masks.known_masks())
         stack.enter_context(every_model())
         yield report
 

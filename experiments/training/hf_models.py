@@ -12,12 +12,17 @@ import torch
 from torch import nn
 
 from ..core.errors import ConfigError
-from ..core.model_sources import HF_TASKS, OVERRIDES
+from ..core.model_sources import DECODER_TWINS, HF_TASKS, OVERRIDES
 
 _AUTO = {
     "masked_lm": ("AutoModelForMaskedLM", "MODEL_FOR_MASKED_LM_MAPPING_NAMES"),
     "causal_lm": ("AutoModelForCausalLM", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"),
     "image_classification": ("AutoModelForImageClassification", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
+    "seq2seq_lm": ("AutoModelForSeq2SeqLM", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"),
+    "sequence_classification": (
+        "AutoModelForSequenceClassification",
+        "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+    ),
 }
 
 
@@ -55,7 +60,7 @@ def check_model_type(model_type: str, task: str | None) -> str:
         known = f"{len(types)} model types of transformers {transformers.__version__}"
         raise ConfigError(
             "model_source",
-            f"{model_type!r} is not a model type with a masked-LM, causal-LM or image-classification head in the "
+            f"{model_type!r} is not a model type with a head trained here ({', '.join(HF_TASKS)}) in the "
             f"installed transformers {transformers.__version__}{hint} (python -m experiments models lists them)",
             "unknown",
             value=model_type,
@@ -70,7 +75,8 @@ def check_model_type(model_type: str, task: str | None) -> str:
 def config_kwargs(model_type: str, base: dict, overrides: dict) -> dict:
     """The config's keyword arguments: a preset's (or none), then each override under the config's own name."""
     default = _defaults(model_type)
-    known = set(default.to_dict()) | set(getattr(default, "attribute_map", {}))
+    # num_labels is a property of every config (its id2label is what to_dict holds)
+    known = set(default.to_dict()) | set(getattr(default, "attribute_map", {})) | {"num_labels"}
     config = dict(base)
     for key, value in overrides.items():
         names = OVERRIDES[key][0]
@@ -80,15 +86,17 @@ def config_kwargs(model_type: str, base: dict, overrides: dict) -> dict:
         # A preset may spell it another way (GPT-2's n_layer for num_hidden_layers): one name only.
         for other in names:
             config.pop(other, None)
-        current = config.get(attr, getattr(default, attr, None))
-        # A per-stage setting (Swin's heads and depths): every stage takes the value.
-        config[attr] = [value] * len(current) if isinstance(current, (list, tuple)) else value
+        for name in (attr, *(t for t in DECODER_TWINS.get(key, ()) if t in known)):
+            current = config.get(name, getattr(default, name, None))
+            # A per-stage setting (Swin's heads and depths): every stage takes the value.
+            config[name] = [value] * len(current) if isinstance(current, (list, tuple)) else value
     return _consistent(default, config, overrides)
 
 
 def _consistent(default, config: dict, overrides: dict) -> dict:
     """Settings the config derives from the overridden ones but keeps at their defaults: special token ids inside a
-    smaller vocabulary (Phi-3's pad token), a rotary dimension within a smaller head (GPT-J's rotary_dim)."""
+    smaller vocabulary (Phi-3's pad token), a rotary dimension within a smaller head (GPT-J's rotary_dim); and the
+    decoder's start token an encoder-decoder trains with."""
     if "vocab" in overrides:
         vocab = overrides["vocab"]
         for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
@@ -97,6 +105,11 @@ def _consistent(default, config: dict, overrides: dict) -> dict:
                 config[name] = vocab - 1
             elif isinstance(value, list) and any(v >= vocab for v in value):
                 config[name] = [min(v, vocab - 1) for v in value]
+    if getattr(default, "is_encoder_decoder", False) and getattr(default, "decoder_start_token_id", None) is None:
+        # T5's published configs start the decoder with the pad token; its config class leaves it unset, and shifting
+        # the labels into the decoder's inputs needs it.
+        pad = config.get("pad_token_id", getattr(default, "pad_token_id", None))
+        config["decoder_start_token_id"] = pad if isinstance(pad, int) else 0
     rotary = config.get("rotary_dim", getattr(default, "rotary_dim", None))
     hidden = config.get("n_embd", config.get("hidden_size", getattr(default, "n_embd", None)))
     heads = config.get("n_head", config.get("num_attention_heads", getattr(default, "n_head", None)))
@@ -134,6 +147,17 @@ def check_shape(model_type: str, config: dict):
     return cfg
 
 
+def for_task(config, task: str):
+    """What the head needs of the config beyond its shape: a decoder-only classifier (GPT-2, Llama) reads the last
+    token that is not padding and refuses a batch above 1 without a pad token; tutorials give it the end-of-text
+    token, as here."""
+    if task == "sequence_classification" and getattr(config, "pad_token_id", None) is None:
+        eos = getattr(config, "eos_token_id", None)
+        eos = eos[0] if isinstance(eos, list) and eos else eos
+        config.pad_token_id = eos if isinstance(eos, int) and 0 <= eos < vocab_size(config) else 0
+    return config
+
+
 def build(model_type: str, task: str, config, dtype: torch.dtype, attn: str | None, experts: str | None) -> nn.Module:
     """`config`: the built config (check_shape). Built on the current default device, in `dtype`."""
     import transformers
@@ -148,7 +172,16 @@ def build(model_type: str, task: str, config, dtype: torch.dtype, attn: str | No
     if getattr(config, "architectures", None) is None:
         # transformers iterates it where a model type maps to several classes (DeiT, LeViT): none means the first.
         config.architectures = []
-    return getattr(transformers, _AUTO[task][0]).from_config(config, **kwargs)
+    try:
+        return getattr(transformers, _AUTO[task][0]).from_config(config, **kwargs)
+    except ImportError as e:  # a model that needs a package of its own (LayoutLMv2: detectron2)
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise _refused(f"{model_type} needs a package that is not installed: {first[:200]}") from None
+    except (KeyError, ValueError, TypeError, AttributeError, IndexError, AssertionError) as e:
+        # The constructor's own refusal of these settings (Cohere's rope parameters per layer type): a real run would
+        # fail the same way.
+        where = type(e).__name__ + (f": {str(e).strip().splitlines()[-1][:200]}" if str(e).strip() else "")
+        raise _refused(f"{model_type} cannot be built with these settings ({where}); a real run fails too") from None
 
 
 def enable_checkpointing(model: nn.Module, every: int = 1) -> bool:

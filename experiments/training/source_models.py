@@ -104,7 +104,10 @@ class SourceSpec(ModelSpec):
         fdtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
         if self.kind == "hf" and self.is_text:
             ids = torch.randint(0, hf_models.vocab_size(self.config), (cfg.batch, cfg.seq_len), generator=gen)
-            # A causal LM shifts its labels itself; a masked LM is scored on every position.
+            if self.task == "sequence_classification":
+                return {"input_ids": ids.to(device)}, {"labels": _class_labels(self.config, cfg.batch, gen).to(device)}
+            # A causal LM shifts its labels itself, an encoder-decoder shifts them into the decoder's inputs (a target
+            # as long as the source); a masked LM is scored on every position.
             return {"input_ids": ids.to(device)}, {"labels": ids.to(device)}
         if self.kind != "import":
             n = hf_models.classes(self.config) if self.kind == "hf" else self.config
@@ -171,14 +174,14 @@ def source_spec(source: str, overrides: str = "") -> SourceSpec:
         if not ok:
             raise _refused("model_source", why)
         return SourceSpec("torchvision", name, "image_classification", config=extra.get("classes", 1000), loss="ce")
-    base, task = {}, None
+    base, task = {}, (size if kind == "hf" else None)
     if kind == "preset":
         src = presets()[name]["source"]
         base, _defaults = preset_config(name, size == "tiny")
         name, task = src["model_type"], src.get("task")
     task = hf_models.check_model_type(name, task)
     config = hf_models.check_shape(name, hf_models.config_kwargs(name, base, extra))
-    return SourceSpec("hf", name, task, config=config)
+    return SourceSpec("hf", name, task, config=hf_models.for_task(config, task))
 
 
 def spec_of(cfg: ExperimentConfig) -> SourceSpec:
@@ -280,6 +283,15 @@ def _make(specs, cfg, device, fdtype, gen) -> dict:
             t = torch.ones(shape, dtype=dt) if dt is torch.bool else torch.randn(shape, generator=gen).to(dt)
         out[name] = t.to(device)
     return out
+
+
+def _class_labels(config, batch: int, gen: torch.Generator) -> torch.Tensor:
+    """One label per sequence: a class index, or a float target where the head has one output (transformers then
+    trains it as a regression with MSE)."""
+    n = hf_models.classes(config)
+    if n == 1:
+        return torch.randn((batch,), generator=gen)
+    return torch.randint(0, n, (batch,), generator=gen)
 
 
 def _logits(out):

@@ -56,6 +56,23 @@ def test_a_model_type_transformers_does_not_have_is_one_line_naming_the_field():
     assert "cannot be built" in err and "close matches: llama" in err and "\n" not in err
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_model_types_head_is_chosen_on_the_page_and_reaches_the_estimate(lang):
+    """T5 as an encoder-decoder, BERT as a sequence classifier: the page's source names the head (hf:NAME:HEAD) and
+    its estimate is the engine's for that head."""
+    shape = {"ym_o_layers": 2, "ym_o_hidden": 64, "ym_o_heads": 4, "ym_batch": 2, "ym_seq_len": 16}
+    state = {"ym_source": "hf", "ym_model_type": "bert", "ym_head": "sequence_classification", **shape}
+    at = open_page("yourmodel", lang, state=state)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    at.button(key="ym.estimate").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    source = "hf:bert:sequence_classification"
+    cfg = _cfg(model_source=source, model_overrides="layers=2,hidden=64,heads=4", precision="bf16")
+    assert fmt_bytes(estimate(cfg, device_type="cuda")["peak_bytes"]) in _texts(at)
+    masked = estimate(cfg.replace(model_source="hf:bert"), device_type="cuda")["peak_bytes"]
+    assert fmt_bytes(masked) not in _texts(at)  # not the masked LM a bare name would train
+
+
 def test_torchvision_is_offered_and_says_what_to_install_where_it_does_not_import():
     from experiments.training.source_models import torchvision_status
 

@@ -442,6 +442,8 @@ def test_help_and_a_bad_argument_answer_without_importing_torch():
     [
         (["run", "--model", "transformer", "--model-preset", "gpt2"], "model"),
         (["run", "--tiny"], "tiny"),
+        (["estimate", "--model-preset", "gpt2", "--head", "causal_lm"], "head"),
+        (["estimate", "--model-type", "bert", "--head", "regression"], "head"),
         (["estimate", "--segments", "4"], "segments"),
         (["estimate", "--segments", "4", "--checkpoint", "per_layer"], "segments"),
         (["fits", "--card", "t4-16gb", "--capacity-gib", "15"], "card"),

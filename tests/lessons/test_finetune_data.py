@@ -19,7 +19,7 @@ def test_every_quoted_number_is_a_fact_of_the_lesson(lang):
     text, used = content.read_text(fl.LESSON, "lesson", lang)
     assert used == lang
     quoted = facts.placeholders(text) | {n for c in META["checks"] for n in facts.placeholders(c["text"][lang])}
-    assert quoted and not quoted - set(META["model_facts"])
+    assert quoted and not quoted - facts.names(META["model_facts"])  # a paired fact's spread: name.lo, .hi, .rounds
     assert set(META["model_facts"]) <= facts.placeholders(text)  # no fact defined for nothing
 
 
@@ -39,6 +39,27 @@ def test_a_check_fails_when_its_data_says_otherwise(monkeypatch):
     monkeypatch.setattr(fl, "h200_rows", lambda: rows)
     verdicts = fl.verdicts(META)
     assert verdicts["qlora_extra_gib"] is False and verdicts["max_peak_diff"] is False
+
+
+def test_a_time_ratio_is_read_off_every_round_and_holds_only_if_every_round_does(monkeypatch):
+    """"Slower in every round" (qlora_time, min 1) fails when one round was faster; the median and spread are
+    recomputed from the rounds' ratios, not read from the medians stored beside them."""
+    import json
+    import statistics
+
+    original = fl._text
+    data = json.loads(original(fl.ROUNDS_FILE))
+    pair = data["pairs"]["qlora_over_lora"]
+    ratios = pair["ratios"]
+    shown = fl.facts(META)
+    assert shown["qlora_time"] == format(statistics.median(ratios), ".2f")
+    assert (shown["qlora_time.lo"], shown["qlora_time.hi"]) == (format(min(ratios), ".2f"), format(max(ratios), ".2f"))
+    assert shown["qlora_time.rounds"] == str(len(ratios)) and fl.verdicts(META)["qlora_time"] is True
+    pair["median"] = 9.0  # a stored derived figure is not trusted
+    pair["ratios"] = [0.9, *ratios[1:]]
+    monkeypatch.setattr(fl, "_text", lambda name: json.dumps(data) if name == fl.ROUNDS_FILE else original(name))
+    assert fl.verdicts(META)["qlora_time"] is False
+    assert fl.facts(META)["qlora_time.lo"] == "0.90" and fl.facts(META)["qlora_time"] != "9.00"
 
 
 def test_the_recorded_rows_are_what_the_table_shows():
