@@ -214,7 +214,7 @@ def workspaces() -> tuple | None:
     """The cuDNN workspaces the worker has measured on its GPU so far (experiments/estimate/workspaces.py)."""
     from pathlib import Path
 
-    from experiments.estimate.workspaces import load
+    from experiments.core.workspace_table import load
 
     info, _ = safe_device_info()
     path = (info or {}).get("workspaces_path")
@@ -335,7 +335,7 @@ def distributed_config(
 
 def distributed_unavailable(dcfg) -> str | None:
     """Why this machine cannot run dcfg (its device type, its GPU count), or None; the page never touches CUDA."""
-    from experiments.distributed.launch import device_type_for
+    from experiments.core.cpu_strategies import check_cpu
 
     info, _ = safe_device_info()
     try:
@@ -345,19 +345,19 @@ def distributed_unavailable(dcfg) -> str | None:
                 why = f"got {dcfg.world_size}; this machine has {count} GPU(s): allowed range is [1, {count}]"
                 raise ConfigError("world_size", why + " (one process per GPU)")
             return None
-        on_cpu = dcfg.config.replace(device="cpu")
-        device_type_for(_config.DistributedConfig(on_cpu, dcfg.strategy, dcfg.world_size, dcfg.batch_mode))
+        check_cpu(dcfg.strategy)
     except ConfigError as exc:
         return str(exc)
     return None
 
 
-def offload_host_categories(distributed: dict) -> dict[str, int]:
+def offload_host_categories(distributed: dict) -> dict[str, int] | None:
     """What a rank under FSDP2's CPU offload keeps in host memory, by the estimate (experiments/distributed/
-    estimate.py), for a recorded result's "distributed" settings."""
-    from experiments.distributed.estimate import offload_host_categories as host
-
-    return host(_config.DistributedConfig.from_dict(distributed))
+    estimate.py), for a recorded result's "distributed" settings; None while it is being computed."""
+    dcfg, key = _config.DistributedConfig.from_dict(distributed), ("offload_host", repr(sorted(distributed.items())))
+    target = "experiments.distributed.estimate:offload_host_categories"  # the model's shapes: torch, in the pool
+    got = shared_pool(_session_alive).get(key, target, (dcfg,), {}, session_id(), wait=ESTIMATE_WAIT_S)
+    return None if got == PENDING else got
 
 
 # ---------------------------------------------------------------------------------------------- recorded results

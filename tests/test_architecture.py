@@ -254,6 +254,20 @@ def test_the_torch_probe_fails_for_a_module_that_needs_torch():
     assert done.returncode != 0 and "torch" in done.stderr
 
 
+def test_the_web_server_imports_no_engine_module_that_needs_torch():
+    """torch's import takes 2 s to 12 s on a busy server: the web process never imports it. Every engine module that
+    app/ imports, inside a function too, imports with torch made unimportable (replays and runs happen in the worker
+    and estimate processes, which import torch themselves)."""
+    modules = _modules()
+    used = sorted(
+        {t for m, ts in _imports().items() if _top(m) == "app" for t in ts if t in modules and _top(t) == "experiments"}
+    )
+    assert len(used) > 10, used
+    probe = "import sys\nsys.modules['torch'] = None\n" + "".join(f"import {m}\n" for m in used)
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_only_the_backend_imports_experiments_among_app_modules():
     bad = {m: t for m, t in _importers("app", {"experiments"}).items() if m != "app.backend"}
     assert not bad, f"{len(bad)} app modules import experiments besides app/backend.py: {', '.join(bad)}"

@@ -87,9 +87,9 @@ def plan(meta: dict, strategies: list) -> None:
                 }
             )
         if rows:
-            # The short name and its estimate first, where a projector's column shows them; what each one is and
-            # changes after them.
-            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+            # The short name and its estimate first; a static table wraps what each one is and changes instead of
+            # cutting it at a projector's width (1024 px), as a data grid's fixed columns did.
+            st.table(pd.DataFrame(rows), hide_index=True, border="horizontal")
         valid = [(sid, title, cfg) for sid, title, cfg, err in strategies if cfg is not None]
         if st.button(
             t("compare.run"), key="compare.run", type="primary", disabled=not valid or jobs.pending(NS), width="stretch"

@@ -84,3 +84,7 @@ class CannotPredict(_Picklable):
     def __init__(self, info: dict):
         super().__init__(info["message"])
         self.info = info
+
+
+class Cancelled(Exception):
+    """A run or job stopped at a phase boundary because it was cancelled (its page closed, or Cancel)."""

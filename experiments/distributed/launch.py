@@ -26,7 +26,8 @@ import sys
 import threading
 import time
 
-from ..core.config import CUDA_ONLY, STRATEGIES, ConfigError, DistributedConfig
+from ..core.config import ConfigError, DistributedConfig
+from ..core.cpu_strategies import check_cpu
 from ..measure.device import device_info
 from .estimate import estimate_sharded
 from .fit_check import check_ranks_fit
@@ -83,16 +84,7 @@ def device_type_for(dcfg: DistributedConfig) -> str:
                 hi=count,
             )
         return "cuda"
-    if dcfg.strategy in CUDA_ONLY:
-        allowed = ", ".join(s for s in STRATEGIES if s not in CUDA_ONLY)
-        raise ConfigError(
-            "strategy",
-            f"{dcfg.strategy} is not available on a CPU run (FSDP2's CPUOffloadPolicy "
-            f"needs an accelerator to offload from); allowed on CPU: {allowed}",
-            "cuda_only",
-            strategy=dcfg.strategy,
-            allowed=allowed,
-        )
+    check_cpu(dcfg.strategy)
     return "cpu"
 
 

@@ -22,6 +22,7 @@ from torch.utils.flop_counter import flop_registry
 
 from ..core.config import ExperimentConfig
 from ..core.finetune import PAGED_OPTIMIZERS
+from ..core.workspace_table import sizes
 from ..measure.phases import PhaseRecorder
 from ..measure.tracker import MemoryTracker
 from ..training import fp32_math
@@ -34,7 +35,7 @@ from .allocator_model import AllocationLog, replay_trace
 from .cuda_autocast import UnknownAutocastPolicy, cuda_autocast
 from .cuda_kernels import cuda_kernels, scratch_as_cuda
 from .unpredictable import CannotPredict, NotPredicted, classify
-from .workspaces import signature, sizes
+from .workspaces import signature
 
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 _FULL_SIZE_REDUCTIONS = {torch.ops.aten.mse_loss.default}

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from ..core.workspace_table import load
 from ..training import fp32_math
 from ..training.fp32_math import convolutions_use_tf32, fp32_mode
 
@@ -175,26 +176,12 @@ def scratch_allocations(events: list[dict]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def sizes(transient) -> tuple[int, ...]:
-    """A table's entry as scratch allocations: a tuple of sizes, or one number (tables written before)."""
-    if isinstance(transient, (int, float)):
-        return (int(transient),) if transient > 0 else ()
-    return tuple(int(n) for n in transient)
-
-
 def cache_path(device_name: str) -> Path:
     """One table per device model and library versions: the algorithm choice depends on all of them."""
     root = Path(os.environ.get("GPU_MEMORY_LAB_CACHE", Path.home() / ".cache" / "gpu-memory-lab"))
     tag = f"{device_name}-torch{torch.__version__}-cudnn{torch.backends.cudnn.version()}"
     # v2: scratch allocations in order; a table of one peak per op (v1) is not mixed into it.
     return root / ("workspaces-v2-" + "".join(c if c.isalnum() or c in "-._" else "_" for c in tag) + ".json")
-
-
-def load(path: Path) -> dict[str, tuple[int, ...]]:
-    try:
-        return {k: sizes(v) for k, v in json.loads(path.read_text()).items()}
-    except (OSError, ValueError, AttributeError, TypeError):
-        return {}
 
 
 def measure_all(sigs, device: torch.device, path: Path | None = None) -> dict[str, tuple[int, ...]]:

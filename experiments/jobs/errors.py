@@ -14,11 +14,10 @@ from its type and code instead of matching the message's text.
 
 from __future__ import annotations
 
-import torch
+import sys
 
 from ..core.config import ConfigError
-from ..measure.fits import WouldNotFit
-from ..measure.phases import Cancelled
+from ..core.errors import Cancelled, WouldNotFit
 
 TYPES = ("WouldNotFit", "QueueFull", "ConfigError", "OutOfMemory", "Cancelled", "WorkerDied", "Timeout", "Internal")
 
@@ -54,7 +53,8 @@ def describe(exc: BaseException) -> dict:
         return info("QueueFull", "per_session" if exc.per_session else "full", limit=exc.limit)
     if isinstance(exc, ConfigError):
         return info("ConfigError", exc.code, field=exc.field, **exc.params)
-    if isinstance(exc, torch.OutOfMemoryError):
+    torch = sys.modules.get("torch")  # the web process never imports it: there, no error is torch's
+    if torch is not None and isinstance(exc, torch.OutOfMemoryError):
         return info("OutOfMemory")
     if isinstance(exc, Cancelled):
         return info("Cancelled")

@@ -13,12 +13,9 @@ import time
 
 import torch
 
+from ..core.errors import Cancelled
 from ..core.vocabulary import phase_tag
 from ..training.strategies import optimizer_state_tensors
-
-
-class Cancelled(Exception):
-    pass
 
 
 class PhaseRecorder:

@@ -42,7 +42,7 @@ def test_a_check_fails_when_its_data_says_otherwise(monkeypatch):
 
 
 def test_a_time_ratio_is_read_off_every_round_and_holds_only_if_every_round_does(monkeypatch):
-    """"Slower in every round" (qlora_time, min 1) fails when one round was faster; the median and spread are
+    """ "Slower in every round" (qlora_time, min 1) fails when one round was faster; the median and spread are
     recomputed from the rounds' ratios, not read from the medians stored beside them."""
     import json
     import statistics
