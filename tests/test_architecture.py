@@ -268,6 +268,20 @@ def test_the_web_server_imports_no_engine_module_that_needs_torch():
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+def test_the_device_report_a_worker_sends_the_web_server_unpickles_without_torch():
+    """The worker's device report crosses a process queue into the web server: a torch object in it (torch's
+    TorchVersion was one) would import torch there on unpickling."""
+    import base64
+    import pickle
+
+    from experiments.measure.device import device_info
+
+    data = base64.b64encode(pickle.dumps(device_info("cpu", rates=False))).decode()
+    probe = f"import sys, pickle, base64\nsys.modules['torch'] = None\npickle.loads(base64.b64decode('{data}'))\n"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_only_the_backend_imports_experiments_among_app_modules():
     bad = {m: t for m, t in _importers("app", {"experiments"}).items() if m != "app.backend"}
     assert not bad, f"{len(bad)} app modules import experiments besides app/backend.py: {', '.join(bad)}"

@@ -67,7 +67,7 @@ def device_info(choice: str = "auto", rates: bool = True) -> dict:
     device = resolve_device(choice)
     info = {
         "type": device.type,
-        "torch_version": torch.__version__,
+        "torch_version": str(torch.__version__),  # a plain str: a TorchVersion would import torch where it is read
         "cuda_version": torch.version.cuda,
     }
     if device.type == "cuda":
