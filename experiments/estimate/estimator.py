@@ -6,6 +6,12 @@ the trace goes through a model of the allocator (experiments/estimate/allocator_
 as `memory_allocated` does; CUDA's default optimizer path is taken, and the kernels' scratch memory measured on the
 device (experiments/estimate/workspaces.py) is held where its op runs. The estimate box, "Run for real", `fits`, the
 command line and the class's estimate processes all read this one result.
+
+Known limitations (docs/engine.md lists each with its cost): memory that depends on the data's values or on chance
+(`.item()`, `nonzero`, LayerDrop) is named as not predictable, with the op and the module, never guessed; kernels'
+scratch memory on a GPU is included only once measured there; the allocator model covers the default allocator and
+expandable segments, not other PYTORCH_CUDA_ALLOC_CONF settings; the CUDA context, NCCL's buffers, paged optimizer
+state and offloaded activations are outside the allocated peak (the last two given apart); step time is a range.
 """
 
 from __future__ import annotations
