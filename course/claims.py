@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from experiments.core import metrics
+from experiments.core import metrics, named_metrics
 
 # Achieved fp32 TFLOP/s above which a step on an H100/H200-class GPU is limited by arithmetic, not launches.
 COMPUTE_BOUND_TFLOPS = 20
@@ -19,7 +19,7 @@ def measure(metric: str, technique: dict, baseline: dict) -> float | None:
     one pair of runs (a time claim is judged over interleaved rounds: holds_over_rounds)."""
     if technique.get("oom") or baseline.get("oom"):
         return None
-    return metrics.scalar(metric, technique, baseline)
+    return named_metrics.scalar(metric, technique, baseline)
 
 
 def holds(value: float | None, claimed_range) -> bool | None:

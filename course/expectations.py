@@ -18,61 +18,18 @@ non-answer; `unapplied` lists the others, and the tests fail on them.
 
 from __future__ import annotations
 
-from experiments.core import metrics
+from experiments.core import metrics, named_metrics
+from experiments.core.units import MIB
 from experiments.core.vocabulary import CATEGORIES, PHASES
 
 # A data-parallel rank's categories: the single-device ones and its collectives' buffers.
 RANK_CATEGORIES = CATEGORIES + ("communication",)
 
-ONE_RUN_METRICS = {
-    "net_peak_mib",
-    "peak_mib",
-    "baseline_mib",
-    "parameters_mib",
-    "category_mib",
-    "category_share_pct",
-    "category_per",
-    "phase_peak_mib",
-    "phase_growth_mib",
-    "step_ms",
-    "step_spread_pct",
-    "tflops",
-    "tflops_share_pct",
-    "leak_growth_bytes",
-    "leak_growth_kib",
-    "frag_unallocated_mib",
-    "frag_reserved_mib",
-    "frag_allocated_mib",
-    "round_median_ms",
-    "round_spread_pct",
-    "round_separation_pct",
-    "phase_peak_ratio",
-    "phase_peak_gap_params",
-    "profile_params",
-    *metrics.PAIRED_FIELDS,
-    "frag_larger_fits",
-    "host_mib",
-    "driver_outside_mib",
-    "leak_gc_freed_kib",
-    "gc_freed_per_step",
-    "state_bytes_per_param",
-    "profile_self_mib",
-    "profile_total_mib",
-}
+# What each figure reads is registered once, in experiments/core/named_metrics.py; these sets are read off it.
+ONE_RUN_METRICS = set(named_metrics.ONE_RUN)
+PAIR_METRICS = set(named_metrics.PAIR)
 # Metrics of a timing_rounds result that compare two of its strategies round by round.
-ROUNDS_PAIR_METRICS = {*metrics.PAIRED_FIELDS, "round_separation_pct"}
-PAIR_METRICS = {
-    "peak_saving_pct",
-    "peak_ratio",
-    "saved_mib",
-    "step_time_ratio",
-    "category_ratio",
-    "saving_ratio",
-    "phase_peak_pair_ratio",
-    "saved_per_category",
-    "saved_outputs",
-    "saving_vs_category",
-}
+ROUNDS_PAIR_METRICS = named_metrics.named("strategy") & named_metrics.named("versus")
 CHECKS = (
     "peak_phase",
     "share",
@@ -87,21 +44,8 @@ CHECKS = (
     "paired_verdict",
 )
 # Metrics that read a category (or a list of categories, summed) and those that need step and phase.
-CATEGORY_METRICS = {
-    "category_mib",
-    "category_share_pct",
-    "category_per",
-    "category_ratio",
-    "saved_per_category",
-    "saving_vs_category",
-}
-PHASE_METRICS = {
-    "phase_peak_mib",
-    "phase_growth_mib",
-    "phase_peak_ratio",
-    "phase_peak_gap_params",
-    "phase_peak_pair_ratio",
-}
+CATEGORY_METRICS = named_metrics.named("category")
+PHASE_METRICS = named_metrics.named("phase")
 # What the page prints a MiB figure to (app/frames.fmt_bytes: two decimals): a sum off by less is not visible.
 PAGE_ROUNDING_MIB = 0.01
 
@@ -157,6 +101,9 @@ def validate(check: dict) -> None:
             raise ExpectationError(
                 f"profile_params needs a row and a column of {sorted(metrics.PROFILE_COLUMNS)}: {check!r}"
             )
+        missing = [n for n in named_metrics.REGISTRY[metric].needs if check.get(n) is None]
+        if missing:
+            raise ExpectationError(f"{metric} needs {', '.join(missing)}: {check!r}")
     if kind == "paired_verdict":
         if not (check.get("strategy") and check.get("versus")):
             raise ExpectationError(f"paired_verdict needs 'strategy' and 'versus': {check!r}")
@@ -167,7 +114,7 @@ def validate(check: dict) -> None:
 
 
 # The arguments of a "value" check that its metric reads (besides the runs).
-METRIC_ARGS = ("category", "per", "step", "phase", "strategy", "versus", "versus_step", "row", "column")
+METRIC_ARGS = tuple(sorted({n for x in named_metrics.REGISTRY.values() for n in x.needs} - {"versus_baseline"}))
 
 
 def _within(value, check: dict) -> bool:
@@ -216,7 +163,7 @@ def evaluate_one(check: dict, runs: dict[str, dict]) -> dict:
         if gap is None:
             return _outcome(check, None)
         limit = check.get("within_mib", PAGE_ROUNDING_MIB)
-        return _outcome(check, abs(gap) / metrics.MIB <= limit, gap / metrics.MIB)
+        return _outcome(check, abs(gap) / MIB <= limit, gap / MIB)
     if kind == "phase_growth":
         growth = metrics.phase_growth(result, check["step"], check["phase"])
         params = metrics.parameter_bytes(result)
@@ -258,7 +205,7 @@ def evaluate_one(check: dict, runs: dict[str, dict]) -> dict:
         if other is None or other_base is None:
             return _outcome(check, None, missing=check["versus"] if other is None else check["versus_baseline"])
         args = {"versus": other, "versus_baseline": other_base}
-    value = metrics.scalar(check["metric"], result, baseline, **args)
+    value = named_metrics.scalar(check["metric"], result, baseline, **args)
     return _outcome(check, None if value is None else _within(value, check), value)
 
 

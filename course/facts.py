@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from course.expectations import METRIC_ARGS, ONE_RUN_METRICS, PAIR_METRICS
-from experiments.core import metrics
+from experiments.core import metrics, named_metrics
 
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z0-9_.]+)\s*\}\}")
 
@@ -50,7 +50,7 @@ def value(spec: dict, load) -> float | None:
         if baseline is None:
             return None
     args = {k: spec[k] for k in METRIC_ARGS if k in spec}
-    return metrics.scalar(metric, result, baseline, **args)
+    return named_metrics.scalar(metric, result, baseline, **args)
 
 
 def paired_summary(spec: dict, load) -> dict | None:

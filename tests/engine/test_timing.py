@@ -7,7 +7,7 @@ import statistics
 import pytest
 
 from course import expectations, facts
-from experiments.core import metrics
+from experiments.core import metrics, named_metrics
 from experiments.core.config import ConfigError
 from experiments.core.recorded import load_recorded
 from experiments.measure.timing import time_rounds
@@ -32,7 +32,7 @@ def test_paired_ratio_is_taken_round_by_round():
     assert p["median"] == pytest.approx(sorted(by_hand)[2])
     assert (p["lo"], p["hi"]) == pytest.approx((min(by_hand), max(by_hand)))
     assert (p["rounds"], p["slower"], p["faster"], p["verdict"]) == (5, 5, 0, "slower")
-    assert metrics.scalar("round_separation_pct", r, strategy="b", versus="a") < 0  # the ranges overlap
+    assert named_metrics.scalar("round_separation_pct", r, strategy="b", versus="a") < 0  # the ranges overlap
     # The other way round: the reciprocal ratios, faster in every round.
     q = metrics.paired(r, "a", "b")
     assert q["median"] == pytest.approx(1 / p["median"]) and q["verdict"] == "faster"
@@ -60,7 +60,7 @@ def test_recorded_compare_rounds_pair_amp_and_fused_adam_with_the_baseline():
     assert (fused["verdict"], fused["faster"], fused["rounds"]) == ("faster", 5, 5)
     rows = {s["id"]: s["round_ms"] for s in r["strategies"]}
     assert amp["ratios"] == pytest.approx([a / b for a, b in zip(rows["amp_bf16"], rows["baseline"], strict=True)])
-    assert metrics.scalar("round_separation_pct", r, strategy="baseline", versus="adam_fused") < 0
+    assert named_metrics.scalar("round_separation_pct", r, strategy="baseline", versus="adam_fused") < 0
 
 
 def test_paired_verdict_check_and_its_errors():

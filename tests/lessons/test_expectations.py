@@ -10,7 +10,7 @@ import pytest
 
 from course import catalog, claims, content, expectations, facts, recordings
 from course.units import MIB
-from experiments.core import metrics
+from experiments.core import metrics, named_metrics
 from experiments.core.recorded import load_recorded
 
 
@@ -134,7 +134,7 @@ def test_category_per_and_sums_of_categories():
     run = _recorded("analysis-preset")
     b = run["breakdown"]
     assert (
-        metrics.scalar("category_per", run, category="optimizer_state", per="parameters")
+        named_metrics.scalar("category_per", run, category="optimizer_state", per="parameters")
         == b["optimizer_state"] / b["parameters"]
     )
     assert metrics.category_share(run, ["parameters", "gradients"]) == (b["parameters"] + b["gradients"]) / sum(
@@ -153,8 +153,13 @@ def test_largest_category_names_the_biggest_slice():
 
 def test_tflops_share_uses_the_rate_of_the_runs_precision():
     fp32, amp = _recorded("optimization-amp_speed_large-baseline"), _recorded("optimization-amp_speed_large-config")
-    assert metrics.scalar("tflops_share_pct", fp32) == fp32["tflops"] / fp32["device"]["rates"]["tflops"]["fp32"] * 100
-    assert metrics.scalar("tflops_share_pct", amp) == amp["tflops"] / amp["device"]["rates"]["tflops"]["bf16"] * 100
+    assert (
+        named_metrics.scalar("tflops_share_pct", fp32)
+        == fp32["tflops"] / fp32["device"]["rates"]["tflops"]["fp32"] * 100
+    )
+    assert (
+        named_metrics.scalar("tflops_share_pct", amp) == amp["tflops"] / amp["device"]["rates"]["tflops"]["bf16"] * 100
+    )
     cnn = dict(fp32, config=dict(fp32["config"], model="cnn"))  # cuDNN convolutions use TF32 by default
     assert metrics.device_rate(cnn) == fp32["device"]["rates"]["tflops"]["tf32"]
 
@@ -164,7 +169,7 @@ def test_phase_peak_gap_is_adams_state_in_parameter_units():
     step1 = max(p["peak_bytes"] for p in run["phases"] if p["step"] == 1 and p["phase"] == "backward")
     step2 = max(p["peak_bytes"] for p in run["phases"] if p["step"] == 2 and p["phase"] == "backward")
     params = run["breakdown"]["parameters"]
-    gap = metrics.scalar("phase_peak_gap_params", run, step=1, versus_step=2, phase="backward")
+    gap = named_metrics.scalar("phase_peak_gap_params", run, step=1, versus_step=2, phase="backward")
     assert gap == pytest.approx((step2 - step1) / params, rel=1e-3)
 
 
@@ -174,10 +179,10 @@ def test_profile_rows_in_parameter_units():
     params = config["layers"] * (config["width"] ** 2 + config["width"]) * 4
     row = next(r for r in profile["rows"] if r["name"].startswith("Optimizer.zero_grad"))
     assert (
-        metrics.scalar("profile_params", profile, row="Optimizer.zero_grad", column="self")
+        named_metrics.scalar("profile_params", profile, row="Optimizer.zero_grad", column="self")
         == row["self_device_memory_bytes"] / params
     )
-    assert metrics.scalar("profile_params", profile, row="no such operator", column="self") is None
+    assert named_metrics.scalar("profile_params", profile, row="no such operator", column="self") is None
 
 
 def test_saved_outputs_counts_fp32_layer_outputs():
@@ -185,7 +190,7 @@ def test_saved_outputs_counts_fp32_layer_outputs():
     tech = copy.deepcopy(base)
     unit = base["config"]["batch"] * base["config"]["width"] * 4
     tech["peak_bytes"] -= 3 * unit
-    assert metrics.scalar("saved_outputs", tech, base) == pytest.approx(3)
+    assert named_metrics.scalar("saved_outputs", tech, base) == pytest.approx(3)
 
 
 def test_breakdown_sums_to_peak_holds_on_a_recording_and_fails_when_a_category_is_off():
