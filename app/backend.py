@@ -1,7 +1,7 @@
 """The app's only door to experiments/: the engine's vocabulary the pages speak, the worker, estimates, recorded
 results and the engine's rules, each through one function that returns a result or an error and never raises into
-a page. Only torch-free engine modules are imported at the top (experiments.core): the first page must not wait for
-torch, which the worker process is still importing right after a server start; everything else where it is used.
+a page. Only torch-free engine modules are imported, also inside functions: the web server never imports torch
+(tests/test_architecture.py); replays run in the estimate processes, runs in the worker's.
 """
 
 from __future__ import annotations
@@ -228,9 +228,7 @@ def device_type(cfg) -> str:
     return "cuda" if gpu_worker() else "cpu"
 
 
-# The one estimate cache, of every estimate the pages show: experiments/jobs/estimates.py's, whose processes run them
-# off this server's threads (inline worker, tests: in the calling thread). A page waits a moment, then polls.
-ESTIMATE_WAIT_S = 0.8
+ESTIMATE_WAIT_S = 0.8  # experiments/jobs/estimates.py's processes estimate; a page waits this long, then polls
 
 
 def pending(err: str | None) -> bool:
@@ -263,10 +261,12 @@ def estimate(
         return None, _text(exc)
 
 
-def torchvision_status() -> tuple[bool, str]:
-    """(torchvision imports beside this torch, its version or what to install), asked once of an estimate process."""
-    target = "experiments.training.source_models:torchvision_status"
-    return tuple(shared_pool(_session_alive).get(("torchvision",), target, (), {}, max_seconds=150))
+def library(name: str, *args, wait: float | None = None):
+    """What the model libraries answer, asked of an estimate process (they import torch): "torchvision" (it imports
+    beside this torch, its version or what to install), "head" (a model type's first head); PENDING until then."""
+    target = {"torchvision": "source_models:torchvision_status", "head": "hf_models:default_task"}[name]
+    pool = shared_pool(_session_alive)
+    return pool.get((name, *args), f"experiments.training.{target}", args, {}, wait=wait, max_seconds=150)
 
 
 def what_fits(dcfg, capacity: int, wait: float | None = ESTIMATE_WAIT_S, **own) -> tuple[dict | None, str | None]:

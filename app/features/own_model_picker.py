@@ -111,8 +111,11 @@ def source(meta: dict) -> tuple[str, dict, str | None] | None:
         name = _text("model_type", t("ym.model_type"), "qwen2")
         heads = ("auto", *om.HEADS)
         head = _choice("head", heads, {h: t("ym.head." + h) for h in heads}, "auto", st, new_model=True)
-        return "hf:" + name + ("" if head == "auto" else ":" + head), HF_DEFAULTS, None if head == "auto" else head
-    ok, why = backend.torchvision_status()
+        task = backend.library("head", name, wait=backend.ESTIMATE_WAIT_S) if head == "auto" else head
+        # Its image size or its sequence length: the model type's own head decides, once an estimate process says.
+        task = task if task in om.HEADS else None
+        return "hf:" + name + ("" if head == "auto" else ":" + head), HF_DEFAULTS, task
+    ok, why = backend.library("torchvision")
     if not ok:
         st.info(t("ym.torchvision_missing", why=why))
         return None
@@ -147,7 +150,14 @@ def picker(meta: dict):
     data["batch"] = _number("batch", t("field.batch"), 1, 65536, int(defaults.get("batch", 1)), c[1])
     size_field = "image_size" if task == "image_classification" else "seq_len"
     lo, hi = backend.RANGES[size_field]
-    data[size_field] = _number(size_field, t("field." + size_field), lo, hi, int(defaults.get(size_field, 512)), c[2])
+    data[size_field] = _number(
+        size_field,
+        t("field." + size_field),
+        lo,
+        hi,
+        int(defaults.get(size_field, 224 if size_field == "image_size" else 512)),
+        c[2],
+    )
     urlstate.drop(key("seq_len" if size_field == "image_size" else "image_size"))
     if data["checkpoint"] == "per_layer":
         data["checkpoint_every"] = _number("checkpoint_every", t("field.checkpoint_every"), 1, 128, 1, c[0])

@@ -49,6 +49,11 @@ def _defaults(model_type: str):
     return AutoConfig.for_model(model_type)
 
 
+def default_task(model_type: str) -> str | None:
+    """The head a bare `hf:NAME` trains with (the first of HF_TASKS the model type has), or None for an unknown name."""
+    return model_types().get(model_type, (None,))[0]
+
+
 def check_model_type(model_type: str, task: str | None) -> str:
     """The task this model_type trains with here (the given one, or its first); one line when there is none."""
     import transformers

@@ -73,6 +73,20 @@ def test_a_model_types_head_is_chosen_on_the_page_and_reaches_the_estimate(lang)
     assert fmt_bytes(masked) not in _texts(at)  # not the masked LM a bare name would train
 
 
+def test_a_bare_model_type_asks_for_what_its_own_head_needs():
+    """ViT's first head is image classification: the page asks for an image size, not a sequence length."""
+    at = open_page("yourmodel", "en", state={"ym_source": "hf", "ym_model_type": "vit"})
+    assert not at.exception, [e.value for e in at.exception]
+    keys = {n.key for n in at.number_input}
+    assert "ym_image_size" in keys and "ym_seq_len" not in keys
+    at.number_input(key="ym_o_layers").set_value(1).run()
+    at.button(key="ym.estimate").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]  # ViT's own 224 px, the default here
+    at = open_page("yourmodel", "en", state={"ym_source": "hf", "ym_model_type": "gpt2"})
+    keys = {n.key for n in at.number_input}
+    assert "ym_seq_len" in keys and "ym_image_size" not in keys
+
+
 def test_torchvision_is_offered_and_says_what_to_install_where_it_does_not_import():
     from experiments.training.source_models import torchvision_status
 
