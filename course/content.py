@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -42,8 +43,20 @@ def read_text(lesson_id: str, name: str, lang: str) -> tuple[str | None, str | N
         path = lessons_dir() / lesson_id / f"{name}.{candidate}.md"
         text = _read(path, _mtime(path))
         if text is not None:
-            return text, candidate
+            return (joined_cjk_lines(text) if candidate == "zh" else text), candidate
     return None, None
+
+
+# Markdown turns a line break inside a paragraph into a space, which Chinese does not put between characters
+# ("一步 用时"): a break between two CJK characters or punctuation marks is dropped, outside code blocks.
+_CJK_BREAK = re.compile(
+    r"(?<=[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef])\n(?=[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef])"
+)
+
+
+def joined_cjk_lines(text: str) -> str:
+    parts = text.split("```")
+    return "```".join(p if i % 2 else _CJK_BREAK.sub("", p) for i, p in enumerate(parts))
 
 
 def meta(lesson_id: str) -> dict:

@@ -448,3 +448,15 @@ def test_no_lesson_prose_quotes_a_fact_it_has_no_recording_for(lesson, lang):
     values = facts.resolve(content.meta(lesson).get("facts") or {}, load_recorded)
     missing = sorted(name for name in facts.placeholders(text or "") if values.get(name) == "—")
     assert not missing, f"{lesson} ({lang}) quotes facts with no recorded value: {missing}"
+
+
+def test_a_chinese_line_break_inside_a_paragraph_does_not_become_a_space():
+    """Markdown renders a soft line break as a space: between two Chinese characters it reads as a gap ("一步 用时").
+    Every lesson's zh text is read with such breaks joined; code blocks and paragraph breaks stay."""
+    joined = content.joined_cjk_lines("一步\n用时，\n二\n\n三\n- 四\n```\n五\n六\n```")
+    assert joined == "一步用时，二\n\n三\n- 四\n```\n五\n六\n```"
+    for lesson in LESSONS:
+        text, used = content.read_text(lesson, "lesson", "zh")
+        if used == "zh":
+            outside_code = text.split("```")[::2]
+            assert not any(re.search(r"[\u4e00-\u9fff，。：；]\n[\u4e00-\u9fff]", p) for p in outside_code), lesson
