@@ -59,18 +59,12 @@ def render(strategies) -> None:
         st.caption(t("fit.best", title=best["title"], batch=best["batch"], budget=fmt_bytes(found["budget"])))
         titles = {r["title"]: r for r in fitting}
         chosen = st.selectbox(t("fit.confirm_which"), list(titles), key=f"{NS}.which")
-        if st.button(t("fit.confirm"), key=f"{NS}.confirm", disabled=jobs.pending(NS), width="stretch"):
-            row = titles[chosen]
-            cfg = next(c for sid, _, c in strategies if sid == row["sid"]).replace(batch=row["batch"])
-            jobs.start(
-                NS,
-                [{"label": chosen, "kind": "run", "params": cfg.to_dict()}],
-                tag={"budget": found["budget"], "batch": row["batch"]},
-            )
-        jobs.poll(NS)
-        done = jobs.finished(NS)
+        row = titles[chosen]
+        cfg = next(c for sid, _, c in strategies if sid == row["sid"]).replace(batch=row["batch"])
+        spec = {"label": chosen, "kind": "run", "params": cfg.to_dict()}
+        tag = {"budget": found["budget"], "batch": row["batch"]}
+        done = jobs.panel(NS, t("fit.confirm"), [spec], tag=tag, primary=False, key=f"{NS}.confirm")
         if done:
-            jobs.explain_cached(done)
             for label, result in results.successful(done):
                 measured, limit = net_peak(result), done["tag"]["budget"]
                 text = t(

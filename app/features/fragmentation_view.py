@@ -82,15 +82,10 @@ def render(lesson_id: str, meta: dict) -> None:
         )
         if not gpu:
             st.info(t("frag.needs_gpu"))
-        if st.button(
-            t("frag.run"), key=f"{ns}.run", type="primary", disabled=not gpu or jobs.pending(ns), width="stretch"
-        ):
-            params = dict(known[chosen]["params"], device="cuda")
-            jobs.start(ns, [{"label": labels[chosen], "kind": "fragmentation", "params": params}], tag=chosen)
-        jobs.poll(ns)
-        done = jobs.finished(ns)
+        params = dict(known[chosen]["params"], device="cuda")
+        spec = {"label": labels[chosen], "kind": "fragmentation", "params": params}
+        done = jobs.panel(ns, t("frag.run"), [spec], tag=chosen, disabled=not gpu)
         if done:
-            jobs.explain_cached(done)
             status = done["statuses"][0]
             if status.get("state") == "done" and status.get("result"):
                 show(status["result"], meta, key=ns)

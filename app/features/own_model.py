@@ -291,10 +291,9 @@ def run(cfg) -> None:
     if cpu and not cfg.model_source.endswith(":tiny"):
         st.caption(t("ym.run_cpu_tiny"))
     label = t("ym.run_label", model=cfg.model_source) + (" · CPU" if cpu else "")
-    if st.button(t("ym.run"), key=f"{NS}.run", disabled=cpu and not cfg.model_source.endswith(":tiny")):
-        jobs.start(NS, [{"label": label, "kind": "run", "params": cfg.to_dict()}], tag=cfg.to_dict())
-    jobs.poll(NS)
-    done = jobs.finished(NS)
+    spec = {"label": label, "kind": "run", "params": cfg.to_dict()}
+    unfit = cpu and not cfg.model_source.endswith(":tiny")
+    done = jobs.panel(NS, t("ym.run"), [spec], tag=cfg.to_dict(), disabled=unfit, primary=False)
     for _label, result in results.successful(done) if done else []:
         st.caption(t("ym.result_for", what=describe(result["config"])))
         if {**result["config"], "device": cfg.device} != {**cfg.to_dict(), "device": cfg.device}:

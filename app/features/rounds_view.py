@@ -113,13 +113,10 @@ def live(
     button: str | None = None,
 ) -> dict | None:
     """A Run button for a timing_rounds job and its result once done; returns the result."""
-    if st.button(button or t("rounds.run"), key=f"{ns}.run", disabled=jobs.pending(ns), width="stretch"):
-        jobs.start(ns, [{"label": label, "kind": "timing_rounds", "params": params}])
-    jobs.poll(ns)
-    done = jobs.finished(ns)
+    spec = {"label": label, "kind": "timing_rounds", "params": params}
+    done = jobs.panel(ns, button or t("rounds.run"), [spec], primary=False)
     if not done:
         return None
-    jobs.explain_cached(done)
     status = done["statuses"][0]
     if status.get("state") == "done" and status.get("result"):
         show(status["result"], meta, key=f"{ns}.live", rset=rset, names=names)

@@ -94,13 +94,10 @@ def _pair_of(statuses: list[dict], tech_cfg: ExperimentConfig, base_cfg: Experim
     return (results[0], results[1]) if same else None
 
 
-def _measured_pair(meta: dict, technique: dict, ns: str, full_width: int) -> dict | None:
+def _measured_pair(meta: dict, technique: dict, done: dict | None, full_width: int) -> dict | None:
     """The pair's job statuses once they are done (verdict and charts shown), or None."""
-    jobs.poll(ns)
-    done = jobs.finished(ns)
     if not done:
         return None
-    jobs.explain_cached(done)
     statuses = done["statuses"]
     failed = [s for s in statuses if s.get("state") != "done" or not s.get("result")]
     for s in failed:
@@ -176,16 +173,11 @@ def render(meta: dict, technique: dict) -> None:
         if tech_est and base_est and base_est["peak_bytes"]:
             saving = (base_est["peak_bytes"] - tech_est["peak_bytes"]) / base_est["peak_bytes"] * 100
             st.caption(t("opt.estimated", value=claims.fmt(metric, saving)))
-    if st.button(t("opt.run"), key=f"{ns}.run", type="primary", disabled=jobs.pending(ns), width="stretch"):
-        jobs.start(
-            ns,
-            [
-                {"label": t("opt.technique"), "kind": "run", "params": tech_cfg.to_dict()},
-                {"label": t("opt.baseline"), "kind": "run", "params": base_cfg.to_dict()},
-            ],
-            tag=tid,
-        )
-    done = _measured_pair(meta, technique, ns, full_pair[0].width)
+    specs = [
+        {"label": t("opt.technique"), "kind": "run", "params": tech_cfg.to_dict()},
+        {"label": t("opt.baseline"), "kind": "run", "params": base_cfg.to_dict()},
+    ]
+    done = _measured_pair(meta, technique, jobs.panel(ns, t("opt.run"), specs, tag=tid), full_pair[0].width)
     if metric == "step_time_ratio":
         live_pair = _pair_of(done["statuses"], tech_cfg, base_cfg) if done else None
         live_rounds(meta, technique, tech_cfg, base_cfg, ns, full_pair[0].width, live_pair)

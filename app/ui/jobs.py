@@ -60,6 +60,20 @@ def start(ns: str, specs: list[dict], tag=None) -> None:
         engine_error(error)
 
 
+def panel(ns: str, label: str, specs, *, tag=None, disabled=False, primary=True, explain=True, key: str | None = None):
+    """A page's Run button, its worker jobs and their result, read top to bottom: a click submits `specs` (job specs:
+    label, kind, params), the progress shows in this page run, and the last finished group comes back (None before
+    one), with a word where the worker's cache answered unless `explain` is off (the caller draws it elsewhere)."""
+    kind = "primary" if primary else "secondary"
+    if st.button(label, key=key or f"{ns}.run", type=kind, disabled=disabled or pending(ns), width="stretch"):
+        start(ns, specs, tag=tag)
+    poll(ns)
+    done = finished(ns)
+    if done and explain:
+        explain_cached(done)
+    return done
+
+
 def pending(ns: str) -> bool:
     return _pending_key(ns) in st.session_state
 

@@ -294,11 +294,9 @@ def render(ns: str, meta: dict, *, driver: bool = False) -> ExperimentConfig | N
                         key=f"{ns}.recorded",
                         ns=ns,
                     )
-    running = jobs.pending(ns)
-    if st.button(t("sandbox.run"), key=f"{ns}.run", type="primary", disabled=cfg is None or running, width="stretch"):
-        jobs.start(ns, [{"label": t("sandbox.run_label"), "kind": "run", "params": cfg.to_dict()}], tag=cfg.to_dict())
-    jobs.poll(ns)
-    done = jobs.finished(ns)
+    ran = None if cfg is None else cfg.to_dict()
+    specs = [{"label": t("sandbox.run_label"), "kind": "run", "params": ran}] if ran else []
+    done = jobs.panel(ns, t("sandbox.run"), specs, tag=ran, disabled=not ran, explain=False)
     # Drawn empty before a result: the elements below keep their places in the page, so the browser keeps their
     # charts instead of building them again when a result appears above them.
     with st.container(key=f"{ns}-results"):

@@ -14,16 +14,12 @@ with right:
     with st.container(border=True):
         st.subheader(t("profile.title"))
         st.caption(t("profile.explain"))
-        if st.button(
-            t("profile.run"), key="analysis.profile_run", disabled=cfg is None or jobs.pending(NS), width="stretch"
-        ):
-            jobs.start(
-                NS, [{"label": t("profile.title"), "kind": "profile", "params": cfg.to_dict()}], tag=cfg.to_dict()
-            )
-        jobs.poll(NS)
-        done = jobs.finished(NS)
+        ran = None if cfg is None else cfg.to_dict()
+        specs = [{"label": t("profile.title"), "kind": "profile", "params": ran}] if ran else []
+        done = jobs.panel(
+            NS, t("profile.run"), specs, tag=ran, disabled=not ran, primary=False, key="analysis.profile_run"
+        )
         if done:
-            jobs.explain_cached(done)
             status = done["statuses"][0]
             result = status.get("result")
             if status.get("state") != "done" or not result:
