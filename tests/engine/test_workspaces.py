@@ -8,7 +8,8 @@ import torch
 
 from experiments.estimate.allocator_model import replay_trace
 from experiments.estimate.replay import replay_tracker
-from experiments.estimate.workspaces import load, scratch_allocations, signature, sizes
+from experiments.core.workspace_table import load, sizes
+from experiments.estimate.workspaces import scratch_allocations, signature
 
 MIB = 2**20
 
