@@ -6,9 +6,9 @@ import json
 
 import torch
 
+from experiments.core.workspace_table import load, sizes
 from experiments.estimate.allocator_model import replay_trace
 from experiments.estimate.replay import replay_tracker
-from experiments.core.workspace_table import load, sizes
 from experiments.estimate.workspaces import scratch_allocations, signature
 
 MIB = 2**20
