@@ -4,10 +4,13 @@
 
 Loopback only, bounded in sessions and time, stops by itself. Every session opens lesson 1 with its own
 configuration in the URL (a third share one configuration, the rest differ), presses Run and waits for its
-chart. Among them: one out-of-memory run (a CPU budget), one Cancel, one "Clear caches" from the app menu, and
-one kill of the worker process while runs are queued. Reported: results shown / lost / errors, p50 and p95
-time from Run to chart, queue positions the pages showed, the server's and the workers' memory before and
-after, and whether every peak the pages show equals the same configuration run alone.
+chart, as a class does: one in ten moves a slider first, one in ten switches to Chinese and back first (its run
+must be of the configuration it had), one runs out of memory (a CPU budget), one presses Cancel, one client clears
+every cache through the server's own protocol while the class runs (the app hides that menu; a hand-written client
+does not need it), and the run worker (gml-worker, not the estimate processes) is killed while that session's run
+runs. Reported: results shown / lost / errors, p50 and p95 time from Run to chart, queue positions the pages
+showed, the server's and the lab processes' memory before and after, and whether every peak the pages show equals
+the same configuration run alone.
 """
 
 from __future__ import annotations
@@ -54,17 +57,32 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in out.split()]
 
 
-def _workers(server_pid: int) -> list[int]:
-    """The experiment workers: children of the server that run experiments.jobs.worker (not the resource tracker)."""
+def _workers(server_pid: int, prefix: str = "gml-") -> list[int]:
+    """The server's lab processes by the names they give themselves (experiments/jobs/process_names.py): "gml-worker"
+    the run worker, "gml-estimate" the estimate processes, "gml-" all of them."""
     found = []
     for pid in _children(server_pid):
         try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
         except OSError:
             continue
-        if "multiprocessing.spawn" in cmd or "spawn_main" in cmd:
+        if name.startswith(prefix):
             found.append(pid)
     return found
+
+
+async def _clear_every_cache(base: str) -> None:
+    """What a hand-written client can send any Streamlit server: clear_cache (st.cache_data, st.cache_resource, and
+    that client's own session), over a websocket of its own."""
+    import websockets
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    msg = BackMsg()
+    msg.clear_cache = True
+    url = base.replace("http://", "ws://") + "/_stcore/stream"
+    async with websockets.connect(url, subprotocols=["streamlit"]) as ws:
+        await ws.send(msg.SerializeToString())
+        await asyncio.sleep(1.0)
 
 
 def plan(n: int) -> list[dict]:
@@ -79,10 +97,21 @@ def plan(n: int) -> list[dict]:
             role, cfg = "cancel", dict(BASE, layers=8, width=512, batch=256, steps=20, timing_steps=100, seed=2)
         elif i == 4:
             role = "clear_cache"
+        elif i % 10 == 3:
+            role = "slider"  # moves the batch slider before Run: the run is of the page's configuration then
+        elif i % 10 == 7:
+            role = "language"  # to Chinese and back before Run: nothing of the configuration may change
         elif i == 5:  # killed while its own run runs: that run must be reported as failed, the rest go on
             role, cfg = "kill_worker", dict(BASE, layers=8, width=512, batch=256, steps=20, timing_steps=100, seed=5)
         sessions.append({"i": i, "role": role, "config": cfg})
     return sessions
+
+
+def _config_from(url: str) -> dict:
+    """The sandbox's settings a page's URL holds (its monitoring_* parameters: those that differ from the defaults)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    return {k: v for k, v in parse_qsl(urlsplit(url).query) if k.startswith("monitoring_")}
 
 
 def _url(base: str, cfg: dict) -> str:
@@ -114,14 +143,24 @@ async def _session(page, context, base: str, s: dict, server_pid: int, deadline:
         return
     try:
         run = page.get_by_role("button", name="Run experiment")
-        if s["role"] == "clear_cache":
-            await page.keyboard.press("c")  # Streamlit's "Clear caches" shortcut, as any visitor can use it
-            clear = page.get_by_role("button", name=re.compile("Clear caches", re.I))
-            if await clear.count():
-                await clear.first.click()
-            rec["cleared_cache"] = True
+        if s["role"] == "slider":
+            slider = page.get_by_role("slider", name=re.compile("^Batch", re.I)).first
+            await slider.focus()
+            await slider.press("ArrowRight")
+            await page.wait_for_timeout(3000)
+            rec["config"] = dict(rec["config"], batch=int(await slider.get_attribute("aria-valuetext")))
+        if s["role"] == "language":
+            before = _config_from(page.url)
+            await page.get_by_text("中文", exact=True).first.click()
+            await page.get_by_role("button", name="运行实验").wait_for(timeout=120_000)
+            await page.get_by_text("English", exact=True).first.click()
+            await run.wait_for(timeout=120_000)
+            rec["switched_language"] = _config_from(page.url) == before
         t0 = time.monotonic()
         await run.click()
+        if s["role"] == "clear_cache":
+            await _clear_every_cache(base)
+            rec["cleared_cache"] = True
         results = page.locator(".st-key-monitoring-results")
         killed = False
         while time.monotonic() < deadline:
@@ -136,7 +175,7 @@ async def _session(page, context, base: str, s: dict, server_pid: int, deadline:
                 await cancel.first.click()
                 rec["cancel_clicked"] = True
             if s["role"] == "kill_worker" and not killed and "Running…" in text:
-                for pid in _workers(server_pid):
+                for pid in _workers(server_pid, "gml-worker"):
                     os.kill(pid, signal.SIGKILL)
                     rec.setdefault("killed", []).append(pid)
                 killed = True
@@ -147,9 +186,10 @@ async def _session(page, context, base: str, s: dict, server_pid: int, deadline:
             if "worker process died" in shown or "Something went wrong" in text:
                 rec.update(state="error", seconds=time.monotonic() - t0, error=shown[-300:])
                 break
-            if await results.locator(".vega-embed").count() or "out of memory" in shown.lower():
+            peak = re.search(r"Peak allocated\s*\n\s*([\d.,]+ (?:B|KiB|MiB|GiB))", shown)
+            # The charts and the figures are drawn in one page run, but read here at any moment of it.
+            if (peak and await results.locator(".vega-embed").count()) or "out of memory" in shown.lower():
                 rec.update(state="shown", seconds=time.monotonic() - t0)
-                peak = re.search(r"Peak allocated\s*\n\s*([\d.,]+ (?:B|KiB|MiB|GiB))", shown)
                 rec["peak_text"] = peak.group(1) if peak else None
                 rec["oom"] = "out of memory" in shown.lower()
                 break
@@ -161,7 +201,7 @@ async def _session(page, context, base: str, s: dict, server_pid: int, deadline:
         await context.close()
 
 
-def _alone_peaks(sessions: list[dict]) -> dict[str, str]:
+def _alone_peaks(sessions: list[dict]) -> dict[str, str]:  # sessions: the records, with what each page ran
     """Each distinct configuration run alone in this process: the page's peak must show the same figure."""
     sys.path.insert(0, str(ROOT))
     from course.units import fmt_bytes
@@ -171,7 +211,7 @@ def _alone_peaks(sessions: list[dict]) -> dict[str, str]:
     peaks = {}
     for s in sessions:
         key = json.dumps(s["config"], sort_keys=True)
-        if s["role"] in ("run", "cancel", "clear_cache") and key not in peaks:
+        if s["role"] in ("run", "cancel", "clear_cache", "slider", "language") and key not in peaks:
             r = run_experiment(ExperimentConfig.from_dict(dict(s["config"], device="cpu")))
             peaks[key] = fmt_bytes(r["peak_bytes"])
     return peaks
@@ -215,7 +255,7 @@ async def main_async(args) -> dict:
             "workers": len(_workers(server.pid)),
         }
     records = [out[i] for i in sorted(out)]
-    alone = _alone_peaks(sessions)
+    alone = _alone_peaks(records)
     mismatched = [
         r["i"]
         for r in records
@@ -238,6 +278,10 @@ async def main_async(args) -> dict:
         "page_open_s_median": statistics.median([r["page_s"] for r in records if "page_s" in r] or [0]),
         "positions_seen_by": sum(1 for r in records if r["positions"]),
         "pages_in_the_other_language": [r["i"] for r in records if r.get("other_language")],
+        "language_switches_kept_the_configuration": [
+            r.get("switched_language") for r in records if r["role"] == "language"
+        ],
+        "slider_moves": [r["config"].get("batch") for r in records if r["role"] == "slider"],
         "max_position": max((max(r["positions"]) for r in records if r["positions"]), default=0),
         "peaks_equal_alone": not mismatched,
         "peak_mismatches": mismatched,

@@ -291,6 +291,9 @@ def _assemble(dcfg: DistributedConfig, device_type: str, got: dict, est: dict, s
 
 def _child_main() -> None:
     """`python -m experiments.distributed.launch <device_type>` with the parameters as JSON on stdin (see above)."""
+    from ..jobs.process_names import name_process
+
+    name_process("gml-launcher")
     parent = os.environ.get(PARENT_ENV, "")
     exit_with_parent(
         int(parent) if parent.isdigit() else None, _kill_own_group

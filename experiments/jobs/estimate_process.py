@@ -10,6 +10,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from .process_names import name_process
+
 
 def call(target: str, args: tuple, kwargs: dict, progress: Callable[[int, int], None] | None = None):
     """`progress(done, planned)` goes to a target that reports its replays (What fits), none to others."""
@@ -30,6 +32,7 @@ def _parameters(fn) -> tuple[str, ...]:
 def estimator_main(requests, replies, parent: int) -> None:
     """One estimate process: runs what it is sent, one at a time, until it is sent None or its server dies."""
     threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
+    name_process("gml-estimate")
     importlib.import_module("experiments.estimate.estimator")  # torch and the replay, before the first request
     # A replay computes no numbers (fake tensors): a second intra-op thread buys it nothing and takes a core from the
     # run worker, whose timings the lessons read.

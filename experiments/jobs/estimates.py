@@ -1,9 +1,8 @@
 """Estimates off the web server's request threads: a small pool of spawned processes (not the run worker's GPU
 lanes) that run the fake-tensor replays, bounded in time, fair between sessions, and dropped when their tab goes.
 
-Why a process: the replay is CPU-bound Python. In the web server it held the GIL (and the replay's one lock), so one
-shared link whose configuration was expensive to estimate kept every other learner's page from opening for minutes.
-Here a page asks, waits a moment, and shows the estimate when it is ready; the server's threads stay free.
+Why a process: the replay is CPU-bound Python (and torch, which the web server never imports). In the server, one
+expensive shared link kept every other learner's page from opening for minutes; here a page asks and moves on.
 
 A request is a target ("module:function"), its arguments (plain, picklable) and the session that asked. Its
 Future is the one cache (bounded, least recently used dropped). An estimate still running after `max_seconds` is
@@ -242,6 +241,9 @@ class EstimatePool:
         with self.lock:
             self.lock.notify_all()
         return all(slot.ready.wait(max(0.0, deadline - time.monotonic())) for slot in self._slots)
+
+    def pids(self) -> list[int]:  # the estimate processes running now, named gml-estimate (process_names.py)
+        return [s.proc.pid for s in self._slots if s.proc is not None and s.proc.is_alive()]
 
     def close(self) -> None:
         """Stops the processes for good (a test's end); what still waits fails."""

@@ -99,6 +99,9 @@ def worker_main(
     import torch
 
     from .kinds import execute
+    from .process_names import name_process
+
+    name_process("gml-worker" + (f"-{device_index}" if device_index else ""))
 
     if device_index is not None:
         torch.cuda.set_device(device_index)  # before anything creates a context: this worker's one GPU

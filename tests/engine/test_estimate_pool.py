@@ -102,6 +102,16 @@ def test_an_estimate_process_computes_on_one_thread(pool):
     assert pool.get(("threads",), "torch:get_num_threads", (), {}) == 1
 
 
+def test_an_estimate_process_is_named_for_ps_and_top(pool):
+    """An operator (and the load test, which kills the run worker only) tells the lab's processes apart by name."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("process names through prctl are Linux's")
+    names = {open(f"/proc/{pid}/comm").read().strip() for pid in pool.pids()}
+    assert names == {"gml-estimate"}
+
+
 def test_two_different_requests_never_share_a_result(pool):
     """The cache's key, from both sides: the device, every field of the configuration (batch, the optimizer's
     implementation) and the workspaces table each give their own replay, checked against the engine called directly."""
