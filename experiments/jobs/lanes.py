@@ -247,7 +247,7 @@ class ProcessLane(Lane):
         self.max_seconds = max_seconds  # a job still running then is stopped (its worker killed and restarted)
         self.rates = rates
         self.proc = None
-        self.jobs_q = self.events_q = None
+        self.jobs_q = self.events_q = self.inbox = None
         self.proc_lock = threading.Lock()
 
     def takes_jobs(self) -> bool:
@@ -263,6 +263,11 @@ class ProcessLane(Lane):
                 self.ready.clear()
                 ctx = mp.get_context("spawn")
                 self.jobs_q, self.events_q, self.cancel = ctx.Queue(), ctx.Queue(), ctx.Event()
+                # The worker's reports are read by a thread of their own: a worker killed in the middle of writing one
+                # leaves half a message in the pipe, and a read of it would wait forever where the job's loop must
+                # see the death (seen under load: a whole class's queue stalled behind one killed run).
+                self.inbox = queue.Queue()
+                threading.Thread(target=_forward, args=(self.events_q, self.inbox), daemon=True).start()
                 self.proc = ctx.Process(
                     target=worker_main,
                     args=(
@@ -280,9 +285,9 @@ class ProcessLane(Lane):
 
     def drain_events(self, client) -> None:
         """The device reports a worker sent while no job ran (called under the client's lock)."""
-        while True:
+        while self.inbox is not None:
             try:
-                what, _jid, payload = self.events_q.get_nowait()
+                what, _jid, payload = self.inbox.get_nowait()
             except queue.Empty:
                 return
             if what == "device":
@@ -299,7 +304,7 @@ class ProcessLane(Lane):
                 next_watch = time.monotonic() + ABANDON_CHECK_S
                 client.watch(self, job_id)
             try:
-                what, jid, payload = self.events_q.get(timeout=0.5)
+                what, jid, payload = self.inbox.get(timeout=0.5)
             except queue.Empty:
                 if not self.proc.is_alive():
                     _log_death(self, job["kind"])
@@ -339,6 +344,14 @@ class ProcessLane(Lane):
             elif what == "error":
                 client.finish(job_id, "error", error=payload["error"], error_info=payload["error_info"])
                 return
+
+
+def _forward(events, inbox: queue.Queue) -> None:
+    """A worker's reports into the server's own queue, until its pipe closes (a stuck read of a dead worker's last half
+    message blocks this thread only, and the next worker gets a pipe and a thread of its own)."""
+    with contextlib.suppress(EOFError, OSError, ValueError):
+        while True:
+            inbox.put(events.get())
 
 
 def _log_death(lane, kind: str) -> None:
