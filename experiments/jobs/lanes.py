@@ -262,7 +262,7 @@ class ProcessLane(Lane):
             if self.proc is None or not self.proc.is_alive():
                 self.ready.clear()
                 ctx = mp.get_context("spawn")
-                self.jobs_q, self.events_q, self.cancel = ctx.Queue(), ctx.Queue(), ctx.Event()
+                self.jobs_q, self.events_q, self.cancel = ctx.Queue(), ctx.Queue(), CancelFlag(ctx)
                 # The worker's reports are read by a thread of their own: a worker killed in the middle of writing one
                 # leaves half a message in the pipe, and a read of it would wait forever where the job's loop must
                 # see the death (seen under load: a whole class's queue stalled behind one killed run).
@@ -344,6 +344,24 @@ class ProcessLane(Lane):
             elif what == "error":
                 client.finish(job_id, "error", error=payload["error"], error_info=payload["error_info"])
                 return
+
+
+class CancelFlag:
+    """A job's Cancel, shared with its worker process as one byte without a lock. multiprocessing's Event takes a lock
+    the two processes share: a worker killed while it checked the flag (it does, between phases) kept that lock, and
+    the server's next clear() of it waited forever, with every learner's run queued behind it."""
+
+    def __init__(self, ctx):
+        self.value = ctx.RawValue("b", 0)
+
+    def set(self) -> None:
+        self.value.value = 1
+
+    def clear(self) -> None:
+        self.value.value = 0
+
+    def is_set(self) -> bool:
+        return bool(self.value.value)
 
 
 def _forward(events, inbox: queue.Queue) -> None:
