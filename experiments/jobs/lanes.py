@@ -295,7 +295,11 @@ class ProcessLane(Lane):
 
     def run(self, client, job_id: str, job: dict) -> None:
         self.ensure_process()
-        self.jobs_q.put((job_id, job["kind"], job["params"]))
+        # The job's worker is this one: a page that asks for the device while it runs starts the next worker once this
+        # one died (device_info), and the job must see its own worker's death, not wait on the new one's reports.
+        with self.proc_lock:
+            proc, inbox, jobs_q = self.proc, self.inbox, self.jobs_q
+        jobs_q.put((job_id, job["kind"], job["params"]))
         limit = self.max_seconds
         deadline = time.monotonic() + limit
         next_watch = time.monotonic() + ABANDON_CHECK_S
@@ -304,10 +308,10 @@ class ProcessLane(Lane):
                 next_watch = time.monotonic() + ABANDON_CHECK_S
                 client.watch(self, job_id)
             try:
-                what, jid, payload = self.inbox.get(timeout=0.5)
+                what, jid, payload = inbox.get(timeout=0.5)
             except queue.Empty:
-                if not self.proc.is_alive():
-                    _log_death(self, job["kind"])
+                if not proc.is_alive():
+                    _log_death(self.index, proc, job["kind"])
                     client.finish(
                         job_id,
                         "error",
@@ -316,8 +320,8 @@ class ProcessLane(Lane):
                     )
                     return
                 if time.monotonic() > deadline:
-                    self.proc.kill()
-                    self.proc.join()
+                    proc.kill()
+                    proc.join()
                     client.finish(
                         job_id,
                         "error",
@@ -372,9 +376,9 @@ def _forward(events, inbox: queue.Queue) -> None:
             inbox.put(events.get())
 
 
-def _log_death(lane, kind: str) -> None:
+def _log_death(index: int, proc, kind: str) -> None:
     """The server's log says that a worker died, how, and during what: the learner's page says only that it did."""
-    code = lane.proc.exitcode
+    code = proc.exitcode
     how = f"exit status {code}"
     if code is not None and code < 0:
         import signal
@@ -383,8 +387,8 @@ def _log_death(lane, kind: str) -> None:
             how = f"signal {signal.Signals(-code).name}" + (" (the OOM killer, or a kill)" if code == -9 else "")
     logging.getLogger(__name__).warning(
         "experiment worker %s (pid %s) died during a %s job: %s; a new one starts for the next job",
-        lane.index,
-        lane.proc.pid,
+        index,
+        proc.pid,
         kind,
         how,
     )
