@@ -101,7 +101,8 @@ def _known(func, args, kwargs, out):
 class UniformValues(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in _READ and args and isinstance(args[0], torch.Tensor) and value_of(args[0]) is not None:
+        one = args and isinstance(args[0], torch.Tensor) and args[0].numel() == 1  # else a real read raises too
+        if func in _READ and one and value_of(args[0]) is not None:
             v = value_of(args[0])
             return bool(v) if func is T.__bool__ else v
         out = func(*args, **kwargs)

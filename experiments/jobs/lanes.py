@@ -264,8 +264,8 @@ class ProcessLane(Lane):
                 ctx = mp.get_context("spawn")
                 self.jobs_q, self.events_q, self.cancel = ctx.Queue(), ctx.Queue(), CancelFlag(ctx)
                 # The worker's reports are read by a thread of their own: a worker killed in the middle of writing one
-                # leaves half a message in the pipe, and a read of it would wait forever where the job's loop must
-                # see the death (seen under load: a whole class's queue stalled behind one killed run).
+                # can leave half a message in the pipe, and a read of it would wait forever where the job's loop must
+                # see the death.
                 self.inbox = queue.Queue()
                 threading.Thread(target=_forward, args=(self.events_q, self.inbox), daemon=True).start()
                 self.proc = ctx.Process(
@@ -352,8 +352,8 @@ class ProcessLane(Lane):
 
 class CancelFlag:
     """A job's Cancel, shared with its worker process as one byte without a lock. multiprocessing's Event takes a lock
-    the two processes share: a worker killed while it checked the flag (it does, between phases) kept that lock, and
-    the server's next clear() of it waited forever, with every learner's run queued behind it."""
+    the two processes share: a worker killed while it checks the flag (it does, between phases) can keep that lock,
+    and the server's next clear() of it would wait forever, with every learner's run queued behind it."""
 
     def __init__(self, ctx):
         self.value = ctx.RawValue("b", 0)
