@@ -44,6 +44,25 @@ CASES = {
     "bert-base-amp-bf16": ("bert-base", "", {}),
     "vit-b16-amp-bf16": ("vit-b16", "", {}),
     "resnet50-fp32": ("resnet50", "", {}),
+    # Heads other than causal LM (hf:TYPE:HEAD, the model type's own default configuration): encoder-decoders, whose
+    # decoders make their masks with torch.ones (quirk uniform_masks), and classifiers.
+    "t5-seq2seq-amp-bf16": ("hf:t5:seq2seq_lm", "", {"batch": 16, "seq_len": 512, "precision": "amp_bf16"}),
+    "bart-seq2seq-amp-bf16": ("hf:bart:seq2seq_lm", "", {"batch": 8, "seq_len": 1024, "precision": "amp_bf16"}),
+    "marian-seq2seq-fp32-ckpt": (
+        "hf:marian:seq2seq_lm",
+        "",
+        {"batch": 16, "seq_len": 256, "precision": "fp32", "checkpoint": "per_layer"},
+    ),
+    "bert-cls-amp-bf16": (
+        "hf:bert:sequence_classification",
+        "",
+        {"batch": 32, "seq_len": 512, "precision": "amp_bf16"},
+    ),
+    "llama-4layers-cls-bf16": (
+        "hf:llama:sequence_classification",
+        "layers=4",
+        {"batch": 4, "seq_len": 2048, "precision": "bf16", "optimizer_impl": "fused"},
+    ),
 }
 # The page's estimates (CPU replays for CUDA): the Llama-3-8B shape's levers at two sequence lengths, and GPT-2's
 # mixed precision by optimizer implementation.
@@ -66,7 +85,7 @@ def config(preset: str, overrides: str, levers: dict, tiny: bool, device: str):
     from experiments.core.config import ExperimentConfig
     from experiments.estimate.estimator import preset_defaults
 
-    source = f"preset:{preset}" + (":tiny" if tiny else "")
+    source = preset if ":" in preset else f"preset:{preset}" + (":tiny" if tiny else "")
     data = {**preset_defaults(source), "model_source": source, "model_overrides": overrides, **levers}
     return ExperimentConfig.from_dict({**data, "device": device, "steps": 2, "timing_steps": 0})
 

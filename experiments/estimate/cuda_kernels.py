@@ -22,6 +22,10 @@ math path and keeps the B x H x L x L softmax for the backward. On the NVIDIA H2
 (prepare_model_for_kbit_training leaves the norms in fp32, so attention runs in fp32) held 17.5 GiB more than a replay
 that let the CPU choose, 0.5 GiB per layer.
 
+A mask whose last dimension is not contiguous (T5's relative position bias, a permuted embedding) sends CUDA to the math
+path while the CPU keeps its fused kernel: on an NVIDIA H100, a T5 step at batch 16 x 512 held 3.6 GiB (36 %) more than
+a replay that let the mask through.
+
 The math path itself, as a plain CUDA run takes it. torch's composite adds the mask in place on plain tensors but out
 of place on any tensor subclass (a fake tensor), so on fake tensors it holds a second B x H x L x L buffer for a moment
 that the real run never has; `_math_as_cuda` is the same composite with the in-place add. Its softmax,
@@ -58,6 +62,11 @@ def cuda_backend(q, k, v, attn_mask, enable_gqa: bool = False) -> str | None:
     head = q.size(-1)
     if head % 8 or v.size(-1) != head or q.dtype not in (*_HALF, torch.float32):
         return None
+    if any(t is not None and t.dim() and t.stride(-1) != 1 for t in (q, k, v, attn_mask)):
+        # torch's sdp_utils.cpp (check_last_dim_stride_equals_1_dense): every fused kernel wants the last dimension
+        # at stride 1, the mask's too on CUDA but not on the CPU. T5's position bias, permuted from its embedding,
+        # is such a mask in transformers before 5.2x: CUDA keeps the math path's B x H x L x L tensors.
+        return "math"
     if q.dtype in _HALF and attn_mask is None and head <= 256:
         return "flash"
     return "math" if grouped else "efficient"

@@ -9,6 +9,11 @@ filled with one number and that value-preserving ops carried on (a cast, a view,
 number, a reduction), so that `bool()` and `.item()` of such a tensor answer as on real tensors, with the same ops
 run for their temporaries; masking_utils' `is_tracing` is false for such a tensor. Every other fake tensor is left
 as it was: its value stays unknown and reading it still cannot be predicted.
+
+A random number's range is known too: `torch.rand` draws from [0, 1), so a comparison that every value in the range
+answers alike has one value. LayerDrop (`if torch.rand([]) < self.layerdrop: skip the layer`, BART's, Marian's and
+other encoder-decoders' in transformers before 5.2x) then reads False at layerdrop 0, as every real run does; with a
+layerdrop above 0 the real run skips layers at random and the replay still says it cannot be predicted.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from torch.overrides import TorchFunctionMode
 from .patching import is_fake, patched
 
 _ATTR = "_gml_uniform_value"
+_RANGE = "_gml_value_range"  # (low, high): every element lies in [low, high)
 T = torch.Tensor
 _FILLED = {torch.ones: 1, torch.ones_like: 1, T.new_ones: 1, torch.zeros: 0, torch.zeros_like: 0, T.new_zeros: 0}
 _FULL = {torch.full: 1, T.new_full: 1, torch.full_like: 1}  # the fill value's position among the arguments
@@ -48,6 +54,12 @@ _ANY = {T.any, torch.any}
 _SUM = {T.sum, torch.sum}
 _SAME_REDUCED = {T.min, T.max, T.amin, T.amax, T.mean, torch.amin, torch.amax, torch.mean}
 _READ = {T.__bool__, T.item}
+_RANDOM = {torch.rand: (0.0, 1.0), torch.rand_like: (0.0, 1.0)}
+_ORDER = {
+    T.__lt__: operator.lt, T.lt: operator.lt, torch.lt: operator.lt, T.__le__: operator.le, T.le: operator.le,
+    torch.le: operator.le, T.__gt__: operator.gt, T.gt: operator.gt, torch.gt: operator.gt, T.__ge__: operator.ge,
+    T.ge: operator.ge, torch.ge: operator.ge,
+}  # fmt: skip
 
 
 def value_of(x):
@@ -55,6 +67,16 @@ def value_of(x):
     if isinstance(x, (bool, int, float)):
         return x
     return getattr(x, _ATTR, None) if isinstance(x, torch.Tensor) else None
+
+
+def _compared(func, low: float, high: float, c) -> bool | None:
+    """`x OP c` where every x lies in [low, high): its one answer, or None where the range straddles c."""
+    if not isinstance(c, (int, float)) or isinstance(c, bool) or func not in _ORDER:
+        return None
+    op = _ORDER[func]
+    if op in (operator.lt, operator.le):
+        return True if high <= c else False if (low > c or (op is operator.lt and low >= c)) else None
+    return True if (low > c or (op is operator.ge and low >= c)) else False if high <= c else None
 
 
 def _cast(value, t: torch.Tensor):
@@ -73,6 +95,9 @@ def _known(func, args, kwargs, out):
         return fill if isinstance(fill, (bool, int, float)) else None
     if not args or not isinstance(args[0], torch.Tensor):
         return None
+    span = getattr(args[0], _RANGE, None)
+    if span is not None and len(args) > 1:
+        return _compared(func, *span, args[1])
     v = value_of(args[0])
     if v is None:
         return None
@@ -111,10 +136,14 @@ class UniformValues(TorchFunctionMode):
             # tensor and the one it is a view of.
             for t in (args[0], kwargs.get("out")):
                 for x in (t, getattr(t, "_base", None)):
-                    if isinstance(x, torch.Tensor) and hasattr(x, _ATTR):
-                        delattr(x, _ATTR)
+                    for attr in (_ATTR, _RANGE):
+                        if isinstance(x, torch.Tensor) and hasattr(x, attr):
+                            delattr(x, attr)
             return out
         if isinstance(out, torch.Tensor) and is_fake(out):
+            if func in _RANDOM and out.is_floating_point():
+                setattr(out, _RANGE, _RANDOM[func])
+                return out
             v = _known(func, args, kwargs, out)
             if v is not None:
                 setattr(out, _ATTR, _cast(v, out))

@@ -75,6 +75,19 @@ def test_grouped_query_attention_in_fp32_keeps_the_scores_on_cuda_only():
             assert not [s for s, _ in _saved_by_attention(active, dtype, kv_heads) if s[-2:] == (48, 48)]
 
 
+def test_a_mask_not_contiguous_in_its_last_dimension_sends_cuda_to_the_math_path():
+    """sdp_utils.cpp checks the mask's last stride on CUDA only: T5's position bias (a permuted embedding, passed as
+    it is by transformers before 5.2x) made an H100 run keep 3.6 GiB of scores that a fused kernel does not."""
+    from experiments.estimate.cuda_kernels import cuda_backend
+
+    q, k, v = (torch.randn(2, 32, 4, 64).transpose(1, 2) for _ in range(3))  # a projection's view: last stride 1
+    bias = torch.randn(32, 32, 4).permute(2, 0, 1).unsqueeze(0)  # (1, heads, L, L), last stride 4
+    assert bias.stride(-1) != 1
+    assert cuda_backend(q, k, v, bias) == "math"
+    assert cuda_backend(q, k, v, bias.contiguous()) == "efficient"
+    assert cuda_backend(q.half(), k.half(), v.half(), None) == "flash"
+
+
 def _attention_ops(run) -> tuple[list[str], list]:
     """The ops `run(q, k, v)` dispatches on plain CPU tensors (forward and backward), and its output and gradients."""
     ops = []
