@@ -36,19 +36,10 @@ def _where(frames: list[dict]) -> str:
 
 def held(cfg, top: int) -> dict:
     import torch
-    from model_presets import plain_step
-
-    from experiments.training.models import build_model, spec_for
-    from experiments.training.strategies import AMP_DTYPES, float32_precision, make_optimizer
+    from model_presets import plain_loop, plain_step
 
     dev = torch.device("cuda", 0)
-    spec = spec_for(cfg)
-    amp = AMP_DTYPES.get(cfg.precision)
-    with float32_precision(cfg):
-        torch.manual_seed(cfg.seed)
-        model = build_model(cfg, dev, spec)
-        opt = make_optimizer(cfg, model.parameters())
-        inputs, targets = spec.batch(cfg, dev, cfg.seed + 1)
+    with plain_loop(cfg, dev) as (spec, model, opt, (inputs, targets), amp):
         plain_step(cfg, spec, model, opt, None, (inputs, targets), amp, "cuda")
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()

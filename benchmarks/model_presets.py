@@ -121,6 +121,24 @@ def plain_step(cfg, spec, model, opt, scaler, batch, amp, device_type: str) -> N
         opt.step()
 
 
+@contextlib.contextmanager
+def plain_loop(cfg, dev):
+    """The plain loop's parts on `dev` under cfg's float32 settings: (spec, model, optimizer, batch, autocast dtype),
+    the model built as the engine builds it (checkpointing included), seeded as the engine seeds it.
+    benchmarks/op_memory.py and held_by_line.py step it with plain_step."""
+    import torch
+
+    from experiments.training.models import build_model, spec_for
+    from experiments.training.strategies import AMP_DTYPES, float32_precision, make_optimizer
+
+    spec = spec_for(cfg)
+    with float32_precision(cfg):
+        torch.manual_seed(cfg.seed)
+        model = build_model(cfg, dev, spec)
+        opt = make_optimizer(cfg, model.parameters())
+        yield spec, model, opt, spec.batch(cfg, dev, cfg.seed + 1), AMP_DTYPES.get(cfg.precision)
+
+
 def measure(cfg) -> dict:
     """The plain loop on cfg.device; on the CPU the engine's tracker counts its storages."""
     import torch

@@ -59,34 +59,22 @@ def plain_peak(cfg) -> int:
     """The plain loop's allocated peak with no mode on the stack (a dispatch mode makes torch's composites take their
     out-of-place branches, as on a tensor subclass)."""
     import torch
-    from model_presets import plain_step
-
-    from experiments.training.models import build_model, spec_for
-    from experiments.training.strategies import AMP_DTYPES, float32_precision, make_optimizer
+    from model_presets import plain_loop, plain_step
 
     dev = torch.device("cuda", 0)
-    spec = spec_for(cfg)
-    with float32_precision(cfg):
-        torch.manual_seed(cfg.seed)
-        model = build_model(cfg, dev, spec)
-        opt = make_optimizer(cfg, model.parameters())
-        batch = spec.batch(cfg, dev, cfg.seed + 1)
+    with plain_loop(cfg, dev) as (spec, model, opt, batch, amp):
         torch.cuda.reset_peak_memory_stats(dev)
         for _ in range(cfg.steps):
-            plain_step(cfg, spec, model, opt, None, batch, AMP_DTYPES.get(cfg.precision), "cuda")
+            plain_step(cfg, spec, model, opt, None, batch, amp, "cuda")
         torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated(dev)
-    del model, opt, batch
-    return peak
+        del model, opt, batch
+    return torch.cuda.max_memory_allocated(dev)
 
 
 def measure(cfg, top: int) -> dict:
     import torch
-    from model_presets import plain_step
+    from model_presets import plain_loop, plain_step
     from torch.utils._python_dispatch import TorchDispatchMode
-
-    from experiments.training.models import build_model, spec_for
-    from experiments.training.strategies import AMP_DTYPES, float32_precision, make_optimizer
 
     dev = torch.device("cuda", 0)
     state = {"phase": "setup", "step": 0, "peak": 0, "peak_at": None}
@@ -120,13 +108,7 @@ def measure(cfg, top: int) -> dict:
                 }
             return out
 
-    spec = spec_for(cfg)
-    amp = AMP_DTYPES.get(cfg.precision)
-    with float32_precision(cfg):
-        torch.manual_seed(cfg.seed)
-        model = build_model(cfg, dev, spec)
-        opt = make_optimizer(cfg, model.parameters())
-        inputs, targets = spec.batch(cfg, dev, cfg.seed + 1)
+    with plain_loop(cfg, dev) as (spec, model, opt, (inputs, targets), amp):
         phases = []
         for step in range(1, cfg.steps + 1):
             state.update(phase="step", step=step)
