@@ -40,7 +40,8 @@ _SAME = {
 _BINARY = {
     T.__eq__: operator.eq, T.eq: operator.eq, torch.eq: operator.eq, T.__ne__: operator.ne, T.ne: operator.ne,
     torch.ne: operator.ne, T.__lt__: operator.lt, T.lt: operator.lt, T.__le__: operator.le, T.le: operator.le,
-    T.__gt__: operator.gt, T.gt: operator.gt, T.__ge__: operator.ge, T.ge: operator.ge, T.__and__: operator.and_,
+    T.__gt__: operator.gt, T.gt: operator.gt, T.__ge__: operator.ge, T.ge: operator.ge, torch.lt: operator.lt,
+    torch.le: operator.le, torch.gt: operator.gt, torch.ge: operator.ge, T.__and__: operator.and_,
     T.__or__: operator.or_, T.__mul__: operator.mul, T.mul: operator.mul, T.__add__: operator.add, T.add: operator.add,
     T.__sub__: operator.sub, T.sub: operator.sub, T.__rsub__: lambda a, b: b - a, T.__rmul__: operator.mul,
     T.__radd__: operator.add, torch.logical_and: lambda a, b: bool(a) and bool(b),
@@ -55,11 +56,7 @@ _SUM = {T.sum, torch.sum}
 _SAME_REDUCED = {T.min, T.max, T.amin, T.amax, T.mean, torch.amin, torch.amax, torch.mean}
 _READ = {T.__bool__, T.item}
 _RANDOM = {torch.rand: (0.0, 1.0), torch.rand_like: (0.0, 1.0)}
-_ORDER = {
-    T.__lt__: operator.lt, T.lt: operator.lt, torch.lt: operator.lt, T.__le__: operator.le, T.le: operator.le,
-    torch.le: operator.le, T.__gt__: operator.gt, T.gt: operator.gt, torch.gt: operator.gt, T.__ge__: operator.ge,
-    T.ge: operator.ge, torch.ge: operator.ge,
-}  # fmt: skip
+_ORDER = {f: op for f, op in _BINARY.items() if op in (operator.lt, operator.le, operator.gt, operator.ge)}
 
 
 def value_of(x):
@@ -73,10 +70,13 @@ def _compared(func, low: float, high: float, c) -> bool | None:
     """`x OP c` where every x lies in [low, high): its one answer, or None where the range straddles c."""
     if not isinstance(c, (int, float)) or isinstance(c, bool) or func not in _ORDER:
         return None
-    op = _ORDER[func]
-    if op in (operator.lt, operator.le):
-        return True if high <= c else False if (low > c or (op is operator.lt and low >= c)) else None
-    return True if (low > c or (op is operator.ge and low >= c)) else False if high <= c else None
+    always, never = {
+        operator.lt: (high <= c, low >= c),
+        operator.le: (high <= c, low > c),
+        operator.gt: (low > c, high <= c),
+        operator.ge: (low >= c, high <= c),
+    }[_ORDER[func]]
+    return True if always else False if never else None
 
 
 def _cast(value, t: torch.Tensor):
