@@ -49,3 +49,36 @@ def test_the_recording_measures_four_methods_on_both_presets():
     measured = {r["case"] for r in MEASURED}
     for method in ("lora", "lora-ckpt", "lora-ckpt2-all-8bit", "full-8bit"):
         assert {f"llama3-8b-{method}", f"mistral-7b-{method}"} <= measured, method
+
+
+H100_ROWS = [
+    json.loads(line)
+    for line in (Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "finetune-methods-h100.jsonl")
+    .read_text()
+    .splitlines()
+]
+# Measured on an H100 and over the 3 % reserved bound: the replay's allocator opens 0.6 GB of segments that the real
+# run's allocator found in its cache; not yet traced to an op (Mistral-7B's same method: +0.6 %).
+RESERVED_MISSES = {"llama3-8b-qlora-ckpt-all-paged8bit"}
+
+
+@pytest.mark.parametrize("row", H100_ROWS, ids=[r["case"] for r in H100_ROWS])
+def test_the_estimate_holds_on_the_h100_or_names_what_it_cannot_predict(row):
+    """The methods measured since on an H100 (docs/benchmarks/finetune-methods-h100.jsonl): QLoRA with checkpointing
+    and a paged optimizer, offloading, paged full training, LLM.int8. An 8-bit base's outlier columns come from the
+    activations: the estimate names the op instead of a figure."""
+    if "cannot_predict" in row:
+        assert row["levers"]["finetune"] == "int8" and "int8_vectorwise_quant" in row["cannot_predict"]
+        return
+    assert abs(row["peak_diff_percent"]) <= 1.0, row
+    if row["case"] in RESERVED_MISSES:
+        assert 3.0 < row["reserved_diff_percent"] < 5.0, row
+        pytest.xfail("reserved over-estimated by more than 3 % (see RESERVED_MISSES)")
+    assert abs(row["reserved_diff_percent"]) <= 3.0, row
+
+
+def test_every_method_is_measured_on_both_presets_on_one_gpu_or_the_other():
+    cases = {r["case"] for r in MEASURED} | {r["case"] for r in H100_ROWS}
+    methods = {c.split("-", 2)[2] for c in cases}
+    for method in methods:
+        assert {f"llama3-8b-{method}", f"mistral-7b-{method}"} <= cases, method
