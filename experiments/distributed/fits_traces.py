@@ -3,24 +3,31 @@
 - a replay of the run (experiments/estimate/replay.py), events kept, with its phase rows;
 - the same run with another optimizer implementation: that replay with the implementation's steps spliced in
   (optimizer_alone.py);
+- the run of a deep model of alike layers: drawn from replays with 3, 4 and 5 layers (experiments/estimate/
+  depth_line.py), checked once per configuration (its batch aside) against a real replay with 7 layers, then at other
+  batches from a 3-layer replay alone; a model whose trace does not follow the layers is replayed whole;
 - the run at a larger batch: drawn from the batch line of three small batches (experiments/estimate/batch_line.py),
   checked once against a replay at the first batch the search asks for above them; a line that does not hold is not
   used again.
 
-A search tries a dozen batches per combination; each replay of a full-size model takes a second or more on a CPU, the
-line's trace a few milliseconds."""
+A search tries a dozen batches per combination; each replay of a full-size model takes a second or more on a CPU (a
+32-layer one three), three shallow ones a second, the lines' traces a few milliseconds."""
 
 from __future__ import annotations
 
 from ..core.config import ExperimentConfig
+from ..core.model_sources import format_overrides, parse_overrides
+from ..estimate import depth_line
 from ..estimate.batch_line import event_shape, line, phase_figures, trace_at
 from ..estimate.estimator import cuda_config
-from ..estimate.fast_replay import replays_whole
+from ..estimate.fast_replay import SAMPLES as DEPTHS
+from ..estimate.fast_replay import layers_of, replays_whole
 from ..estimate.replay import replay
 from .optimizer_alone import parameter_shapes, spliced_trace, splices, step_events
 
 SAMPLES = (2, 3, 4)  # not batch 1: a single sample may take another path (a squeezed dimension)
 BLOCK = 512  # the CUDA allocator's rounding, as the tracker counts
+CHECK_DEPTH = 7  # two layers past the samples: a rule that skips a layer would show
 
 
 REPLAYS = ("replays",)  # the cache's count of the replays it made
@@ -64,7 +71,7 @@ def replayed(cfg: ExperimentConfig, transients, cache: dict, rows: bool = False)
             cache[steps_key] = step_events(run_cfg, BLOCK, shapes(run_cfg, cache), len(donor["steps"]), transients)
         got = {"events": spliced_trace(donor["events"], donor["steps"], cache[steps_key])}
     else:
-        r = replay(run_cfg, block=BLOCK, transients=transients, keep_events=True)
+        r = _drawn(run_cfg, transients, cache) or replay(run_cfg, block=BLOCK, transients=transients, keep_events=True)
         cache[REPLAYS] = replays_made(cache) + 1
         got = {"events": r["events"], "phases": r["phases"]}
         if splices(run_cfg):
@@ -72,6 +79,68 @@ def replayed(cfg: ExperimentConfig, transients, cache: dict, rows: bool = False)
             cache[same_run] = {"events": r["events"], "steps": steps}
     cache[key] = got
     return got
+
+
+def _at_depth(cfg: ExperimentConfig, layers: int, transients) -> dict:
+    base = parse_overrides(cfg.model_overrides)
+    deep = cfg.replace(model_overrides=format_overrides({**base, "layers": layers}))
+    return replay(deep, block=BLOCK, transients=transients, keep_events=True)
+
+
+def drawable(cfg: ExperimentConfig, cache: dict) -> bool:
+    """Whether cfg's trace may be drawn from shallow replays: a deep model of alike layers whose drawing has not
+    failed for this configuration."""
+    run_cfg = cuda_config(cfg).replace(accum=cfg.accum)
+    return not replays_whole(run_cfg) and cache.get(_family(run_cfg)) is not False
+
+
+def _family(run_cfg: ExperimentConfig) -> tuple:
+    return ("depth", *_without(json_key(run_cfg), "batch"))
+
+
+def _depths(run_cfg: ExperimentConfig) -> tuple[int, int, int, int] | None:
+    """The three sample depths and the check's: 3, 4, 5 and 7 layers, or with every k-th layer checkpointed the same
+    in periods of k layers, from the shallowest depth that is the model's own modulo k; None where the check would
+    be as deep as the model."""
+    period = run_cfg.checkpoint_every if run_cfg.checkpoint != "none" else 1
+    layers = layers_of(run_cfg)
+    first = DEPTHS[0] + (layers - DEPTHS[0]) % period
+    depths = (first, first + period, first + 2 * period, first + (CHECK_DEPTH - DEPTHS[0]) * period)
+    return depths if depths[3] < layers else None
+
+
+def _drawn(run_cfg: ExperimentConfig, transients, cache: dict) -> dict | None:
+    """{"events", "phases"} of a deep run drawn from shallow replays, or None where it cannot be. The first batch of a
+    configuration: from its 3-, 4- and 5-layer replays, checked against a real 7-layer one; every other batch: from
+    its 3-layer replay alone, where that makes and frees its storages as the first batch's did (depth_line.resized),
+    else from three again."""
+    if not drawable(run_cfg, cache):
+        return None
+    family = _family(run_cfg)
+    depths = _depths(run_cfg)
+    if depths is None:
+        return None
+    shallow = _at_depth(run_cfg, depths[0], transients)
+    # A batch may take another path than the first (a single sample squeezes a dimension): each path's fit is kept.
+    fits = (depth_line.resized(f, shallow["events"]) for f in cache.get(family, ()))
+    fit = next((f for f in fits if f is not None), None)
+    if fit is None:
+        deeper = [_at_depth(run_cfg, d, transients)["events"] for d in depths[1:3]]
+        fit = depth_line.fit(depths[:3], [shallow["events"], *deeper])
+        if fit is not None and family not in cache:
+            check = depth_line.trace_at_depth(fit, depths[3])
+            real = _at_depth(run_cfg, depths[3], transients)["events"]
+            fit = fit if check is not None and depth_line.same(check, real) else None
+        if fit is None:
+            cache[family] = False
+            return None
+        cache[family] = [*cache.get(family, ()), fit]
+    events = depth_line.trace_at_depth(fit, layers_of(run_cfg))
+    if events is None:
+        return None
+    figures = phase_figures(events, BLOCK)
+    rows = [dict(r, allocated_bytes=a, peak_bytes=p) for r, (a, p) in zip(shallow["phases"], figures, strict=True)]
+    return {"events": events, "phases": rows}
 
 
 def _line(run_cfg: ExperimentConfig, transients, cache: dict) -> dict | None:
@@ -98,10 +167,11 @@ def _line(run_cfg: ExperimentConfig, transients, cache: dict) -> dict | None:
     return fit
 
 
-def _on_line(run_cfg: ExperimentConfig) -> bool:
+def _on_line(run_cfg: ExperimentConfig, cache: dict) -> bool:
     """Whether the batch line serves this run: a batch above the samples, no accumulation, and a model the search
-    replays whole anyway (a deep one's three full replays would cost more than the batches they spare)."""
-    return run_cfg.accum == 1 and run_cfg.batch > SAMPLES[-1] and replays_whole(run_cfg)
+    replays whole anyway or draws from shallow replays (a deep one's three full replays would cost more than the
+    batches they spare)."""
+    return run_cfg.accum == 1 and run_cfg.batch > SAMPLES[-1] and (replays_whole(run_cfg) or drawable(run_cfg, cache))
 
 
 def events(cfg: ExperimentConfig, transients, cache: dict | None) -> list:
@@ -109,7 +179,7 @@ def events(cfg: ExperimentConfig, transients, cache: dict | None) -> list:
     cache = {} if cache is None else cache
     run_cfg = cuda_config(cfg).replace(accum=cfg.accum)
     key = json_key(run_cfg)
-    if key not in cache and _on_line(run_cfg):
+    if key not in cache and _on_line(run_cfg, cache):
         fit = _line(run_cfg, transients, cache)
         if fit is not None and key not in cache:
             cache[key] = {"events": trace_at(fit, run_cfg.batch)}
@@ -119,7 +189,7 @@ def events(cfg: ExperimentConfig, transients, cache: dict | None) -> list:
 def phase_rows(cfg: ExperimentConfig, transients, cache: dict) -> list[dict]:
     """cfg's phase rows (phase, step, allocated_bytes, peak_bytes): a replay's, or drawn from the batch line."""
     run_cfg = cuda_config(cfg).replace(accum=cfg.accum)
-    fit = _line(run_cfg, transients, cache) if _on_line(run_cfg) else None
+    fit = _line(run_cfg, transients, cache) if _on_line(run_cfg, cache) else None
     if fit is None or fit["rows"] is None:
         return replayed(run_cfg, transients, cache, rows=True)["phases"]
     figures = phase_figures(trace_at(fit, run_cfg.batch), BLOCK)

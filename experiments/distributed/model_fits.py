@@ -28,8 +28,8 @@ from ..estimate.allocator_limit import first_oom, peak_reserved
 from ..estimate.estimator import cuda_config, estimate_or_refusal
 from ..estimate.fast_replay import fast_replay, replays_whole
 from .estimate import what_fits as fits_across_ranks
+from .fits_traces import drawable, phase_rows, replays_made, shapes
 from .fits_traces import events as _events
-from .fits_traces import phase_rows, replays_made, shapes
 from .optimizer_alone import optimizer_extras, parameter_shapes
 from .search import below, crossing
 
@@ -57,7 +57,8 @@ class _Grid:
             cfg = self.cfg.replace(precision=precision, checkpoint=checkpoint, batch=batch, accum=1)
             # The search reads the phase rows only; the answer is confirmed by a replay with the allocator model.
             cfg = cfg.replace(optimizer_impl=self.first_impl)
-            if self.traces is not None and self.device_type == "cuda" and replays_whole(cfg):
+            cuda = self.traces is not None and self.device_type == "cuda"
+            if cuda and (replays_whole(cfg) or drawable(cfg, self.traces)):
                 rows = phase_rows(cfg, self.transients, self.traces)
             else:
                 self.replays += 1
@@ -242,9 +243,14 @@ def what_fits(
         choice = cfg.replace(
             precision=row["precision"], optimizer_impl=row["optimizer_impl"], checkpoint=row["checkpoint"], accum=accum
         )
-        grid.replays += 1
-        est = estimate_or_refusal(choice, device_type=device_type)
-        within = est["predicted"] and est["peak_bytes"] <= budget
+        if cuda:
+            # The same traces the search read (drawn, or a replay of its own where accumulation makes it another run).
+            peak = max(p["peak_bytes"] for p in phase_rows(choice, transients, traces))
+        else:
+            grid.replays += 1
+            est = estimate_or_refusal(choice, device_type=device_type)
+            peak = est["peak_bytes"] if est["predicted"] else None
+        within = peak is not None and peak <= budget
         if within and cuda:
             within = runs_within(choice, budget, False, transients, traces) is None
         if within:
@@ -252,7 +258,7 @@ def what_fits(
             cheapest = {
                 **{k: getattr(choice, k) for k in keys},
                 "micro_batch": choice.micro_batch,
-                "peak_bytes": est["peak_bytes"],
+                "peak_bytes": peak,
             }
             break
     return {
