@@ -6,11 +6,13 @@ before adapters, adapters on the model's own weights before quantized ones, no r
 
 from __future__ import annotations
 
+import math
 import time
 
 from ..core.config import ExperimentConfig
+from ..core.errors import CannotPredict
 from ..core.finetune import BNB_OPTIMIZERS
-from ..estimate.estimator import estimate_or_refusal
+from .fits_traces import phase_rows, shapes
 from .model_fits import runs_within
 
 # Least compromise first: what a learner gives up grows down the list (all weights trained, then adapters on exact
@@ -40,14 +42,16 @@ def methods_on_card(
     combos = [(cfg.finetune, cfg.checkpoint)] if own_only else [(m, c) for m in METHODS for c in CHECKPOINTS]
     for method, checkpoint in combos:
         choice = cfg if own_only else method_config(cfg, method, checkpoint)
-        est = estimate_or_refusal(choice, device_type="cuda")
         row = {"finetune": method, "checkpoint": checkpoint, "runs": None, "peak_bytes": None}
-        if est["predicted"]:
-            row["peak_bytes"] = est["peak_bytes"]
-            row["trainable_parameters"] = est["trainable_parameters"]
-            row["runs"] = est["peak_bytes"] <= budget and runs_within(choice, budget, False, None, traces) is None
+        try:
+            # The trace the allocator check reads gives the peak too (drawn from shallow replays for a deep model).
+            peak = max(p["peak_bytes"] for p in phase_rows(choice, None, traces))
+        except CannotPredict as e:
+            row["cannot_predict"] = e.info["message"]
         else:
-            row["cannot_predict"] = est["cannot_predict"]["message"]
+            row["peak_bytes"] = peak
+            row["trainable_parameters"] = sum(math.prod(shape) for shape, _ in shapes(choice, traces))
+            row["runs"] = peak <= budget and runs_within(choice, budget, False, None, traces) is None
         rows.append(row)
         if progress is not None:
             progress(len(rows), len(combos))

@@ -21,6 +21,7 @@ def test_each_method_is_estimated_and_the_first_that_runs_is_the_least_compromis
             continue
         expected = estimate(method_config(cfg, row["finetune"], row["checkpoint"]), device_type="cuda")
         assert row["peak_bytes"] == expected["peak_bytes"] and row["runs"] is True
+        assert row["trainable_parameters"] == expected["trainable_parameters"]
     assert (roomy["first_that_runs"]["finetune"], roomy["first_that_runs"]["checkpoint"]) == ("full", "none")
     full = roomy["methods"][0]["peak_bytes"]
     lora = min(r["peak_bytes"] for r in roomy["methods"] if r["finetune"] == "lora")
