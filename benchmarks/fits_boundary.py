@@ -122,6 +122,8 @@ def trials(args) -> None:
     cells = [c for data in plans for c in data["cells"] if "answer" in c]  # a refused cell has an error instead
     if args.only:
         cells = [c for c in cells if c["preset"] in args.only.split(",")]
+    if args.cards:
+        cells = [c for c in cells if c["card"] in args.cards.split(",")]
     deadline = time.monotonic() + args.minutes * 60
 
     failures = []
@@ -232,7 +234,8 @@ def main() -> None:
     tr = sub.add_parser("trials")
     tr.add_argument("plan", nargs="+")
     tr.add_argument("--out", required=True)
-    tr.add_argument("--only", default="")
+    tr.add_argument("--only", default="", help="presets, comma-separated")
+    tr.add_argument("--cards", default="", help="card ids, comma-separated (e.g. the cards only this GPU can emulate)")
     tr.add_argument("--parallel", type=int, default=4)
     tr.add_argument("--minutes", type=float, default=8)
     rp = sub.add_parser("report")
