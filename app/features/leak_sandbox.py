@@ -94,10 +94,6 @@ def render(lesson_id: str, meta: dict) -> None:
                 expect = expect_view.text(meta, entry.get("expect"))
                 if expect:
                     st.markdown(f"**{t('leak.expect')}** {expect}")
-        run = st.button(
-            t("leak.run"), key=f"{ns}.run", type="primary", disabled=not chosen or jobs.pending(ns), width="stretch"
-        )
-    if run:
         specs = [
             {
                 "label": _title(known[s]),
@@ -107,11 +103,8 @@ def render(lesson_id: str, meta: dict) -> None:
             }
             for s in chosen
         ]
-        jobs.start(ns, specs, tag={"scenarios": chosen, "steps": steps})
-    jobs.poll(ns)
-    done = jobs.finished(ns)
+        done = jobs.panel(ns, t("leak.run"), specs, tag={"scenarios": chosen, "steps": steps}, disabled=not chosen)
     if done:
-        jobs.explain_cached(done)
         show_results(done, meta, known, ns=ns)
     recorded(lesson_id, meta, known)
 

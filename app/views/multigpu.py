@@ -10,28 +10,22 @@ NS = data_parallel.NS
 meta, _, right = layout.lesson_page("multigpu")
 with right:
     dcfg, unavailable = data_parallel.controls(meta)
+    specs = []
     if dcfg is not None:
         data_parallel.show_estimate(dcfg)
         if unavailable:
             st.warning(t("multigpu.unavailable", message=unavailable))
         label = t("multigpu.job", strategy=t("multigpu.opt." + dcfg.strategy), n=dcfg.world_size)
-        if st.button(
-            t("multigpu.run"),
-            key=f"{NS}.run",
-            type="primary",
-            width="stretch",
-            disabled=bool(unavailable) or jobs.pending(NS),
-        ):
-            jobs.start(NS, [{"label": label, "kind": "distributed", "params": dcfg.to_dict()}])
-        data_parallel.show_what_fits(dcfg)
-    jobs.poll(NS)
-    done = jobs.finished(NS)
+        specs = [{"label": label, "kind": "distributed", "params": dcfg.to_dict()}]
+    # Settings that are not valid leave the button disabled; a run already going on still shows its progress.
+    done = jobs.panel(NS, t("multigpu.run"), specs, disabled=not specs or bool(unavailable))
     if done:
-        jobs.explain_cached(done)
         status = done["statuses"][0]
         if status.get("state") == "done" and status.get("result"):
             st.subheader(t("multigpu.result"))
             data_parallel_live.show(status["result"], meta, key=f"{NS}.live")
         else:
             job_failed(status)
+    if dcfg is not None:
+        data_parallel.show_what_fits(dcfg)
     data_parallel_result.comparison(meta, key=f"{NS}.recorded", expanded=not done)
