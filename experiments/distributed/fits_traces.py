@@ -4,8 +4,8 @@
 - the same run with another optimizer implementation: that replay with the implementation's steps spliced in
   (optimizer_alone.py);
 - the run of a deep model of alike layers: drawn from replays with 3, 4 and 5 layers (experiments/estimate/
-  depth_line.py), checked once per configuration (its batch aside) against a real replay with 7 layers, then at other
-  batches from a 3-layer replay alone; a model whose trace does not follow the layers is replayed whole;
+  depth_line.py), checked against a real replay with 7 layers, then at other batches that take the same path from a
+  3-layer replay alone; a model whose trace does not follow the layers is replayed whole;
 - the run at a larger batch: drawn from the batch line of three small batches (experiments/estimate/batch_line.py),
   checked once against a replay at the first batch the search asks for above them; a line that does not hold is not
   used again.
@@ -110,10 +110,10 @@ def _depths(run_cfg: ExperimentConfig) -> tuple[int, int, int, int] | None:
 
 
 def _drawn(run_cfg: ExperimentConfig, transients, cache: dict) -> dict | None:
-    """{"events", "phases"} of a deep run drawn from shallow replays, or None where it cannot be. The first batch of a
-    configuration: from its 3-, 4- and 5-layer replays, checked against a real 7-layer one; every other batch: from
-    its 3-layer replay alone, where that makes and frees its storages as the first batch's did (depth_line.resized),
-    else from three again."""
+    """{"events", "phases"} of a deep run drawn from shallow replays, or None where it cannot be. A batch whose 3-layer
+    replay makes and frees its storages as an earlier batch's did: from that replay alone, with the earlier fit's rules
+    (depth_line.resized); otherwise (the first batch, or another path) from its 3-, 4- and 5-layer replays, the fit
+    checked against a real 7-layer replay. A configuration where a fit fails is replayed whole from then on."""
     if not drawable(run_cfg, cache):
         return None
     family = _family(run_cfg)
@@ -127,7 +127,7 @@ def _drawn(run_cfg: ExperimentConfig, transients, cache: dict) -> dict | None:
     if fit is None:
         deeper = [_at_depth(run_cfg, d, transients)["events"] for d in depths[1:3]]
         fit = depth_line.fit(depths[:3], [shallow["events"], *deeper])
-        if fit is not None and family not in cache:
+        if fit is not None:
             check = depth_line.trace_at_depth(fit, depths[3])
             real = _at_depth(run_cfg, depths[3], transients)["events"]
             fit = fit if check is not None and depth_line.same(check, real) else None
