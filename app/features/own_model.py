@@ -238,12 +238,13 @@ def methods(cfg, card: str, total: int, overhead: int) -> None:
         {
             t("field.finetune"): t(f"opt.finetune.{r['finetune']}"),
             t("field.checkpoint"): t(f"opt.checkpoint.{r['checkpoint']}"),
-            t("ym.methods_peak"): None if r["peak_bytes"] is None else fmt_bytes(r["peak_bytes"]),
             t("ym.methods_verdict"): verdicts[r["runs"]],
+            t("ym.methods_peak"): "—" if r["peak_bytes"] is None else fmt_bytes(r["peak_bytes"]),
         }
         for r in res["methods"]
     ]
-    st.dataframe(rows, hide_index=True)
+    # A static table: its cells wrap, so every verdict shows in a narrow column (1024 px) without scrolling.
+    st.table(pd.DataFrame(rows), hide_index=True, border="horizontal")
     first = res["first_that_runs"]
     if first is None:
         st.warning(t("ym.methods_none"))
