@@ -234,17 +234,20 @@ def methods(cfg, card: str, total: int, overhead: int) -> None:
     if res is None:
         return
     verdicts = {True: t("ym.methods_runs"), False: t("ym.methods_not"), None: t("ym.methods_unpredicted")}
-    rows = [
-        {
-            t("field.finetune"): t(f"opt.finetune.{r['finetune']}"),
-            t("field.checkpoint"): t(f"opt.checkpoint.{r['checkpoint']}"),
-            t("ym.methods_verdict"): verdicts[r["runs"]],
-            t("ym.methods_peak"): "—" if r["peak_bytes"] is None else fmt_bytes(r["peak_bytes"]),
-        }
-        for r in res["methods"]
-    ]
-    # A static table: its cells wrap, so every verdict shows in a narrow column (1024 px) without scrolling.
-    st.table(pd.DataFrame(rows), hide_index=True, border="horizontal")
+
+    def cell(r: dict) -> str:
+        return verdicts[r["runs"]] + ("" if r["peak_bytes"] is None else f" · {fmt_bytes(r['peak_bytes'])}")
+
+    # A method a row, each checkpointing a column: three columns fit a projector's narrow column (1024 px), and a
+    # static table wraps its cells instead of cutting them.
+    checkpoints = list(dict.fromkeys(r["checkpoint"] for r in res["methods"]))
+    columns = {c: f"{t('field.checkpoint')}: {t(f'opt.checkpoint.{c}')}" for c in checkpoints}
+    rows: dict = {}
+    for r in res["methods"]:
+        row = rows.setdefault(r["finetune"], {t("field.finetune"): t(f"opt.finetune.{r['finetune']}")})
+        row[columns[r["checkpoint"]]] = cell(r)
+    st.table(pd.DataFrame(list(rows.values())), hide_index=True, border="horizontal")
+    st.caption(f"{t('ym.methods_verdict')} · {t('ym.methods_peak')}")
     first = res["first_that_runs"]
     if first is None:
         st.warning(t("ym.methods_none"))
