@@ -68,7 +68,8 @@ def replayed(cfg: ExperimentConfig, transients, cache: dict, rows: bool = False)
         steps_key = ("steps", *_without(key, "batch", "checkpoint"))
         if steps_key not in cache:
             cache[REPLAYS] = replays_made(cache) + 1
-            cache[steps_key] = step_events(run_cfg, BLOCK, shapes(run_cfg, cache), len(donor["steps"]), transients)
+            steps = len(donor["steps"])
+            cache[steps_key] = step_events(run_cfg, BLOCK, shapes(run_cfg, cache), steps, transients, memo=cache)
         got = {"events": spliced_trace(donor["events"], donor["steps"], cache[steps_key])}
     else:
         r = _drawn(run_cfg, transients, cache) or replay(run_cfg, block=BLOCK, transients=transients, keep_events=True)

@@ -83,7 +83,7 @@ class _Grid:
             cfg = self.cfg.replace(precision=precision, optimizer_impl=impl)
             if precision not in self._shapes and precision != "amp_fp16":
                 self._shapes[precision] = shapes(cfg, self.traces) if self.traces is not None else parameter_shapes(cfg)
-            self._extra[key] = optimizer_extras(cfg, self.block, self._shapes.get(precision))
+            self._extra[key] = optimizer_extras(cfg, self.block, self._shapes.get(precision), memo=self.traces)
         return self._extra[key]
 
     def peak(self, precision: str, impl: str, checkpoint: str, batch: int) -> int:

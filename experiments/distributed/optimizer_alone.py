@@ -58,10 +58,25 @@ def _alone(cfg: ExperimentConfig, block: int, shapes: list | None, steps: int, t
     return extras, events
 
 
-def optimizer_extras(cfg: ExperimentConfig, block: int, shapes: list | None = None) -> list[int]:
+def _kept(cfg: ExperimentConfig, block: int, shapes: list | None, steps: int, transients, memo: dict | None):
+    """_alone's answer, once per optimizer and model in `memo` (a search's cache): the allocated peak's search and
+    the allocator's splice ask the same replay of it. What the step does not see (the batch, checkpointing,
+    accumulation, offloading) is not in the key."""
+    if memo is None:
+        return _alone(cfg, block, shapes, steps, transients)
+    skip = ("batch", "accum", "checkpoint", "checkpoint_every", "offload_activations")
+    levers = tuple(sorted((k, str(v)) for k, v in cfg.to_dict().items() if k not in skip))
+    key = ("alone", block, steps, tuple(sorted((transients or {}).items())), levers)
+    if key not in memo:
+        memo[key] = _alone(cfg, block, shapes, steps, transients)
+    return memo[key]
+
+
+def optimizer_extras(cfg: ExperimentConfig, block: int, shapes: list | None = None, memo: dict | None = None) -> list:
     """What each of two optimizer steps adds on what is alive before it (the state made in step 1, temporaries), on
     fake parameters and gradients of the model's shapes, dtypes and order (`shapes`, from `parameter_shapes`, where
-    the caller has them). GradScaler's unscale_ (amp_fp16) runs in the step too: the whole run's replay there."""
+    the caller has them). GradScaler's unscale_ (amp_fp16) runs in the step too: the whole run's replay there.
+    `memo`: a search's cache (`_kept`)."""
     if cfg.precision == "amp_fp16":
         rows = fast_replay(cfg.replace(batch=1, accum=1, checkpoint="none"), block=block)["phases"]
         return [
@@ -69,7 +84,7 @@ def optimizer_extras(cfg: ExperimentConfig, block: int, shapes: list | None = No
             for i, p in enumerate(rows)
             if p["phase"] == "optimizer_step"
         ]
-    return _alone(cfg, block, shapes, 2)[0]
+    return _kept(cfg, block, shapes, 2, None, memo)[0]
 
 
 def splices(cfg: ExperimentConfig) -> bool:
@@ -77,11 +92,12 @@ def splices(cfg: ExperimentConfig) -> bool:
     return cfg.precision != "amp_fp16" and cfg.optimizer not in BNB_OPTIMIZERS and cfg.accum == 1
 
 
-def step_events(cfg: ExperimentConfig, block: int, shapes: list | None, steps: int, transients=None) -> list[list]:
+def step_events(
+    cfg: ExperimentConfig, block: int, shapes: list | None, steps: int, transients=None, memo: dict | None = None
+) -> list[list]:
     """Each optimizer step's allocation events, ("alloc", key, bytes) / ("free", key, 0), keys of their own."""
-    return [
-        [(kind, ("step", key), n) for kind, key, n in step] for step in _alone(cfg, block, shapes, steps, transients)[1]
-    ]
+    events = _kept(cfg, block, shapes, steps, transients, memo)[1]
+    return [[(kind, ("step", key), n) for kind, key, n in step] for step in events]
 
 
 def spliced_trace(events: list, step_phases: list[int], steps: list[list]) -> list:
