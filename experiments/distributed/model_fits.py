@@ -23,6 +23,7 @@ import time
 
 from ..core.capacity import RESERVED_MARGIN
 from ..core.config import ExperimentConfig
+from ..core.errors import CannotPredict
 from ..core.finetune import BNB_OPTIMIZERS
 from ..estimate.allocator_limit import first_oom, peak_reserved
 from ..estimate.estimator import cuda_config, estimate_or_refusal
@@ -245,7 +246,10 @@ def what_fits(
         )
         if cuda:
             # The same traces the search read (drawn, or a replay of its own where accumulation makes it another run).
-            peak = max(p["peak_bytes"] for p in phase_rows(choice, transients, traces))
+            try:
+                peak = max(p["peak_bytes"] for p in phase_rows(choice, transients, traces))
+            except CannotPredict:
+                peak = None  # as estimate_or_refusal's refusal: this combination is not the answer
         else:
             grid.replays += 1
             est = estimate_or_refusal(choice, device_type=device_type)

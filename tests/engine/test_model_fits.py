@@ -250,3 +250,24 @@ def test_what_each_lever_saves_is_two_estimates_apart():
     assert own["saves_bytes"] == 0
     # Pure bf16 halves the weights, their gradients and Adam's state: every bf16 row saves against fp32.
     assert all(x["saves_bytes"] > 0 and x["saves_percent"] > 0 for x in r["grid"] if x["precision"] == "bf16")
+
+
+def test_a_cheapest_choice_that_cannot_be_predicted_is_passed_over_not_a_crash(monkeypatch):
+    """The cheapest answer on CUDA reads the search's own traces; a combination whose run (with accumulation, another
+    replay) cannot be predicted is not the answer, as an estimate's refusal was not."""
+    from experiments.core.errors import CannotPredict
+    from experiments.distributed import model_fits
+
+    honest = model_fits.phase_rows
+
+    def refuses_accumulation(cfg, transients, cache):
+        if cfg.accum > 1:
+            raise CannotPredict({"message": "cannot be predicted: a test's refusal"})
+        return honest(cfg, transients, cache)
+
+    monkeypatch.setattr(model_fits, "phase_rows", refuses_accumulation)
+    cfg = tiny("gpt2", batch=128, device="cuda")
+    res = what_fits(cfg, 20 * MIB, "cuda", impls=("fused",), overhead_bytes=0)
+    largest = max(r["largest_batch"] for r in res["grid"])
+    assert 0 < largest < cfg.batch, "the batch needs accumulation on this card"
+    assert res["cheapest"] is None or res["cheapest"]["accum"] == 1
