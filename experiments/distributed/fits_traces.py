@@ -16,12 +16,11 @@ A search tries a dozen batches per combination; each replay of a full-size model
 from __future__ import annotations
 
 from ..core.config import ExperimentConfig
-from ..core.model_sources import format_overrides, parse_overrides
 from ..estimate import depth_line
 from ..estimate.batch_line import event_shape, line, phase_figures, trace_at
 from ..estimate.estimator import cuda_config
 from ..estimate.fast_replay import SAMPLES as DEPTHS
-from ..estimate.fast_replay import layers_of, replays_whole
+from ..estimate.fast_replay import layers_of, replays_whole, with_layers
 from ..estimate.replay import replay
 from .optimizer_alone import parameter_shapes, spliced_trace, splices, step_events
 
@@ -83,9 +82,7 @@ def replayed(cfg: ExperimentConfig, transients, cache: dict, rows: bool = False)
 
 
 def _at_depth(cfg: ExperimentConfig, layers: int, transients) -> dict:
-    base = parse_overrides(cfg.model_overrides)
-    deep = cfg.replace(model_overrides=format_overrides({**base, "layers": layers}))
-    return replay(deep, block=BLOCK, transients=transients, keep_events=True)
+    return replay(with_layers(cfg, layers), block=BLOCK, transients=transients, keep_events=True)
 
 
 def drawable(cfg: ExperimentConfig, cache: dict) -> bool:

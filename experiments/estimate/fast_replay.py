@@ -127,6 +127,11 @@ def _edge_peaks(timelines, figs, n: int, names: list[str], at: dict[str, int]) -
     return peaks
 
 
+def with_layers(cfg: ExperimentConfig, layers: int) -> ExperimentConfig:
+    """cfg with `layers` layers, its other shape overrides kept: a sample of the depth lines."""
+    return cfg.replace(model_overrides=format_overrides({**parse_overrides(cfg.model_overrides), "layers": layers}))
+
+
 def replays_whole(cfg: ExperimentConfig) -> bool:
     """Whether fast_replay replays cfg whole (a model too shallow, or not of alike layers)."""
     n = layers_of(cfg)
@@ -141,10 +146,9 @@ def fast_replay(cfg: ExperimentConfig, block: int = 1, transients=None, phases_o
     if replays_whole(cfg):
         return dict(replay(cfg, block=block, transients=transients), path="full")
     n = layers_of(cfg)
-    base = parse_overrides(cfg.model_overrides)
     samples = [
         replay(
-            cfg.replace(model_overrides=format_overrides({**base, "layers": s})),
+            with_layers(cfg, s),
             block=block,
             transients=transients,
             keep_events=True,
