@@ -16,6 +16,7 @@ A search tries a dozen batches per combination; each replay of a full-size model
 from __future__ import annotations
 
 from ..core.config import ExperimentConfig
+from ..core.errors import CannotPredict
 from ..estimate import depth_line
 from ..estimate.batch_line import event_shape, line, phase_figures, trace_at
 from ..estimate.estimator import cuda_config
@@ -195,3 +196,12 @@ def phase_rows(cfg: ExperimentConfig, transients, cache: dict) -> list[dict]:
         {"phase": r["phase"], "step": r["step"], "allocated_bytes": a, "peak_bytes": p}
         for r, (a, p) in zip(fit["rows"], figures, strict=True)
     ]
+
+
+def peak_or_none(cfg: ExperimentConfig, transients, cache: dict) -> int | None:
+    """cfg's allocated peak from the traces the search reads, or None where its run cannot be predicted (as an
+    estimate's refusal)."""
+    try:
+        return max(p["peak_bytes"] for p in phase_rows(cfg, transients, cache))
+    except CannotPredict:
+        return None

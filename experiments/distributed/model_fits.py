@@ -23,13 +23,12 @@ import time
 
 from ..core.capacity import RESERVED_MARGIN
 from ..core.config import ExperimentConfig
-from ..core.errors import CannotPredict
 from ..core.finetune import BNB_OPTIMIZERS
 from ..estimate.allocator_limit import first_oom, peak_reserved
 from ..estimate.estimator import cuda_config, estimate_or_refusal
 from ..estimate.fast_replay import fast_replay, replays_whole
 from .estimate import what_fits as fits_across_ranks
-from .fits_traces import drawable, phase_rows, replays_made, shapes
+from .fits_traces import drawable, peak_or_none, phase_rows, replays_made, shapes
 from .fits_traces import events as _events
 from .optimizer_alone import optimizer_extras, parameter_shapes
 from .search import below, crossing
@@ -246,10 +245,7 @@ def what_fits(
         )
         if cuda:
             # The same traces the search read (drawn, or a replay of its own where accumulation makes it another run).
-            try:
-                peak = max(p["peak_bytes"] for p in phase_rows(choice, transients, traces))
-            except CannotPredict:
-                peak = None  # as estimate_or_refusal's refusal: this combination is not the answer
+            peak = peak_or_none(choice, transients, traces)  # a refusal: this combination is not the answer
         else:
             grid.replays += 1
             est = estimate_or_refusal(choice, device_type=device_type)

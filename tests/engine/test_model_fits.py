@@ -256,16 +256,16 @@ def test_a_cheapest_choice_that_cannot_be_predicted_is_passed_over_not_a_crash(m
     """The cheapest answer on CUDA reads the search's own traces; a combination whose run (with accumulation, another
     replay) cannot be predicted is not the answer, as an estimate's refusal was not."""
     from experiments.core.errors import CannotPredict
-    from experiments.distributed import model_fits
+    from experiments.distributed import fits_traces
 
-    honest = model_fits.phase_rows
+    honest = fits_traces.phase_rows
 
     def refuses_accumulation(cfg, transients, cache):
         if cfg.accum > 1:
             raise CannotPredict({"message": "cannot be predicted: a test's refusal"})
         return honest(cfg, transients, cache)
 
-    monkeypatch.setattr(model_fits, "phase_rows", refuses_accumulation)
+    monkeypatch.setattr(fits_traces, "phase_rows", refuses_accumulation)
     cfg = tiny("gpt2", batch=128, device="cuda")
     res = what_fits(cfg, 20 * MIB, "cuda", impls=("fused",), overhead_bytes=0)
     largest = max(r["largest_batch"] for r in res["grid"])
