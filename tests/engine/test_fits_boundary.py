@@ -62,7 +62,12 @@ KNOWN_MISSES = {
     ("bert-base", "t4-16gb", None, False): f"BERT AMP, checkpointing: answers 49, 56 ran ({_CAREFUL})",
     ("vit-b16", "rtx-3060-12gb", None, False): "ViT fp32 foreach: answers 84, 86 ran (two below)",
     ("vit-b16", "rtx-4060-8gb", None, False): "ViT fp32 fused, checkpointing: answers 284, 287 ran (three below)",
-    ("mistral-7b", "a100-80gb", None, False): f"Mistral-7B bf16 foreach, checkpointing: answers 11, 23 ran ({_CAREFUL})",
+    (
+        "mistral-7b",
+        "a100-80gb",
+        None,
+        False,
+    ): f"Mistral-7B bf16 foreach, checkpointing: answers 11, 23 ran ({_CAREFUL})",
     # Above the boundary: a learner acting on these runs out of memory.
     ("vit-b16", "rtx-3060-12gb", None, True): "ViT fp32, expandable: answers 87, which ran 5 MB over the card",
     ("vit-b16", "t4-16gb", None, False): "ViT AMP, checkpointing: answers 803; a fragmentation the model misses",
