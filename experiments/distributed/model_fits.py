@@ -24,7 +24,7 @@ import time
 from ..core.capacity import RESERVED_MARGIN
 from ..core.config import ExperimentConfig
 from ..core.finetune import BNB_OPTIMIZERS
-from ..estimate.allocator_limit import first_oom, peak_reserved
+from ..estimate.allocator_limit import first_oom, reserved_through
 from ..estimate.estimator import cuda_config, estimate_or_refusal
 from ..estimate.fast_replay import fast_replay, replays_whole
 from .estimate import what_fits as fits_across_ranks
@@ -99,14 +99,36 @@ class _Grid:
         return b
 
 
+def card_reserved(events: list, budget: int, expandable: bool = False) -> int:
+    """What decides whether an allocation trace runs on a card that leaves the allocator `budget` bytes: it does
+    where this is within `budget / (1 + core/capacity.RESERVED_MARGIN)`. The default allocator gives its cached
+    segments back only where the card is full (allocator_limit.reserved_through); its reserved peak then has to keep
+    the margin, which covers the model's error (a peak that comes closer to the card is too close to call). Expandable
+    segments give free pages back without that risk, so what they keep is the live memory in whole pages: whether it
+    gets through the limit that keeps the margin (0) or not. Past the limit where the run runs out of memory."""
+    limit = int(budget / (1 + RESERVED_MARGIN))
+    if expandable:
+        return 0 if first_oom(events, limit, True) is None else limit + 1
+    peak = reserved_through(events, budget)
+    return limit + 1 if peak is None else peak
+
+
 def runs_within(
     cfg: ExperimentConfig, budget: int, expandable: bool = False, transients=None, cache=None
 ) -> dict | None:
-    """None if cfg's CUDA run gets through an allocator limited to `budget` bytes, else where it runs out (the full
-    replay's allocation trace through the caching allocator's own rules, experiments/estimate/allocator_limit.py), with
-    core/capacity.RESERVED_MARGIN to spare and no giving back of cached segments counted on. `cache`: a dict that keeps
-    the trace per configuration (both allocator settings read the same one)."""
-    return first_oom(_events(cfg, transients, cache), int(budget / (1 + RESERVED_MARGIN)), expandable, release=False)
+    """None if cfg's CUDA run gets through a card that leaves the allocator `budget` bytes (`card_reserved`, on the
+    full replay's allocation trace), else why not: where it runs out, or its reserved peak past the margin. `cache`: a
+    dict that keeps the trace per configuration (both allocator settings read the same one)."""
+    events = _events(cfg, transients, cache)
+    limit = int(budget / (1 + RESERVED_MARGIN))
+    value = card_reserved(events, budget, expandable)
+    if value <= limit:
+        return None
+    return first_oom(events, limit if expandable else budget, expandable) or {
+        "reserved_bytes": value,
+        "limit_bytes": limit,
+        "expandable": expandable,
+    }
 
 
 def allocated_largest_batch(cfg: ExperimentConfig, budget: int, max_batch: int = 4096) -> int:
@@ -130,8 +152,8 @@ def largest_that_runs(
     """The largest batch of cfg (its other levers as they are) that runs on a card of `card_bytes` whose process holds
     `overhead_bytes` outside the allocator: the allocated-peak search gives the candidate (a run cannot need less;
     `start` where the caller has it), then the allocator's own rules step it down while the run would run out of
-    memory (a large request that no cached segment holds, with the default allocator; core/capacity.RESERVED_MARGIN
-    to spare). `hint`: a likely answer (another implementation's, the other allocator's), tried first with the batch
+    memory (a large request that no cached segment holds, with the default allocator, even after it gives its cached
+    segments back) or its reserved peak leaves less than core/capacity.RESERVED_MARGIN to spare. `hint`: a likely answer (another implementation's, the other allocator's), tried first with the batch
     above it. {"largest_batch", "replays"}."""
     budget = max(0, card_bytes - overhead_bytes)
     cache = {} if cache is None else cache
@@ -145,12 +167,7 @@ def largest_that_runs(
     limit = int(budget / (1 + RESERVED_MARGIN))
 
     def reserved(n: int) -> int:
-        """The default allocator's reserved peak; with expandable segments, which unmap free pages before failing,
-        whether the run gets through (0) or not (past the limit)."""
-        events = _events(cfg.replace(batch=n, accum=1), transients, cache)
-        if expandable:
-            return 0 if first_oom(events, limit, True, release=True) is None else limit + 1
-        return peak_reserved(events)
+        return card_reserved(_events(cfg.replace(batch=n, accum=1), transients, cache), budget, expandable)
 
     top = reserved(b) if b else 0
     largest = b if top <= limit else below(reserved, limit, b, top, hint)

@@ -84,10 +84,10 @@ class CachingAllocatorModel:
         if i < len(pool):
             block = self._by_key[pool[i]]
             self._remove_free(block)
-            self._remap(block, size)
+            self._remap(block, size)  # expandable segments: may map given-back pages again
         else:
             block = self._new_block(size, pool_name)
-            self.peak_reserved = max(self.peak_reserved, self.reserved)
+        self.peak_reserved = max(self.peak_reserved, self.reserved)
         rest = block.size - size
         if rest >= 512 if pool_name == "small" else rest > SMALL:
             tail = Block(block.segment, block.offset + size, rest, pool_name)
