@@ -105,7 +105,8 @@ def render(meta: dict) -> None:
     except ValueError as exc:  # the exercise's settings break a rule: said, the page goes on
         engine_error(str(exc))
         return
-    base_cfg, _ = sandbox.base_config(meta)
+    size = sizing.of(meta)
+    base_cfg, _ = sandbox.base_config(size)
     base = base_cfg.to_dict()
     # Not a form: a form's values reach the server only when it is submitted, so a language switch (a rerun) before
     # that drew every choice back at its last submitted value. Widgets that send their value with the next rerun
@@ -113,11 +114,9 @@ def render(meta: dict) -> None:
     with st.container(border=True):
         st.subheader(t("ex1.title"))
         st.markdown(t("ex1.intro"))
-        if sizing.active(meta):
-            full_cfg, _ = sandbox.base_config(meta, full=True)
-            st.info(
-                t("ex1.scaled", **ex1.sized_words(full_cfg, base_cfg, sizing.scale(meta))), icon=":material/straighten:"
-            )
+        if size.active:
+            full_cfg, _ = sandbox.base_config(size, full=True)
+            st.info(t("ex1.scaled", **ex1.sized_words(full_cfg, base_cfg, size.scale)), icon=":material/straighten:")
         config = _config_widgets(s, base)
         st.markdown(f"**{t('ex1.predictions')}**")
         preds = _prediction_widgets(s)

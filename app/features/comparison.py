@@ -29,11 +29,11 @@ def short_title(strategy: dict) -> str:
 
 def strategy_configs(meta: dict) -> list[tuple[str, str, object | None, str | None]]:
     """(id, short title, config over the lesson preset at this page's size, error) per strategy."""
-    out = []
+    out, size = [], sizing.of(meta)
     for strategy in meta.get("strategies") or []:
         sid = strategy.get("id", "?")
         title = short_title(strategy)
-        cfg, err = backend.config(sizing.over_preset(meta, strategy.get("config")))
+        cfg, err = backend.config(size.over_preset(strategy.get("config")))
         out.append((sid, title, cfg, None if err is None else str(err)))
     return out
 
@@ -67,7 +67,7 @@ def plan(meta: dict, strategies: list) -> None:
     """The strategies' estimated peaks and what each changes, and the Run button for all of them."""
     with st.container(border=True):
         st.subheader(t("compare.title"))
-        sizing.banner(meta, NS)
+        sizing.banner(sizing.of(meta), NS)
         if not strategies:
             st.info(t("compare.none"))
         full = {s.get("id", "?"): content.localized(s.get("title"), lang(), "") for s in meta.get("strategies") or []}

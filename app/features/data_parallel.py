@@ -8,7 +8,7 @@ import streamlit as st
 from app import backend
 from app.charts import categories
 from app.i18n import t
-from app.ui import layout, sandbox, urlstate, widget_state
+from app.ui import layout, sandbox, sizing, urlstate, widget_state
 from app.ui.errors import engine_error
 from course.units import MIB, fmt_bytes
 
@@ -30,7 +30,7 @@ def _choice(field: str, options, default, label: str, widget, **kw):
 
 def controls(meta: dict):
     """The sandbox's widgets plus strategy, world size and batch mode; (config, why it cannot run here)."""
-    base, _ = sandbox.base_config(meta)
+    base, _ = sandbox.base_config(sizing.of(meta))
     dist = meta.get("distributed") or {}
     options = backend.distributed_options()
     with st.container(border=True):

@@ -133,7 +133,7 @@ def set_box(lesson_id: str, meta: dict, rset: dict) -> None:
         st.subheader(title)
         done = None
         if runs_here(rset):
-            done = live(ns, title, content.rounds_set_params(meta, rset, sizing.scale(meta)), meta, rset)
+            done = live(ns, title, content.rounds_set_params(meta, rset, sizing.of(meta).scale), meta, rset)
         else:
             st.caption(t("rounds.gpu_only"))
         rec, _ = backend.safe_load_recorded(catalog.rounds_set_id(lesson_id, rset["id"]))

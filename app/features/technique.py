@@ -152,7 +152,7 @@ def render(meta: dict, technique: dict) -> None:
         )
     )
     try:
-        tech_cfg, base_cfg = configs(meta, technique, sizing.scale(meta))
+        tech_cfg, base_cfg = configs(meta, technique, sizing.of(meta).scale)
         full_pair = configs(meta, technique)  # what the GPU recordings are of
     except ValueError as exc:  # a ConfigError: the lesson's data breaks a rule of the engine
         engine_error(str(exc))

@@ -25,7 +25,7 @@ def text(meta: dict, value, default: str = "", kind: str | None = None) -> str:
         return raw
     values = page_facts(meta)
     if "{{preset." in raw or "{{try." in raw:
-        values = {**values, **sizing.words(meta, kind)}
+        values = {**values, **sizing.of(meta).words(kind)}
     return facts.render(raw, values)
 
 
@@ -119,7 +119,7 @@ def config_changes(meta: dict, config: dict | None) -> list[str]:
     """'field: preset → this run' for every field in which the shown run differs from the lesson's preset."""
     if not config:
         return []
-    cfg, err = backend.config(sizing.preset(meta))
+    cfg, err = backend.config(sizing.of(meta).over_preset())
     if err:
         return []
     preset = cfg.to_dict()
@@ -171,7 +171,7 @@ def try_this(
 ) -> None:
     entry = (meta.get("prompts") or {}).get(kind) or {}
     st.markdown(f"**{t('prompt.try')}** {text(meta, entry.get('try'), kind=kind) or t(f'prompt.{kind}.try')}")
-    change = sizing.change(meta, entry.get("try_change"))
+    change = sizing.of(meta).change(entry.get("try_change"))
     current = (runs or {}).get("run")
     if change and previous and current and previous.get("config") and current.get("config"):
         predicted = {**previous["config"], **change}

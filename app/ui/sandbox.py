@@ -16,10 +16,10 @@ from course import content
 SELECT = tuple(CHOICES)
 
 
-def base_config(meta: dict, full: bool = False) -> tuple[ExperimentConfig, str | None]:
-    """The lesson's preset over the engine defaults, CPU-sized where this page's runs are (app/ui/sizing.py) unless
+def base_config(size: sizing.Size, full: bool = False) -> tuple[ExperimentConfig, str | None]:
+    """The lesson's preset over the engine defaults at this page's size (app/ui/sizing.py), or at full size where
     `full`; the defaults alone if the preset is invalid."""
-    cfg, err = backend.config(content.over_preset(meta, None) if full else sizing.preset(meta))
+    cfg, err = backend.config(content.over_preset(size.meta, None) if full else size.over_preset())
     return (cfg, None) if err is None else (ExperimentConfig(), str(err))
 
 
@@ -246,9 +246,9 @@ def show_estimate(cfg: ExperimentConfig) -> dict | None:
     return est
 
 
-def _full_size_recording(meta: dict, cfg: ExperimentConfig) -> dict | None:
+def _full_size_recording(size: sizing.Size, cfg: ExperimentConfig) -> dict | None:
     """On a CPU-sized page: the H200 recording of this configuration at full size, if the project has one."""
-    k = sizing.scale(meta)
+    k = size.scale
     if k <= 1:
         return None
     data = cfg.to_dict()
@@ -260,15 +260,16 @@ def _full_size_recording(meta: dict, cfg: ExperimentConfig) -> dict | None:
 
 def render(ns: str, meta: dict, *, driver: bool = False) -> ExperimentConfig | None:
     """The whole sandbox of a lesson page; returns the valid current config (None if invalid)."""
-    base, preset_err = base_config(meta)
-    full, _ = base_config(meta, full=True)
+    size = sizing.of(meta)
+    base, preset_err = base_config(size)
+    full, _ = base_config(size, full=True)
     with st.container(border=True):
         head, reset = st.columns([3, 1], vertical_alignment="center")
         head.subheader(t("sandbox.title"))
         reset.button(t("sandbox.reset"), key=f"{ns}.reset", on_click=_reset, args=(ns, base), width="stretch")
         if preset_err:
             st.warning(t("sandbox.bad_preset", message=preset_err))
-        sizing.banner(meta, ns)
+        sizing.banner(size, ns)
         values, slots = config_widgets(ns, base, full)
         cfg, err = validate(base, values)
         if err:
@@ -280,10 +281,10 @@ def render(ns: str, meta: dict, *, driver: bool = False) -> ExperimentConfig | N
     if cfg is not None:
         recorded, label = backend.find_recorded(cfg), "sandbox.recorded"
         if not recorded:
-            recorded, label = _full_size_recording(meta, cfg), "sandbox.recorded_full"
+            recorded, label = _full_size_recording(size, cfg), "sandbox.recorded_full"
         if recorded:
             name = (recorded.get("device") or {}).get("name", "GPU")
-            title = t(label, name=name, k=sizing.scale(meta))
+            title = t(label, name=name, k=size.scale)
             with layout.lazy_expander(title, key=f"{ns}.recorded_open", icon=":material/history:") as open_:
                 if open_:
                     results.render_run(

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import streamlit as st
 
 from app import backend
@@ -16,10 +18,34 @@ def _full_key(meta: dict) -> str:
     return f"sizing.full.{meta.get('id', '')}"
 
 
-def active(meta: dict) -> bool:
-    """True while this lesson's runs are CPU-sized in this session: the worker has no GPU and the learner has
-    not asked for the full size on this page."""
-    return content.cpu_scale(meta) > 1 and not st.session_state.get(_full_key(meta)) and _cpu_worker()
+@dataclass(frozen=True)
+class Size:
+    """A lesson page's run size, read once per script run and handed down. `offered`: the lesson's CPU factor where
+    the worker has no GPU (1 elsewhere); `scale`: that factor while the learner keeps the CPU size, else 1."""
+
+    meta: dict
+    offered: int
+    scale: int
+
+    @property
+    def active(self) -> bool:
+        """True while this lesson's runs are CPU-sized in this session."""
+        return self.scale > 1
+
+    def over_preset(self, diff: dict | None = None) -> dict:
+        return content.over_preset(self.meta, diff, self.scale)
+
+    def change(self, diff: dict | None) -> dict:
+        return content.sized_change(self.meta, diff, self.scale)
+
+    def words(self, kind: str | None) -> dict[str, str]:
+        return content.config_words(self.meta, kind, self.scale)
+
+
+def of(meta: dict) -> Size:
+    k = content.cpu_scale(meta)
+    offered = k if k > 1 and _cpu_worker() else 1
+    return Size(meta, offered, 1 if st.session_state.get(_full_key(meta)) else offered)
 
 
 def _cpu_worker() -> bool:
@@ -27,39 +53,19 @@ def _cpu_worker() -> bool:
     return bool(info) and info.get("type") == "cpu"
 
 
-def scale(meta: dict) -> int:
-    return content.cpu_scale(meta) if active(meta) else 1
-
-
-def preset(meta: dict) -> dict:
-    return content.over_preset(meta, None, scale(meta))
-
-
-def over_preset(meta: dict, diff: dict | None) -> dict:
-    return content.over_preset(meta, diff, scale(meta))
-
-
-def change(meta: dict, diff: dict | None) -> dict:
-    return content.sized_change(meta, diff, scale(meta))
-
-
-def words(meta: dict, kind: str | None) -> dict[str, str]:
-    return content.config_words(meta, kind, scale(meta))
-
-
 def _set_full(meta: dict, value: bool, ns: str, config: dict) -> None:
     st.session_state[_full_key(meta)] = value
     widget_state.set_values(ns, config)
 
 
-def banner(meta: dict, ns: str) -> None:
+def banner(size: Size, ns: str) -> None:
     """Says that (and how) this page's runs are CPU-sized, with the switch between the two sizes."""
-    k = content.cpu_scale(meta)
-    if k <= 1 or not _cpu_worker():
+    k, meta = size.offered, size.meta
+    if k <= 1:
         return
     full = content.over_preset(meta, None)
     small = content.over_preset(meta, None, k)
-    if active(meta):
+    if size.active:
         st.info(
             t(
                 "sizing.cpu",
