@@ -128,35 +128,28 @@ def render(meta: dict) -> None:
                 tie=f"{s.tie_share * 100:.0f}",
             )
         )
-        submitted = st.button(t("ex1.run"), type="primary", disabled=jobs.pending(NS), width="stretch", key=f"{NS}.run")
+        done = jobs.panel(NS, t("ex1.run"), lambda: _group(s, base_cfg, config, preds))
     for field, value in config.items():
         urlstate.sync(_key(field), value, base[field])
     for name, value in preds.items():
         urlstate.sync(_key(f"p_{name}"), value, None)
-    if submitted:
-        _submit(s, base_cfg, config, preds)
-    jobs.poll(NS)
-    done = jobs.finished(NS)
     if done:
-        jobs.explain_cached(done)
         _show(s, done, meta)
     grading_view.show_progress(meta["id"], slot, s.total)
 
 
-def _submit(s: ex1.Settings, base_cfg, config: dict, preds: dict) -> None:
+def _group(s: ex1.Settings, base_cfg, config: dict, preds: dict) -> tuple[list, dict] | None:
+    """The run to grade the predictions against, or None with what to fix first."""
     errors = ex1.validate(s, preds)
     if errors:
         st.error(t("ex1.fix_first") + "\n" + grading_view.say_all(errors))
-        return
+        return None
     cfg, err = sandbox.validate(base_cfg, config)
     if err:
         st.error(t("config.invalid", message=sandbox.explain(err, config)))
-        return
-    jobs.start(
-        NS,
-        [{"label": t("ex1.run_label"), "kind": "run", "params": cfg.to_dict()}],
-        tag={"predictions": dict(preds), "config": cfg.to_dict()},
-    )
+        return None
+    specs = [{"label": t("ex1.run_label"), "kind": "run", "params": cfg.to_dict()}]
+    return specs, {"predictions": dict(preds), "config": cfg.to_dict()}
 
 
 def _line(item: dict) -> str:

@@ -138,20 +138,16 @@ def render(meta: dict) -> None:
         m[0].metric(t("ex2.est_peak"), fmt_bytes(est["peak_bytes"]))
         m[1].metric(t("ex2.budget"), fmt_bytes(ch["budget"]))
         st.caption(t("ex2.est_fits") if est["peak_bytes"] <= ch["budget"] else t("ex2.est_no_fit"))
-        run = st.button(t("ex2.run"), key=f"{NS}.run", type="primary", disabled=jobs.pending(NS), width="stretch")
-    if run:
-        with st.spinner(t("ex2.searching")):
-            short = future.result()
-        _submit(s, ch, choice, short, device_type)
-    jobs.poll(NS)
-    done = jobs.finished(NS)
+        done = jobs.panel(NS, t("ex2.run"), lambda: _group(s, ch, choice, future, device_type))
     if done:
-        jobs.explain_cached(done)
         _show(s, meta, done)
     grading_view.show_progress(meta["id"], slot, s.total)
 
 
-def _submit(s: ex2.Settings, ch: dict, choice: dict, short: dict, device_type: str) -> None:
+def _group(s: ex2.Settings, ch: dict, choice: dict, future, device_type: str) -> tuple[list, dict]:
+    """The learner's run, its guard and the timed rounds against the shortlist (searched meanwhile: `future`)."""
+    with st.spinner(t("ex2.searching")):
+        short = future.result()
     base = ch["base"]
     params, roles = ex2.rounds_job(s, base, choice, short, device_type)
     mine = _valid(ex2.run_config(base, choice)).to_dict()
@@ -161,8 +157,7 @@ def _submit(s: ex2.Settings, ch: dict, choice: dict, short: dict, device_type: s
         # Timed now, in one job: a cached timing was taken at another moment, under another load.
         {"label": t("ex2.label.rounds"), "kind": "timing_rounds", "params": params, "fresh": True},
     ]
-    tag = {"roles": roles, "choice": choice, "short": short, "budget": ch["budget"]}
-    jobs.start(NS, specs, tag=tag)
+    return specs, {"roles": roles, "choice": choice, "short": short, "budget": ch["budget"]}
 
 
 def _names(s: ex2.Settings, roles: dict) -> dict[str, str]:

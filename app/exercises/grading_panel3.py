@@ -63,32 +63,27 @@ def render(meta: dict) -> None:
                 width=s.width,
             )
         )
-        run = st.button(
-            t("ex3.run"), key=f"{NS}.run", type="primary", disabled=bool(errors) or jobs.pending(NS), width="stretch"
-        )
-    if run:
-        params = {
-            "scenario": "exercise_loop",
-            "steps": s.steps,
-            "device": "auto",
-            "batch": s.batch,
-            "width": s.width,
-            "layers": s.layers,
-        }
-        jobs.start(
-            NS,
-            [
-                {"label": t("ex3.label.yours"), "kind": "leak", "params": dict(params, loop=loop)},
-                {"label": t("ex3.label.course"), "kind": "leak", "params": dict(params, loop={})},
-            ],
-            tag={"fixes": fixes, "loop": loop},
-        )
-    jobs.poll(NS)
-    done = jobs.finished(NS)
+        done = jobs.panel(NS, t("ex3.run"), lambda: _group(s, fixes, loop), disabled=bool(errors))
     if done:
-        jobs.explain_cached(done)
         _show(s, meta, done, tolerance)
     grading_view.show_progress(meta["id"], slot, s.total)
+
+
+def _group(s: ex3.Settings, fixes, loop: dict) -> tuple[list, dict]:
+    """The learner's loop and the course's, run side by side."""
+    params = {
+        "scenario": "exercise_loop",
+        "steps": s.steps,
+        "device": "auto",
+        "batch": s.batch,
+        "width": s.width,
+        "layers": s.layers,
+    }
+    specs = [
+        {"label": t("ex3.label.yours"), "kind": "leak", "params": dict(params, loop=loop)},
+        {"label": t("ex3.label.course"), "kind": "leak", "params": dict(params, loop={})},
+    ]
+    return specs, {"fixes": fixes, "loop": loop}
 
 
 def _show(s: ex3.Settings, meta: dict, done: dict, tolerance: float) -> None:

@@ -63,10 +63,14 @@ def start(ns: str, specs: list[dict], tag=None) -> None:
 def panel(ns: str, label: str, specs, *, tag=None, disabled=False, primary=True, explain=True, key: str | None = None):
     """A page's Run button, its worker jobs and their result, read top to bottom: a click submits `specs` (job specs:
     label, kind, params), the progress shows in this page run, and the last finished group comes back (None before
-    one), with a word where the worker's cache answered unless `explain` is off (the caller draws it elsewhere)."""
+    one), with a word where the worker's cache answered unless `explain` is off (the caller draws it elsewhere).
+    `specs` may be a function, called at the click, that returns (specs, tag) or None where it refuses (an exercise
+    checks the learner's answers first, and says what to fix where the button is)."""
     kind = "primary" if primary else "secondary"
     if st.button(label, key=key or f"{ns}.run", type=kind, disabled=disabled or pending(ns), width="stretch"):
-        start(ns, specs, tag=tag)
+        group = specs() if callable(specs) else (specs, tag)
+        if group is not None:
+            start(ns, group[0], tag=group[1])
     poll(ns)
     done = finished(ns)
     if done and explain:
