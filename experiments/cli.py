@@ -18,6 +18,7 @@ from .core.config import BATCH_MODES, CHOICES, RANGES, STRATEGIES, ConfigError, 
 from .core.errors import CannotPredict, WouldNotFit
 from .core.finetune import BNB_OPTIMIZERS
 from .core.leak_scenarios import DEFAULTS as LEAK_DEFAULTS
+from .core.leak_scenarios import LIMITS as LEAK_LIMITS
 from .core.leak_scenarios import SCENARIOS as LEAK_SCENARIOS
 from .core.units import MIB, fmt_bytes
 
@@ -281,11 +282,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SCENARIO",
         help="one of: " + ", ".join(LEAK_SCENARIOS),
     )
-    leak_p.add_argument("--steps", type=int, default=LEAK_DEFAULTS["steps"])
-    leak_p.add_argument("--device", default="auto")
-    leak_p.add_argument("--batch", type=int, default=LEAK_DEFAULTS["batch"])
-    leak_p.add_argument("--width", type=int, default=LEAK_DEFAULTS["width"])
-    leak_p.add_argument("--json", action="store_true")
+    for name, text in (("steps", "training steps"), ("batch", "samples per step"), ("width", "width of its MLP")):
+        lo, hi = LEAK_LIMITS[name]
+        leak_p.add_argument(
+            f"--{name}", type=int, default=LEAK_DEFAULTS[name], help=f"{text}, {lo}-{hi}; default {LEAK_DEFAULTS[name]}"
+        )
+    leak_p.add_argument("--device", default="auto", help="one of auto, cuda, cpu; default auto")
+    leak_p.add_argument("--json", action="store_true", help="print the whole result as JSON instead of a summary")
     args = parser.parse_args(argv)
 
     own = False

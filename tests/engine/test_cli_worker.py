@@ -112,9 +112,14 @@ def test_cli_estimate_prints_a_summary_and_json_on_request(capsys):
 def test_cli_leak_help_lists_the_scenarios_and_refuses_an_unknown_one(capsys):
     from experiments.labs.leaks import SCENARIOS
 
+    from experiments.core.leak_scenarios import DEFAULTS, LIMITS
+
     code, out, _ = _cli(capsys, "leak", "--help")
     text = " ".join(out.split())
     assert code == 0 and all(name in text for name in SCENARIOS), text
+    for name in ("steps", "batch", "width"):  # every number says its range and default
+        lo, hi = LIMITS[name]
+        assert f"{lo}-{hi}; default {DEFAULTS[name]}" in text, name
     code, _, err = _cli(capsys, "leak", "--scenario", "nope")
     assert code == 2 and "nope" in err
 
