@@ -3,7 +3,6 @@ scale, recorded on the GPU, and timed against each other in interleaved rounds."
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from app import backend
@@ -71,25 +70,23 @@ def plan(meta: dict, strategies: list) -> None:
         if not strategies:
             st.info(t("compare.none"))
         full = {s.get("id", "?"): content.localized(s.get("title"), lang(), "") for s in meta.get("strategies") or []}
-        rows = []
+        lines = []
         for sid, title, cfg, err in strategies:
             if err:
                 engine_error(f"{full.get(sid) or title}: {err}")
                 continue
             est, _ = backend.estimate(cfg, backend.capacity_bytes(cfg), wait=None)
             changed = {k: v for k, v in cfg.to_dict().items() if v != backend.DEFAULTS[k]}
-            rows.append(
-                {
-                    t("col.strategy"): title,
-                    t("compare.estimated_peak"): fmt_bytes(est["peak_bytes"]) if est else "—",
-                    t("compare.what"): full.get(sid) or title,
-                    t("compare.settings"): ", ".join(f"{t('field.' + k)} = {v}" for k, v in changed.items()),
-                }
+            peak = fmt_bytes(est["peak_bytes"]) if est else "—"
+            settings = ", ".join(f"{t('field.' + k)} = {v}" for k, v in changed.items())
+            lines.append(
+                f"- **{title}** · {t('compare.estimated_peak')} **{peak}**  \n"
+                f"{full.get(sid) or title}  \n:small[{t('compare.settings')}: {settings}]"
             )
-        if rows:
-            # The short name and its estimate first; a static table wraps what each one is and changes instead of
-            # cutting it at a projector's width (1024 px), as a data grid's fixed columns did.
-            st.table(pd.DataFrame(rows), hide_index=True, border="horizontal")
+        if lines:
+            # A line per strategy, wrapped in the column: a table's third and fourth columns were cut at a
+            # projector's width (1024 px).
+            st.markdown("\n".join(lines))
         valid = [(sid, title, cfg) for sid, title, cfg, err in strategies if cfg is not None]
         if st.button(
             t("compare.run"), key="compare.run", type="primary", disabled=not valid or jobs.pending(NS), width="stretch"
