@@ -14,12 +14,10 @@ import sys
 from . import cli_models
 from .cli_models import add_fits_parser, add_model_flags, model_fields, print_estimate, print_fits, run_fits
 from .cli_progress import TerminalProgress
+from .core import leak_scenarios
 from .core.config import BATCH_MODES, CHOICES, RANGES, STRATEGIES, ConfigError, ExperimentConfig
 from .core.errors import CannotPredict, WouldNotFit
 from .core.finetune import BNB_OPTIMIZERS
-from .core.leak_scenarios import DEFAULTS as LEAK_DEFAULTS
-from .core.leak_scenarios import LIMITS as LEAK_LIMITS
-from .core.leak_scenarios import SCENARIOS as LEAK_SCENARIOS
 from .core.units import MIB, fmt_bytes
 
 # The configuration's own defaults, for --help (a dataclass's fields, read without building one).
@@ -278,15 +276,13 @@ def main(argv: list[str] | None = None) -> int:
     leak_p.add_argument(
         "--scenario",
         required=True,
-        choices=LEAK_SCENARIOS,
+        choices=leak_scenarios.SCENARIOS,
         metavar="SCENARIO",
-        help="one of: " + ", ".join(LEAK_SCENARIOS),
+        help="one of: " + ", ".join(leak_scenarios.SCENARIOS),
     )
     for name, text in (("steps", "training steps"), ("batch", "samples per step"), ("width", "width of its MLP")):
-        lo, hi = LEAK_LIMITS[name]
-        leak_p.add_argument(
-            f"--{name}", type=int, default=LEAK_DEFAULTS[name], help=f"{text}, {lo}-{hi}; default {LEAK_DEFAULTS[name]}"
-        )
+        lo, hi, default = *leak_scenarios.LIMITS[name], leak_scenarios.DEFAULTS[name]
+        leak_p.add_argument(f"--{name}", type=int, default=default, help=f"{text}, {lo}-{hi}; default {default}")
     leak_p.add_argument("--device", default="auto", help="one of auto, cuda, cpu; default auto")
     leak_p.add_argument("--json", action="store_true", help="print the whole result as JSON instead of a summary")
     args = parser.parse_args(argv)

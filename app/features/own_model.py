@@ -15,7 +15,7 @@ from app.ui import jobs, layout, results, urlstate, widget_state
 from app.ui.errors import engine_error
 from course import content, facts
 from course import own_model as om
-from course.cards import CARDS, overhead
+from course.cards import CARDS, RESERVED_MARGIN, overhead
 from course.units import GIB, fmt_bytes
 
 NS = "ym"
@@ -167,6 +167,7 @@ def what_fits(meta: dict, cfg) -> None:
             total=f"{total / GIB:.2f}",
             overhead=f"{over['bytes'] / GIB:.2f}",
             source=note_source,
+            margin=f"{RESERVED_MARGIN * 100:g}",
         )
     )
     options = ("bf16", "amp_bf16", "fp32", "amp_fp16")
