@@ -67,6 +67,17 @@ def saves_table(df: pd.DataFrame, batch: int) -> pd.DataFrame:
     return df[[*(t(k) for k in LEVERS), t("ym.fits_col.at_batch", batch=batch), t("ym.fits_col.against_yours")]]
 
 
+def shown(df: pd.DataFrame) -> pd.DataFrame:
+    """A table's cells as the page writes them: GiB to three decimals, a missing figure as a dash."""
+
+    def cell(v):
+        if v is None or (isinstance(v, float) and pd.isna(v)):
+            return "—"
+        return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+    return df.map(cell)
+
+
 def chart(df: pd.DataFrame) -> alt.Chart:
     combo, batch = t("ym.fits_col.combination"), t("ym.fits_col.largest_batch")
     return (

@@ -259,10 +259,11 @@ def methods(cfg, card: str, total: int, overhead: int) -> None:
 
 def show_fits(res: dict) -> None:
     df = fits.frame(res)
-    st.dataframe(fits.table(df), hide_index=True)
+    # Static tables: their columns wrap in a projector's half page (1024 px) where a data grid hid its last ones.
+    st.table(fits.shown(fits.table(df)), hide_index=True, border="horizontal")
     layout.altair(fits.chart(df))
     st.markdown(f"**{t('ym.fits_saves_title', batch=res['batch'])}**")
-    st.dataframe(fits.saves_table(df, res["batch"]), hide_index=True)
+    st.table(fits.shown(fits.saves_table(df, res["batch"])), hide_index=True, border="horizontal")
     if all(r["largest_batch"] == 0 for r in res["grid"]):
         st.warning(t("ym.fits_never"))
         return

@@ -42,7 +42,7 @@ def test_the_page_finds_what_fits_and_runs_a_tiny_preset_beside_its_estimate():
     at = open_page("yourmodel", "en", state={**TINY, "ym_card": "other", "ym_capacity": 0.86})
     at.button(key="ym.fits").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    assert at.dataframe and "Cheapest for batch 2" in _texts(at)
+    assert at.table and "Cheapest for batch 2" in _texts(at)
     at.button(key="ym.run").click().run()
     at = run_until(at, lambda a: "Measured peak" in _texts(a))
     assert "The estimate equals the measured peak." in _texts(at)

@@ -110,9 +110,8 @@ def test_cli_estimate_prints_a_summary_and_json_on_request(capsys):
 
 
 def test_cli_leak_help_lists_the_scenarios_and_refuses_an_unknown_one(capsys):
-    from experiments.labs.leaks import SCENARIOS
-
     from experiments.core.leak_scenarios import DEFAULTS, LIMITS
+    from experiments.labs.leaks import SCENARIOS
 
     code, out, _ = _cli(capsys, "leak", "--help")
     text = " ".join(out.split())
