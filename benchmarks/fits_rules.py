@@ -16,19 +16,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from experiments.core.capacity import RESERVED_MARGIN  # noqa: E402 - after the path
+from experiments.core.capacity import reserved_limit  # noqa: E402 - after the path
 from experiments.core.cards import card, overhead_bytes  # noqa: E402
 from experiments.core.config import ExperimentConfig  # noqa: E402
 from experiments.distributed.fits_traces import events  # noqa: E402
+from experiments.distributed.model_fits import card_reserved  # noqa: E402
 from experiments.estimate.allocator_limit import first_oom, peak_reserved, reserved_through  # noqa: E402
 from experiments.estimate.estimator import preset_defaults  # noqa: E402
 
 RULES = {
     "reserved peak with nothing given back <= L": lambda ev, b, lim: peak_reserved(ev) <= lim,
     "gives back at L, gets through": lambda ev, b, lim: first_oom(ev, lim) is None,
-    "gives back at B, gets through, its reserved peak <= L": lambda ev, b, lim: (
-        (reserved_through(ev, b) or lim + 1) <= lim
-    ),
+    # the rule "What fits" uses (experiments/distributed/model_fits.py), not restated here
+    "gives back at B, gets through, its reserved peak <= L": lambda ev, b, lim: card_reserved(ev, b) <= lim,
     "gives back at B, gets through": lambda ev, b, lim: reserved_through(ev, b) is not None,
 }
 
@@ -52,7 +52,7 @@ def main() -> None:
         )
         c = card(r["card"])
         budget = c["total_bytes"] - overhead_bytes(c)
-        limit = int(budget / (1 + RESERVED_MARGIN))
+        limit = reserved_limit(budget)
         ev = events(cfg.replace(batch=r["batch"], accum=1), None, traces)
         for name, rule in RULES.items():
             says = rule(ev, budget, limit)

@@ -23,6 +23,11 @@ PROCESS_BASE_BYTES = 256 * MIB
 RESERVED_MARGIN = 0.015
 
 
+def reserved_limit(budget: int) -> int:
+    """The most a run's reserved estimate may take of `budget` bytes: the rest is the margin above."""
+    return int(budget / (1 + RESERVED_MARGIN))
+
+
 def process_margin_bytes(tensor_bytes: int = 0, fresh: bool = False) -> int:
     """Memory a CPU run of `tensor_bytes` needs besides them: the margin, plus a new process's own (`fresh`: a rank)."""
     return int(PROCESS_MARGIN_BYTES + PROCESS_MARGIN_SHARE * tensor_bytes + (PROCESS_BASE_BYTES if fresh else 0))

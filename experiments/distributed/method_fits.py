@@ -13,7 +13,7 @@ from ..core.config import ExperimentConfig
 from ..core.errors import CannotPredict
 from ..core.finetune import BNB_OPTIMIZERS
 from .fits_traces import phase_rows, shapes
-from .model_fits import runs_within
+from .model_fits import runs_on_card
 
 # Least compromise first: what a learner gives up grows down the list (all weights trained, then adapters on exact
 # weights, then on quantized ones; recomputation last within each).
@@ -51,7 +51,7 @@ def methods_on_card(
         else:
             row["peak_bytes"] = peak
             row["trainable_parameters"] = sum(math.prod(shape) for shape, _ in shapes(choice, traces))
-            row["runs"] = peak <= budget and runs_within(choice, budget, False, None, traces) is None
+            row["runs"] = peak <= budget and runs_on_card(choice, budget, False, None, traces)
         rows.append(row)
         if progress is not None:
             progress(len(rows), len(combos))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 
-from ..core.capacity import RESERVED_MARGIN
+from ..core.capacity import reserved_limit
 from ..core.config import ExperimentConfig
 from ..core.finetune import BNB_OPTIMIZERS
 from ..estimate.allocator_limit import first_oom, reserved_through
@@ -101,34 +101,22 @@ class _Grid:
 
 def card_reserved(events: list, budget: int, expandable: bool = False) -> int:
     """What decides whether an allocation trace runs on a card that leaves the allocator `budget` bytes: it does
-    where this is within `budget / (1 + core/capacity.RESERVED_MARGIN)`. The default allocator gives its cached
-    segments back only where the card is full (allocator_limit.reserved_through); its reserved peak then has to keep
-    the margin, which covers the model's error (a peak that comes closer to the card is too close to call). Expandable
-    segments give free pages back without that risk, so what they keep is the live memory in whole pages: whether it
-    gets through the limit that keeps the margin (0) or not. Past the limit where the run runs out of memory."""
-    limit = int(budget / (1 + RESERVED_MARGIN))
+    where this is within core/capacity.reserved_limit(budget). The default allocator gives its cached segments back
+    only where the card is full (allocator_limit.reserved_through); its reserved peak then has to keep the margin,
+    which covers the model's error (a peak that comes closer to the card is too close to call). Expandable segments
+    give free pages back without that risk, so what they keep is the live memory in whole pages: whether it gets
+    through the limit that keeps the margin (0) or not. Past the limit where the run runs out of memory."""
+    limit = reserved_limit(budget)
     if expandable:
         return 0 if first_oom(events, limit, True) is None else limit + 1
     peak = reserved_through(events, budget)
     return limit + 1 if peak is None else peak
 
 
-def runs_within(
-    cfg: ExperimentConfig, budget: int, expandable: bool = False, transients=None, cache=None
-) -> dict | None:
-    """None if cfg's CUDA run gets through a card that leaves the allocator `budget` bytes (`card_reserved`, on the
-    full replay's allocation trace), else why not: where it runs out, or its reserved peak past the margin. `cache`: a
-    dict that keeps the trace per configuration (both allocator settings read the same one)."""
-    events = _events(cfg, transients, cache)
-    limit = int(budget / (1 + RESERVED_MARGIN))
-    value = card_reserved(events, budget, expandable)
-    if value <= limit:
-        return None
-    return first_oom(events, limit if expandable else budget, expandable) or {
-        "reserved_bytes": value,
-        "limit_bytes": limit,
-        "expandable": expandable,
-    }
+def runs_on_card(cfg: ExperimentConfig, budget: int, expandable: bool = False, transients=None, cache=None) -> bool:
+    """Whether cfg's CUDA run gets through a card that leaves the allocator `budget` bytes (`card_reserved`, on the
+    full replay's allocation trace). `cache`: a dict that keeps the trace per configuration."""
+    return card_reserved(_events(cfg, transients, cache), budget, expandable) <= reserved_limit(budget)
 
 
 def allocated_largest_batch(cfg: ExperimentConfig, budget: int, max_batch: int = 4096) -> int:
@@ -153,8 +141,9 @@ def largest_that_runs(
     `overhead_bytes` outside the allocator: the allocated-peak search gives the candidate (a run cannot need less;
     `start` where the caller has it), then the allocator's own rules step it down while the run would run out of
     memory (a large request that no cached segment holds, with the default allocator, even after it gives its cached
-    segments back) or its reserved peak leaves less than core/capacity.RESERVED_MARGIN to spare. `hint`: a likely answer (another implementation's, the other allocator's), tried first with the batch
-    above it. {"largest_batch", "replays"}."""
+    segments back) or its reserved peak leaves less than core/capacity.RESERVED_MARGIN to spare. `hint`: a likely
+    answer (another implementation's, the other allocator's), tried first with the batch above it.
+    {"largest_batch", "replays"}."""
     budget = max(0, card_bytes - overhead_bytes)
     cache = {} if cache is None else cache
     before = replays_made(cache)
@@ -164,7 +153,7 @@ def largest_that_runs(
         b = grid.largest_batch(cfg.precision, cuda_config(cfg).optimizer_impl, cfg.checkpoint, budget, max_batch)
         searched = grid.replays
 
-    limit = int(budget / (1 + RESERVED_MARGIN))
+    limit = reserved_limit(budget)
 
     def reserved(n: int) -> int:
         return card_reserved(_events(cfg.replace(batch=n, accum=1), transients, cache), budget, expandable)
@@ -269,7 +258,7 @@ def what_fits(
             peak = est["peak_bytes"] if est["predicted"] else None
         within = peak is not None and peak <= budget
         if within and cuda:
-            within = runs_within(choice, budget, False, transients, traces) is None
+            within = runs_on_card(choice, budget, False, transients, traces)
         if within:
             keys = ("precision", "optimizer_impl", "checkpoint", "accum")
             cheapest = {

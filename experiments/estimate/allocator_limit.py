@@ -124,55 +124,50 @@ class LimitedAllocator(CachingAllocatorModel):
                     block.unmapped = inner
 
 
-def first_oom(
-    events: list[tuple[str, int, int]], limit: int, expandable: bool = False, release: bool = True
-) -> dict | None:
-    """None if the trace runs within `limit` bytes of allocator memory; else where it fails: the request, the phase
-    (index of marks passed), reserved and allocated at that moment. `release=False`: the allocator's giving back of
-    cached memory before it fails is not counted on."""
-    model = LimitedAllocator(limit, expandable, release)
+def _play(model: LimitedAllocator, events: list[tuple[str, int, int]]) -> tuple[OutOfMemory | None, int]:
+    """Plays the trace through `model`: (the out-of-memory error that stopped it or None, phase marks passed)."""
     marks = 0
-    for kind, key, nbytes in events:
-        try:
-            if kind == "alloc":
-                model.malloc(key, nbytes)
-            elif kind == "free":
-                model.free(key)
-            else:
-                marks += 1
-        except OutOfMemory as e:
-            return {
-                "request_bytes": e.request,
-                "phase_index": marks,
-                "reserved_bytes": e.reserved,
-                "allocated_bytes": e.allocated,
-                "expandable": expandable,
-            }
-    return None
-
-
-def reserved_through(events: list[tuple[str, int, int]], limit: int, expandable: bool = False) -> int | None:
-    """The most the allocator reserves over the trace when the card leaves it `limit` bytes, giving cached memory back
-    where it must (as the real one does only at that point); None where the run runs out of memory even so."""
-    model = LimitedAllocator(limit, expandable, release=True)
     try:
         for kind, key, nbytes in events:
             if kind == "alloc":
                 model.malloc(key, nbytes)
             elif kind == "free":
                 model.free(key)
-    except OutOfMemory:
+            else:
+                marks += 1
+    except OutOfMemory as e:
+        return e, marks
+    return None, marks
+
+
+def first_oom(
+    events: list[tuple[str, int, int]], limit: int, expandable: bool = False, release: bool = True
+) -> dict | None:
+    """None if the trace runs within `limit` bytes of allocator memory; else where it fails: the request, the phase
+    (index of marks passed), reserved and allocated at that moment. `release=False`: the allocator's giving back of
+    cached memory before it fails is not counted on."""
+    e, marks = _play(LimitedAllocator(limit, expandable, release), events)
+    if e is None:
         return None
-    return model.peak_reserved
+    return {
+        "request_bytes": e.request,
+        "phase_index": marks,
+        "reserved_bytes": e.reserved,
+        "allocated_bytes": e.allocated,
+        "expandable": expandable,
+    }
+
+
+def reserved_through(events: list[tuple[str, int, int]], limit: int, expandable: bool = False) -> int | None:
+    """The most the allocator reserves over the trace when the card leaves it `limit` bytes, giving cached memory back
+    where it must (as the real one does only at that point); None where the run runs out of memory even so."""
+    model = LimitedAllocator(limit, expandable, release=True)
+    return None if _play(model, events)[0] else model.peak_reserved
 
 
 def peak_reserved(events: list[tuple[str, int, int]], expandable: bool = False) -> int:
     """The most the allocator reserves over the trace with no limit (nothing is given back): with the default allocator
     a run fails past a limit exactly where this passes it when the allocator does not release cached segments."""
     model = LimitedAllocator(2**62, expandable, release=False)
-    for kind, key, nbytes in events:
-        if kind == "alloc":
-            model.malloc(key, nbytes)
-        elif kind == "free":
-            model.free(key)
+    _play(model, events)
     return model.peak_reserved

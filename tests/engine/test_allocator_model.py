@@ -136,13 +136,13 @@ def test_a_card_answer_counts_on_giving_back_but_keeps_the_margin_on_what_stays_
     """The default allocator on a card: a run that gets through only because a cached segment is given back runs
     (its peak after giving back keeps the margin); one whose peak after giving back comes within the margin does not
     (too close to call); one that runs out of memory even so does not either."""
-    from experiments.core.capacity import RESERVED_MARGIN
+    from experiments.core.capacity import reserved_limit
     from experiments.distributed.model_fits import card_reserved
 
     events = [("alloc", 1, 100 * MIB), ("alloc", 2, 30 * MIB), ("free", 1, 0), ("alloc", 3, 120 * MIB)]
 
     def runs(budget: int, expandable: bool = False) -> bool:
-        return card_reserved(events, budget, expandable) <= int(budget / (1 + RESERVED_MARGIN))
+        return card_reserved(events, budget, expandable) <= reserved_limit(budget)
 
     # 160 MiB: nothing to give back (250 > 160), so 100 go back and 150 stay: 160 / 1.015 = 157.6 keeps the margin.
     assert runs(160 * MIB)
