@@ -222,6 +222,8 @@ def measure(cfg) -> dict:
         functional.quantize_4bit(torch.zeros(64, device=dev), quant_type=cfg.quant_type, compress_statistics=True)
     tracker = MemoryTracker() if not cuda else contextlib.nullcontext()
     baseline = torch.cuda.memory_allocated() if cuda else 0
+    # nvidia-smi's count below starts here; reserved_bytes counts from the process's start.
+    reserved_before = torch.cuda.memory_reserved() if cuda else 0
     free_before = torch.cuda.mem_get_info()[0] if cuda else None
     times, peaks, driver = [], [], []
     with tracker:
@@ -250,6 +252,7 @@ def measure(cfg) -> dict:
             reserved_bytes=torch.cuda.max_memory_reserved(),
             driver_used_bytes=driver[1],  # what nvidia-smi would add for this process after step 2
             baseline_bytes=baseline,
+            reserved_before_bytes=reserved_before,
             device=torch.cuda.get_device_name(),
             torch=torch.__version__,
         )

@@ -68,12 +68,14 @@ def _measured(spec: dict, metric: str) -> float | None:
         "measured_gib": row["measured_peak_bytes"] / GIB,
         "reserved_gib": row.get("reserved_bytes", 0) / GIB,
         # What the driver shows beyond PyTorch's reserved memory: CUDA managed memory (a paged optimizer's state).
-        "driver_outside_gb": (row["driver_used_bytes"] - row["reserved_bytes"]) / GB
+        "driver_outside_gb": (row["driver_used_bytes"] - row["reserved_bytes"] + row.get("reserved_before_bytes", 0))
+        / GB
         if "driver_used_bytes" in row
         else None,
         "paged_gb": row.get("estimate_paged_bytes", 0) / GB,
         "driver_outside_over_paged": (
-            (row["driver_used_bytes"] - row["reserved_bytes"]) / row["estimate_paged_bytes"]
+            (row["driver_used_bytes"] - row["reserved_bytes"] + row.get("reserved_before_bytes", 0))
+            / row["estimate_paged_bytes"]
             if row.get("estimate_paged_bytes") and "driver_used_bytes" in row
             else None
         ),
@@ -93,8 +95,8 @@ def _estimated(spec: dict, metric: str) -> float | None:
         if metric == "saving_gib":
             return (e["peak_bytes"] - other["peak_bytes"]) / GIB
         mine, theirs = e["categories"].get(spec["category"], 0), other["categories"].get(spec["category"], 0)
-        if metric == "category_share_of_saving":  # how much of the peak's saving this category is
-            return (mine - theirs) / (e["peak_bytes"] - other["peak_bytes"])
+        if metric == "category_share_of_saving":  # how much of the peak's saving this category is, in percent
+            return 100 * (mine - theirs) / (e["peak_bytes"] - other["peak_bytes"])
         return (mine - theirs) / GIB if metric == "category_saving_gib" else mine / theirs
     return {
         "peak_gib": e["peak_bytes"] / GIB,
@@ -180,10 +182,21 @@ def table_rows() -> list[dict]:
                 "measured_gib": round(r["measured_peak_bytes"] / GIB, 2),
                 "estimate_gib": round(r["estimate_peak_bytes"] / GIB, 2),
                 "reserved_gib": round(r["reserved_bytes"] / GIB, 2),
-                "driver_extra_gib": round((r["driver_used_bytes"] - r["reserved_bytes"]) / GIB, 2),
+                "driver_extra_gib": _driver_extra(r),
             }
         )
     return sorted(rows, key=lambda row: -row["measured_gib"])
+
+
+# nvidia-smi's count starts after the process's first allocations (the baseline) and PyTorch's reserved figure does
+# not: a difference this small says they agree, not that the driver saw less.
+DRIVER_AGREES_GIB = 0.1
+
+
+def _driver_extra(row: dict) -> float | str:
+    """What nvidia-smi saw beyond reserved, in GiB ("≈ 0" within DRIVER_AGREES_GIB)."""
+    extra = (row["driver_used_bytes"] - row["reserved_bytes"] + row.get("reserved_before_bytes", 0)) / GIB
+    return "≈ 0" if abs(extra) < DRIVER_AGREES_GIB else round(extra, 2)
 
 
 def exercise_verdict(exercise: dict, cfg: dict, result: dict | None) -> tuple[bool, list[str]]:

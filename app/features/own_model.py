@@ -40,7 +40,11 @@ def recorded(meta: dict, data=om, prefix: str = "ym", label=None) -> None:
     rows = pd.DataFrame(data.table_rows())
     if label is not None and "levers" in rows.columns:
         rows["levers"] = rows["levers"].map(label)
-    st.dataframe(rows.rename(columns={c: t(f"{prefix}.col.{c}") for c in rows.columns}), hide_index=True)
+    rows = rows.rename(columns={c: t(f"{prefix}.col.{c}") for c in rows.columns})
+    if label is None:  # many short columns: a data grid scrolls them at 1024 px
+        st.dataframe(rows, hide_index=True)
+    else:  # a few columns and long setup names, which a data grid cut at 1440 px: a static table wraps them
+        st.table(rows.map(lambda v: f"{v:.2f}" if isinstance(v, float) else v), hide_index=True, border="horizontal")
     st.caption(t(f"{prefix}.recorded_caption"))
     values, verdicts = data.facts(meta), data.verdicts(meta)
     with st.container(border=True):
