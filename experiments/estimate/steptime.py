@@ -4,7 +4,7 @@ rates (experiments/estimate/throughput.py). Torch-free.
     compute  = FLOPs / matmul rate of the precision the op runs in (tensor cores for TF32 and half precision;
                PyTorch's fp32 default runs convolutions in TF32 and matmuls in full fp32)
     memory   = bytes the kernels read and write / copy bandwidth
-    dispatch = kernels x cost of one small eager op
+    dispatch = kernels x cost of one small eager op (on a GPU, measured per model family)
 On a GPU the host dispatches while the device computes, so the step takes the larger of dispatch and
 compute + memory (a launch-bound step is all dispatch); on a CPU they add up, and are scaled by how far a real step
 of the model family and precision stayed from that roofline when the rates were measured (its efficiency). Real
@@ -70,13 +70,15 @@ def predict_step_ms(
     step: dict, rates: dict, precision: str, device_type: str, load: float | None = None, model: str | None = None
 ) -> dict:
     """`load`: the machine's load average now (current_load()); on a CPU the step scales with it.
-    `model`: the model family, whose measured efficiency scales a CPU step."""
+    `model`: the model family, whose measured efficiency scales a CPU step and whose op cost sets a GPU step's
+    dispatch."""
     conv = step.get("conv_flops", 0)
     compute = _seconds(step["flops"] - conv, rates, COMPUTE_DTYPE.get(precision, "fp32")) + _seconds(
         conv, rates, CONV_DTYPE.get(precision, "fp32")
     )
     memory = step["bytes"] / (rates["bandwidth_gbs"] * 1e9)
-    dispatch = step["kernels"] * rates["op_us"] * 1e-6
+    op_us = (rates.get("op_us_by_model") or {}).get(model) if device_type == "cuda" else None
+    dispatch = step["kernels"] * (op_us or rates["op_us"]) * 1e-6
     center = max(dispatch, compute + memory) if device_type == "cuda" else compute + memory + dispatch
     bound = (
         "dispatch"

@@ -50,6 +50,22 @@ def test_a_gpu_step_ignores_the_cpu_calibration():
     assert plain["low_ms"] == pytest.approx(max(200 * 25e-3, (2e9 / 700e12 + 4e8 / 4000e9) * 1e3) * RANGE[0])
 
 
+def test_a_gpu_step_dispatches_at_its_model_familys_op_cost():
+    """Small CNNs on the H200 ran up to 1.6x above their range when every op was costed at a linear layer's."""
+    gpu = {
+        "tflops": {"fp32": 50.0, "tf32": 400.0},
+        "bandwidth_gbs": 4000.0,
+        "op_us": 25.0,
+        "op_us_by_model": {"cnn": 90.0},
+    }
+    assert predict_step_ms(STEP, gpu, "fp32", "cuda", model="cnn")["dispatch_ms"] == pytest.approx(200 * 90e-3)
+    assert predict_step_ms(STEP, gpu, "fp32", "cuda", model="cnn")["center_ms"] == pytest.approx(200 * 90e-3)
+    # A family not measured (a Hugging Face model) and a CPU step keep the plain op cost.
+    assert predict_step_ms(STEP, gpu, "fp32", "cuda", model="hf:gpt2")["dispatch_ms"] == pytest.approx(200 * 25e-3)
+    cpu = dict(CPU, op_us_by_model={"cnn": 90.0})
+    assert predict_step_ms(STEP, cpu, "fp32", "cpu", model="cnn")["dispatch_ms"] == pytest.approx(200 * 20e-3)
+
+
 def test_a_run_costs_its_fixed_part_its_replay_and_its_tracked_steps():
     """Every run predicted under 1 s used to run past its range: a run is more than its steps."""
     run = {"fixed_s": 0.3, "replay_us": 1000.0, "tracked_us": 50.0, "load": 0.0}
