@@ -1,4 +1,4 @@
-"""The direction a sentence states around a quoted number, in both languages. Torch-free.
+"""The direction a sentence states around a quoted number, and the whole a quoted share is of, in both languages.
 
 A fact whose recorded bounds put it on one side of "no change" (a time ratio at or above 1 is slower, a memory ratio
 at or below 1 is smaller, a saving at or above 0 % is less memory) has a direction; the clause that quotes it may use
@@ -148,4 +148,33 @@ def contradictions(text: str, facts: dict, lang: str) -> list[str]:
         wrong = found(WORDS[lang][(quantity, OPPOSITE[side])], FACT.sub("", here), lang)
         if wrong:
             out.append(f"{m.group(1)} ({quantity} {side}) said with {wrong}: {here.strip()}")
+    return out
+
+
+# What a share is a share of, per metric and language: the clause that quotes the share names its whole ("% of the
+# peak", "占峰值的"), so that "of the saving" edited into "of the peak" fails against what the metric computes.
+WHOLES = {
+    "category_share_pct": {"en": ("peak",), "zh": ("峰值",)},
+    "category_share_of_saving": {"en": ("saving", "saves", "saved"), "zh": ("省下", "节省")},
+    "trainable_pct": {"en": ("parameters",), "zh": ("参数",)},
+}
+# A sentence ends at its punctuation (a full stop before a space, not a decimal point), a paragraph or a list item; a
+# Markdown line break inside a paragraph is no end.
+SENTENCE = re.compile(r"[.!?](?=\s)|[;。；！？]|\n\s*\n|\n\s*[-*] ")
+
+
+def unnamed_wholes(text: str, facts: dict, lang: str) -> list[str]:
+    """Each clause of `text` that quotes a share without naming what it is a share of. A clause that carries on an
+    earlier share of the same metric in its sentence ("5 % of the peak, against 2 % with ...") takes that one's whole."""
+    out, named = [], {}  # metric -> the sentence start where a clause last named its whole
+    for m in FACT.finditer(text):
+        metric = (facts.get(m.group(1)) or {}).get("metric")
+        if metric not in WHOLES:
+            continue
+        sentence = max((s.end() for s in SENTENCE.finditer(text, 0, m.start())), default=0)
+        here = clause(text, m.start(), m.end())
+        if found(WHOLES[metric][lang], FACT.sub("", here), lang):
+            named[metric] = sentence
+        elif named.get(metric) != sentence:
+            out.append(f"{m.group(1)} ({metric}) does not say what it is a share of: {here.strip()}")
     return out

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from course import content, directions
-from course.directions import OPPOSITE, WORDS, contradictions, direction
+from course.directions import OPPOSITE, WORDS, contradictions, direction, unnamed_wholes
 
 LESSONS = sorted(
     d.name
@@ -130,3 +130,22 @@ def test_a_clause_ends_at_a_comma_and_at_a_turn_to_another_statement():
         assert contradictions(ok, facts, lang) == [], ok
     assert contradictions("AMP adds {{s}} MiB of activations but saves weight copies.", facts, "en")
     assert contradictions("它增加了 {{s}} MiB，比 Adam 的两份状态还多。", facts, "zh")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_quoted_share_names_what_it_is_a_share_of(lesson, lang):
+    facts = lesson_facts(lesson)
+    wrong = [c for text in texts(lesson, lang) for c in unnamed_wholes(text, facts, lang)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_share_edited_to_another_whole_is_caught_in_both_languages():
+    facts = {"s": {"metric": "category_share_of_saving"}, "a": {"metric": "category_share_pct"}}
+    assert not unnamed_wholes("14.7 GiB of that is state ({{s}} % of the saving): nothing else", facts, "en")
+    assert unnamed_wholes("14.7 GiB of that is state ({{s}} % of the peak): nothing else", facts, "en")
+    assert not unnamed_wholes("其中 14.7 GiB 是优化器状态（占省下部分的 {{s}} %）", facts, "zh")
+    assert unnamed_wholes("其中 14.7 GiB 是优化器状态（占峰值的 {{s}} %）", facts, "zh")
+    # A clause that carries on the same sentence's comparison keeps its whole; a new sentence does not.
+    assert not unnamed_wholes("{{a}} % of the strict peak, against {{a}} % with the default.", facts, "en")
+    assert unnamed_wholes("{{a}} % of the strict peak. Against {{a}} % with the default.", facts, "en")
