@@ -160,6 +160,23 @@ WHOLES = {
 }
 # A sentence ends at its punctuation (a full stop before a space, not a decimal point), a paragraph or a list item; a
 # Markdown line break inside a paragraph is no end.
+# What a share's category is called: the clause names it too ("activations were 48 % of the peak").
+CATEGORY_WORDS = {
+    "en": {
+        "activations": ("activation",),
+        "gradients": ("gradient",),
+        "parameters": ("parameter", "weight"),
+        "optimizer_state": ("optimizer state", "Adam"),
+        "other": ("not a tensor", "workspace"),
+    },
+    "zh": {
+        "activations": ("激活",),
+        "gradients": ("梯度",),
+        "parameters": ("参数", "权重"),
+        "optimizer_state": ("优化器状态", "Adam"),
+        "other": ("不是张量", "非张量", "工作区"),
+    },
+}
 SENTENCE = re.compile(r"[.!?](?=\s)|[;。；！？]|\n\s*\n|\n\s*[-*] ")
 
 
@@ -167,14 +184,26 @@ def unnamed_wholes(text: str, facts: dict, lang: str) -> list[str]:
     """Each clause of `text` that quotes a share without naming what it is a share of. A clause that carries on an
     earlier share of the same metric in its sentence ("5 % of the peak, against 2 % with ...") takes that one's whole."""
     out, named = [], {}  # metric -> the sentence start where a clause last named its whole
+    text = re.sub(r"(?<!\n)\n(?!\s*\n|\s*[-*] )", " ", text)  # a Markdown line break inside a paragraph
     for m in FACT.finditer(text):
         metric = (facts.get(m.group(1)) or {}).get("metric")
         if metric not in WHOLES:
             continue
         sentence = max((s.end() for s in SENTENCE.finditer(text, 0, m.start())), default=0)
-        here = clause(text, m.start(), m.end())
-        if found(WHOLES[metric][lang], FACT.sub("", here), lang):
+        here = FACT.sub("", clause(text, m.start(), m.end()))
+        category = facts[m.group(1)].get("category")
+        words = CATEGORY_WORDS[lang].get(category, ()) if isinstance(category, str) else ()
+        if found(WHOLES[metric][lang], here, lang) and (not words or _named(words, here, lang)):
             named[metric] = sentence
         elif named.get(metric) != sentence:
-            out.append(f"{m.group(1)} ({metric}) does not say what it is a share of: {here.strip()}")
+            out.append(
+                f"{m.group(1)} ({metric}) does not say what it is a share of, or of which category: {here.strip()}"
+            )
     return out
+
+
+def _named(words: tuple[str, ...], text: str, lang: str) -> bool:
+    # A category's word may take an ending ("activations", "weights"): a word's start is enough in English.
+    if lang == "en":
+        return any(re.search(rf"\b{re.escape(w)}", text, re.IGNORECASE) for w in words)
+    return any(w in text for w in words)

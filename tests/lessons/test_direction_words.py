@@ -149,3 +149,9 @@ def test_a_share_edited_to_another_whole_is_caught_in_both_languages():
     # A clause that carries on the same sentence's comparison keeps its whole; a new sentence does not.
     assert not unnamed_wholes("{{a}} % of the strict peak, against {{a}} % with the default.", facts, "en")
     assert unnamed_wholes("{{a}} % of the strict peak. Against {{a}} % with the default.", facts, "en")
+    # The category is named too: a share of activations edited into gradients fails.
+    cat = {"c": {"metric": "category_share_pct", "category": "activations"}}
+    assert not unnamed_wholes("activations were {{c}} % of the peak", cat, "en")
+    assert unnamed_wholes("gradients were {{c}} % of the peak", cat, "en")
+    assert not unnamed_wholes("激活值占峰值的 {{c}} %", cat, "zh")
+    assert unnamed_wholes("梯度占峰值的 {{c}} %", cat, "zh")
