@@ -110,3 +110,13 @@ def test_every_precision_is_measured_on_a_cpu(monkeypatch):
     # to 0.0 or 0.001, and a rate of 0 made the prediction fall back to fp32's.
     assert all(v > 0 and v == float(f"{v:.4g}") for v in rates["tflops"].values())
     assert rates["threads"] == torch.get_num_threads() and rates["cores"] >= 1
+
+
+def test_every_familys_op_probe_runs_and_costs_something():
+    """The probes a GPU's per-family op cost is measured with are valid configurations of their family (a CUDA worker
+    measures them at its first report; a probe the config rules refused would leave the GPU without rates)."""
+    from experiments.estimate.throughput import OP_PROBES, _eager_op_us
+
+    assert set(OP_PROBES) == {"mlp", "cnn", "transformer"}
+    for probe in OP_PROBES.values():
+        assert 0 < _eager_op_us(torch.device("cpu"), probe) < 10_000
