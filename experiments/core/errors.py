@@ -26,6 +26,7 @@ ERROR_CODES = {
     "one_impl": ("optimizer",),  # an implementation asked of a bitsandbytes optimizer, which has one
     "needs_per_layer": ("value",),  # checkpoint_every without per-layer checkpointing
     "offload_on_cpu": (),  # activation offloading asked of a CPU run or a CPU estimate
+    "needs_package": ("value", "package"),  # a lever whose library is not installed (bitsandbytes)
     # A model of one's own (experiments/training/source_models.py): a rule of its library or shape, in its words
     # (a Hugging Face config's own validation, heads that do not divide, torchvision that does not import).
     "model_spec": ("detail",),

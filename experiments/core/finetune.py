@@ -5,6 +5,8 @@ configuration (experiments/core/config.py) merges them into its own. Torch-free.
 
 from __future__ import annotations
 
+import importlib.util
+
 from .errors import ConfigError
 
 FINETUNES = ("full", "lora", "qlora", "int8")
@@ -78,4 +80,19 @@ def check_device(cfg, device_type: str) -> None:
             "moves saved activations from a GPU to host memory; on a CPU they are in host memory already: "
             "estimate it for CUDA, or run it on a GPU",
             "offload_on_cpu",
+        )
+
+
+def check_installed(cfg) -> None:
+    """bitsandbytes' optimizers and the 4- and 8-bit bases need the package itself (requirements.txt has it): an
+    install without it gets this one line from an estimate or a run, not a traceback from inside the replay."""
+    field = "optimizer" if cfg.optimizer in BNB_OPTIMIZERS else "finetune" if cfg.finetune in QUANTIZED else None
+    if field and importlib.util.find_spec("bitsandbytes") is None:
+        value = getattr(cfg, field)
+        raise ConfigError(
+            field,
+            f"got {value!r}; it needs bitsandbytes, which is not installed here (pip install bitsandbytes)",
+            "needs_package",
+            value=value,
+            package="bitsandbytes",
         )

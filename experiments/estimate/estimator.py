@@ -21,7 +21,7 @@ from typing import TypedDict
 
 from ..core.capacity import verdict
 from ..core.config import ExperimentConfig
-from ..core.finetune import BNB_OPTIMIZERS, check_device
+from ..core.finetune import BNB_OPTIMIZERS, check_device, check_installed
 from ..core.model_sources import parse_source, preset_config
 from ..core.vocabulary import TENSOR_CATEGORIES as CATS
 from .explain import terms
@@ -111,6 +111,7 @@ def estimate(
         raise ValueError(f"method: got {method!r}; allowed: {', '.join(METHODS)}")
     t0 = time.perf_counter()
     check_device(cfg, device_type)
+    check_installed(cfg)
     method = "replay" if method == "auto" else method
     cuda = device_type == "cuda"
     run_cfg = cuda_config(cfg) if cuda else cfg

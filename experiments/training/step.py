@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from ..core.config import ExperimentConfig
+from ..core.finetune import check_installed
 from ..core.vocabulary import WRAP_PHASE
 from .finetune import load_libraries, offload_context
 from .models import ModelSpec, build_model, spec_for
@@ -68,6 +69,7 @@ def setup(state: TrainState, phase=_no_phase, tracker=None, how: Setup = SINGLE_
     """Model, [wrap,] optimizer and scaler, batch: from the config's seed, each in its phase.
     `tracker`: told which tensors are the parameters (their autocast copies are a category of their own)."""
     cfg, device = state.cfg, state.device
+    check_installed(cfg)
     state.spec = state.spec or spec_for(cfg)
     torch.manual_seed(cfg.seed)
     with phase("model", 0):

@@ -205,6 +205,27 @@ def test_offloading_on_a_cpu_is_refused_naming_the_field():
     assert e.value.field == "offload_activations" and e.value.code == "offload_on_cpu"
 
 
+def test_a_lever_whose_library_is_missing_is_one_refusal_in_the_estimate_and_the_run(monkeypatch):
+    """Without bitsandbytes an estimate of a paged optimizer raised ModuleNotFoundError from inside the replay (seen on
+    a GPU machine without the package): now the estimate and the run refuse it in one line naming the field."""
+    import importlib.util
+
+    from experiments.core import finetune as core_finetune
+    from experiments.training.step import build_state
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        core_finetune.importlib.util, "find_spec", lambda name, *a: None if name == "bitsandbytes" else real(name, *a)
+    )
+    paged = ExperimentConfig(model="mlp", layers=2, width=32, batch=2, device="cpu", optimizer="paged_adamw8bit")
+    for attempt in (lambda: estimate(paged, device_type="cuda"), lambda: build_state(paged, torch.device("cpu"))):
+        with pytest.raises(ConfigError) as e:
+            attempt()
+        assert (e.value.field, e.value.code) == ("optimizer", "needs_package") and "bitsandbytes" in str(e.value)
+    # Another optimizer does not need it.
+    estimate(paged.replace(optimizer="adam"), device_type="cpu")
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "experiments", *args], capture_output=True, text=True, timeout=300)
 
