@@ -158,8 +158,6 @@ WHOLES = {
     "category_share_of_saving": {"en": ("saving", "saves", "saved"), "zh": ("省下", "节省")},
     "trainable_pct": {"en": ("parameters",), "zh": ("参数",)},
 }
-# A sentence ends at its punctuation (a full stop before a space, not a decimal point), a paragraph or a list item; a
-# Markdown line break inside a paragraph is no end.
 # What a share's category is called: the clause names it too ("activations were 48 % of the peak").
 CATEGORY_WORDS = {
     "en": {
@@ -177,6 +175,8 @@ CATEGORY_WORDS = {
         "other": ("不是张量", "非张量", "工作区"),
     },
 }
+# A sentence ends at its punctuation (a full stop before a space, not a decimal point), a paragraph or a list item; a
+# Markdown line break inside a paragraph is no end.
 SENTENCE = re.compile(r"[.!?](?=\s)|[;。；！？]|\n\s*\n|\n\s*[-*] ")
 
 

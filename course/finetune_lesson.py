@@ -67,15 +67,10 @@ def _measured(spec: dict, metric: str) -> float | None:
     return {
         "measured_gib": row["measured_peak_bytes"] / GIB,
         "reserved_gib": row.get("reserved_bytes", 0) / GIB,
-        # What the driver shows beyond PyTorch's reserved memory: CUDA managed memory (a paged optimizer's state).
-        "driver_outside_gb": (row["driver_used_bytes"] - row["reserved_bytes"] + row.get("reserved_before_bytes", 0))
-        / GB
-        if "driver_used_bytes" in row
-        else None,
+        "driver_outside_gb": _driver_outside(row) / GB if "driver_used_bytes" in row else None,
         "paged_gb": row.get("estimate_paged_bytes", 0) / GB,
         "driver_outside_over_paged": (
-            (row["driver_used_bytes"] - row["reserved_bytes"] + row.get("reserved_before_bytes", 0))
-            / row["estimate_paged_bytes"]
+            _driver_outside(row) / row["estimate_paged_bytes"]
             if row.get("estimate_paged_bytes") and "driver_used_bytes" in row
             else None
         ),
@@ -193,9 +188,15 @@ def table_rows() -> list[dict]:
 DRIVER_AGREES_GIB = 0.1
 
 
+def _driver_outside(row: dict) -> int:
+    """Bytes the driver saw beyond PyTorch's reserved memory (CUDA managed memory: a paged optimizer's state), both
+    counted from before the build where the recording kept reserved there."""
+    return row["driver_used_bytes"] - row["reserved_bytes"] + row.get("reserved_before_bytes", 0)
+
+
 def _driver_extra(row: dict) -> float | str:
     """What nvidia-smi saw beyond reserved, in GiB ("≈ 0" within DRIVER_AGREES_GIB)."""
-    extra = (row["driver_used_bytes"] - row["reserved_bytes"] + row.get("reserved_before_bytes", 0)) / GIB
+    extra = _driver_outside(row) / GIB
     return "≈ 0" if abs(extra) < DRIVER_AGREES_GIB else round(extra, 2)
 
 

@@ -50,11 +50,16 @@ def texts(lesson: str, lang: str) -> list[str]:
     return out
 
 
+def findings(check, lesson: str, lang: str) -> list[str]:
+    """What `check(text, facts, lang)` finds in every text of the lesson in one language."""
+    facts = lesson_facts(lesson)
+    return [c for text in texts(lesson, lang) for c in check(text, facts, lang)]
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_no_clause_says_the_opposite_of_its_recorded_direction(lesson, lang):
-    facts = lesson_facts(lesson)
-    wrong = [c for text in texts(lesson, lang) for c in contradictions(text, facts, lang)]
+    wrong = findings(contradictions, lesson, lang)
     assert not wrong, "\n".join(wrong)
 
 
@@ -135,8 +140,7 @@ def test_a_clause_ends_at_a_comma_and_at_a_turn_to_another_statement():
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_every_quoted_share_names_what_it_is_a_share_of(lesson, lang):
-    facts = lesson_facts(lesson)
-    wrong = [c for text in texts(lesson, lang) for c in unnamed_wholes(text, facts, lang)]
+    wrong = findings(unnamed_wholes, lesson, lang)
     assert not wrong, "\n".join(wrong)
 
 
