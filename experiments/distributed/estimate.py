@@ -38,6 +38,7 @@ from ..core.vocabulary import RANK_TENSOR_CATEGORIES, TRAINING_PHASES
 from ..estimate.estimator import allocator_peak, estimate
 from ..estimate.explain import step_temporaries
 from ..estimate.replay import own_model_replay, replay
+from ..estimate.workspaces import missing
 from ..measure.tracker import MemoryTracker
 from ..training.models import build_model, spec_for
 from ..training.strategies import make_optimizer
@@ -246,7 +247,7 @@ def _replayed(dcfg, device_type: str, transients, single: dict, full: int, pe: i
         "per_step_bytes": traffic_bytes(dcfg.strategy, full, n, dcfg.config.accum),
         "collective": "all-gather of the parameters (twice under ZeRO-3) and reduce-scatter of the gradients",
     }
-    unmeasured = [sig for sig in r["signatures"] if cuda and sig not in (transients or {})]
+    unmeasured = missing(r["signatures"], transients) if cuda else []
     host = {"host_categories": offload_host_categories(dcfg)} if dcfg.strategy == "fsdp2_offload" else {}
     return {
         "strategy": dcfg.strategy,

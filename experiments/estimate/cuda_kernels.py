@@ -46,6 +46,8 @@ import torch
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+from . import reduce_scratch
+
 aten = torch.ops.aten
 _FLASH = int(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
 _HALF = (torch.float16, torch.bfloat16)
@@ -109,14 +111,18 @@ def _math_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     return out
 
 
-def scratch_as_cuda(func, args, out) -> tuple[int, ...]:
+def scratch_as_cuda(func, args, out, kwargs=None) -> tuple[int, ...]:
     """The buffers a CUDA kernel allocates beside its output, held together while it runs, as measured on the GPU
     (benchmarks/op_memory.py; docs/benchmarks/op-memory-h100/):
     - `_safe_softmax`: its `eq` mask of the input (1 byte per element), the all-masked rows and one 0-dim tensor;
     - `_softmax_backward_data`: the product grad * output, the size of the gradient (torch's SoftMax.cu computes it
-      before the kernel)."""
+      before the kernel);
+    - a sum's partial sums across thread blocks and their semaphores (reduce_scratch.py), where the device has not
+      measured them (the replay takes a measured entry instead)."""
     if not isinstance(out, torch.Tensor):
         return ()
+    if func is aten.sum.dim_IntList:
+        return _sum_scratch(args, kwargs or {}, out)
     if func is aten._safe_softmax.default:
         x, dim = args[0], args[1]
         return (x.numel(), x.numel() // max(1, x.size(dim)), out.element_size())
@@ -124,6 +130,15 @@ def scratch_as_cuda(func, args, out) -> tuple[int, ...]:
         grad = args[0]
         return (grad.numel() * grad.element_size(),)
     return ()
+
+
+def _sum_scratch(args, kwargs: dict, out) -> tuple[int, ...]:
+    x = args[0]
+    dims = args[1] if len(args) > 1 and args[1] is not None else []
+    found = reduce_scratch.sum_scratch(
+        x.shape, x.stride(), x.element_size(), list(dims), out.element_size(), x.dtype.is_floating_point
+    )
+    return found or ()
 
 
 def _bias(attn_mask, dtype):

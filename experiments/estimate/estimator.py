@@ -28,6 +28,7 @@ from .explain import terms
 from .fast_replay import fast_replay
 from .replay import replay
 from .unpredictable import CannotPredict
+from .workspaces import missing
 
 METHODS = ("auto", "replay", "replay_device")
 # What the formula calculators assume for mixed-precision Adam: 2 + 2 bytes of bf16/fp16 weights and gradients, 12
@@ -135,7 +136,7 @@ def estimate(
     count = int(r["parameters"]["count"])
     persistent = sum(steady[c] for c in PERSISTENT)
     reserved = r["allocator"]["peak_reserved_bytes"] if cuda else None
-    unmeasured = [s for s in r["signatures"] if s not in (transients or {})] if cuda else []
+    unmeasured = missing(r["signatures"], transients) if cuda else []
     return Estimate(
         predicted=True,
         config=cfg.to_dict(),

@@ -91,17 +91,20 @@ class Scratch:
 
     def __init__(self, transients: dict | None = None, rule=None):
         self.transients = transients or {}  # op signature -> its scratch allocations measured on the device
-        self.rule = rule  # (func, args, out) -> buffers held together, known without measuring (cuda_kernels.py)
+        self.rule = (
+            rule  # (func, args, out, kwargs) -> buffers held together, known without measuring (cuda_kernels.py)
+        )
         self.signatures: list[str] = []
 
     def after_op(self, tracker, func, args, kwargs, out) -> None:
         sig = signature(func, args, kwargs)
         if sig is not None:
             self.signatures.append(sig)
-            for nbytes in sizes(self.transients.get(sig, ())):
+        if sig in self.transients:  # measured on the device: it replaces what a rule would compute
+            for nbytes in sizes(self.transients[sig]):
                 tracker.hold_scratch(nbytes)
-        if self.rule is not None:
-            tracker.hold_scratch(*self.rule(func, args, out))
+        elif self.rule is not None:
+            tracker.hold_scratch(*self.rule(func, args, out, kwargs))
 
 
 class StepCounter:

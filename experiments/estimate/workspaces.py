@@ -83,6 +83,27 @@ def kinds(signatures) -> dict[str, int]:
     return out
 
 
+def computed(sig: str) -> bool:
+    """Whether the replay computes this op's scratch without measuring it: a sum of real numbers within 32-bit
+    indexing (experiments/estimate/reduce_scratch.py). Its device may still measure it: a measured entry wins."""
+    spec = json.loads(sig)
+    if spec["op"] != "sum":
+        return False
+    x = spec["args"][0]
+    dtype = getattr(torch, x["dtype"], None)
+    if dtype is None or dtype.is_complex:
+        return False
+    numel = 1
+    for n in x["shape"]:
+        numel *= n
+    return numel * dtype.itemsize <= 2**31 - 1
+
+
+def missing(signatures, transients) -> list[str]:
+    """The signatures whose scratch is neither measured nor computed: what the device still has to measure."""
+    return [s for s in signatures if s not in (transients or {}) and not computed(s)]
+
+
 def _materialize(desc, device):
     if isinstance(desc, dict) and "shape" in desc:
         dtype = getattr(torch, desc["dtype"])

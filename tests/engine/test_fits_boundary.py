@@ -68,7 +68,6 @@ KNOWN_MISSES = {
         False,
     ): f"Mistral-7B bf16 foreach, checkpointing: answers 13, 23 ran ({_CLOSE})",
     # Above the boundary: a learner acting on these runs out of memory.
-    ("vit-b16", "rtx-3060-12gb", None, True): "ViT fp32, expandable: answers 87, which ran 5 MB over the card",
     ("vit-b16", "t4-16gb", None, False): "ViT AMP, checkpointing: answers 803; a fragmentation the model misses",
 }
 
