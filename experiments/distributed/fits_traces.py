@@ -181,7 +181,18 @@ def events(cfg: ExperimentConfig, transients, cache: dict | None) -> list:
     if key not in cache and _on_line(run_cfg, cache):
         fit = _line(run_cfg, transients, cache)
         if fit is not None and key not in cache:
-            cache[key] = {"events": trace_at(fit, run_cfg.batch)}
+            cache[key] = {"events": trace_at(fit, run_cfg.batch), "line": True}
+    return replayed(run_cfg, transients, cache)["events"]
+
+
+def replayed_events(cfg: ExperimentConfig, transients, cache: dict) -> list:
+    """cfg's CUDA allocation trace from a replay at its own batch, never from the batch line: what an answer is
+    checked against. The line is affine in the batch and a kernel's scratch need not be (a split reduction's buffer
+    of partial sums appears only past some batch, experiments/estimate/reduce_scratch.py)."""
+    run_cfg = cuda_config(cfg).replace(accum=cfg.accum)
+    key = json_key(run_cfg)
+    if cache.get(key, {}).get("line"):
+        del cache[key]
     return replayed(run_cfg, transients, cache)["events"]
 
 

@@ -28,7 +28,7 @@ from ..estimate.allocator_limit import first_oom, reserved_through
 from ..estimate.estimator import cuda_config, estimate_or_refusal
 from ..estimate.fast_replay import fast_replay, replays_whole
 from .estimate import what_fits as fits_across_ranks
-from .fits_traces import drawable, peak_or_none, phase_rows, replays_made, shapes
+from .fits_traces import drawable, peak_or_none, phase_rows, replayed_events, replays_made, shapes
 from .fits_traces import events as _events
 from .optimizer_alone import optimizer_extras, parameter_shapes
 from .search import below, crossing
@@ -160,7 +160,23 @@ def largest_that_runs(
 
     top = reserved(b) if b else 0
     largest = b if top <= limit else below(reserved, limit, b, top, hint)
+    largest = _as_replayed(cfg, budget, expandable, transients, cache, largest, b)
     return {"largest_batch": largest, "replays": searched + replays_made(cache) - before}
+
+
+def _as_replayed(cfg, budget: int, expandable: bool, transients, cache: dict, largest: int, top: int) -> int:
+    """The answer the batch line gave, checked at its own batch and the next against replays of theirs (the line
+    misses what is not affine in the batch): stepped down while the answer does not run, up while the next does."""
+    limit = reserved_limit(budget)
+
+    def reserved(n: int) -> int:
+        return card_reserved(replayed_events(cfg.replace(batch=n, accum=1), transients, cache), budget, expandable)
+
+    if largest > 0 and (at := reserved(largest)) > limit:
+        return below(reserved, limit, largest, at)
+    while largest < (top or 0) and reserved(largest + 1) <= limit:
+        largest += 1
+    return largest
 
 
 def what_fits(

@@ -140,9 +140,11 @@ def test_cuda_estimate_rounds_to_allocator_blocks_and_names_what_it_cannot_see()
     cuda, cpu = estimate(cfg, device_type="cuda"), estimate(cfg, device_type="cpu")
     assert cuda["peak_bytes"] % 512 == 0 and cuda["peak_bytes"] > cpu["peak_bytes"]
     assert "cudnn_workspace" in cuda["not_predicted"] and not cpu["not_predicted"]
-    # forward and backward of each of the two convolutions, and the head's bias gradient (a reduction)
+    # forward and backward of each of the two convolutions, and the head's bias gradient (a reduction, whose scratch
+    # is computed: experiments/estimate/reduce_scratch.py), so only the convolutions wait for the device
     kinds = op_workspace.kinds(cuda["signatures"])
-    assert kinds == {"convolution": 2, "convolution_backward": 2, "sum": 1} and cuda["unmeasured"] == cuda["signatures"]
+    assert kinds == {"convolution": 2, "convolution_backward": 2, "sum": 1}
+    assert op_workspace.kinds(cuda["unmeasured"]) == {"convolution": 2, "convolution_backward": 2}
 
 
 def test_the_workspace_job_validates_its_input_and_measures_nothing_without_a_gpu():
