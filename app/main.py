@@ -18,7 +18,8 @@ from course import catalog
 
 # Half-width lesson columns on a projector (1024-1280 px): lesson code wraps instead of hiding its
 # expected-output comments off the right edge, a metric shows its whole value, and a lesson's table
-# stays inside its column (its code cells wrap) instead of drawing over the experiment beside it. A row of widgets
+# stays inside its column (its code cells wrap; a static table's header words wrap and its cells keep 4 px at each
+# side, so lesson 8's five columns fit a 1024 px page's half) instead of drawing over the experiment beside it. A row of widgets
 # or metrics inside a column wraps to one per line when each would get less than 15rem (a selectbox cut to "MLP（Li");
 # a multiselect chip shows its whole name, wrapped, instead of "append_loss_after_back…";
 # below 1360 px the page's side margins give their room to the two columns.
@@ -31,6 +32,8 @@ STYLE = """<style>
 [data-testid="stMarkdownContainer"] table { display: block; max-width: 100%; overflow-x: auto; }
 [data-testid="stMarkdownContainer"] td code, [data-testid="stMarkdownContainer"] th code {
   white-space: normal; overflow-wrap: anywhere; }
+[data-testid="stTable"] th, [data-testid="stTable"] td { padding-left: 4px !important; padding-right: 4px !important; }
+[data-testid="stTable"] th { white-space: normal !important; }
 [data-testid="stColumn"] [data-testid="stHorizontalBlock"] { flex-wrap: wrap; }
 [data-testid="stColumn"] [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] { min-width: min(100%, 15rem); }
 @media (max-width: 1360px) { [data-testid="stMainBlockContainer"] { padding-left: 1.5rem; padding-right: 1.5rem; } }
