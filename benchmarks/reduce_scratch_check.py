@@ -4,6 +4,11 @@ Each case sums a tensor alone (twice; the second call is read) and takes the mos
 the input and the output: the partial sums and semaphores of Reduce.cuh, rounded as the allocator rounds.
 
     python benchmarks/reduce_scratch_check.py --out $OUT/reduce-scratch.json
+    python benchmarks/reduce_scratch_check.py --report docs/benchmarks/reduce-scratch-h100.json   # any machine
+
+The measurement starts from an empty cache, so each buffer opens a segment of its own; the caching allocator hands
+over the whole segment where less than 1 MiB of it would be left (a segment is the request rounded up to 2 MiB,
+20 MiB for requests of 1-10 MiB), and `handed` is what it then counts as allocated.
 """
 
 from __future__ import annotations
@@ -38,14 +43,51 @@ def _r512(n: int) -> int:
     return -(-n // 512) * 512
 
 
+def handed(request: int) -> int:
+    """The block a request gets from a fresh segment of CUDA's caching allocator (CUDACachingAllocator.cpp)."""
+    n = _r512(request)
+    if n <= 1 << 20:
+        return n  # the small pool's 2 MiB segment is split down to 512 bytes
+    segment = 20 << 20 if n < 10 << 20 else -(-n // (2 << 20)) * (2 << 20)
+    return segment if segment - n <= 1 << 20 else n
+
+
+def report(path: str) -> None:
+    data = json.loads(Path(path).read_text())
+    from experiments.estimate.reduce_scratch import sum_scratch
+
+    equal = 0
+    for r in data["cases"]:
+        x_shape = [r["shape"][p] for p in r["perm"]] if r["perm"] else r["shape"]
+        strides = [1] * len(x_shape)
+        for i in range(len(x_shape) - 2, -1, -1):
+            strides[i] = strides[i + 1] * x_shape[i + 1]
+        shape = [x_shape[p] for p in r["perm"]] if r["perm"] else x_shape  # the permuted view
+        strides = [strides[p] for p in r["perm"]] if r["perm"] else strides
+        n = {"float32": 4, "bfloat16": 2, "float16": 2}[r["dtype"]]
+        gpu = ((data["sms"], data["threads_per_sm"]),)
+        got = sum(handed(b) for b in sum_scratch(shape, strides, n, r["dims"], n, True, on=gpu) or ())
+        equal += got == r["measured"]
+        print(
+            f"{str(r['shape']):22} {str(r['dims']):10} {r['dtype']:9} measured {r['measured']:>12,} handed {got:>12,}"
+        )
+    print(
+        f"{data['device']} ({data['sms']} SMs, {data['threads_per_sm']} threads each): {equal} of "
+        f"{len(data['cases'])} equal"
+    )
+
+
 def main() -> None:
     import torch
 
     from experiments.estimate.reduce_scratch import sum_scratch
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--report", help="a file this script wrote: compare it again, without a GPU")
     args = ap.parse_args()
+    if args.report:
+        return report(args.report)
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
     gpu = (props.multi_processor_count, props.max_threads_per_multi_processor)
@@ -64,7 +106,7 @@ def main() -> None:
             held = torch.cuda.max_memory_allocated(dev) - before - _r512(out.untyped_storage().nbytes())
             del out
         got = sum_scratch(list(x.shape), list(x.stride()), x.element_size(), dims, x.element_size(), True, on=(gpu,))
-        computed = None if got is None else sum(_r512(b) for b in got if b)
+        computed = None if got is None else sum(handed(b) for b in got if b)
         rows.append(
             {"shape": shape, "dims": dims, "dtype": dtype, "perm": perm, "measured": held, "computed": computed}
         )

@@ -99,3 +99,14 @@ def test_no_buffer_where_no_block_shares_an_output(shape, strides, dims, why):
 
 def test_a_reduction_past_32_bit_indexing_is_left_to_the_device():
     assert sum_scratch([70000, 8192], [8192, 1], 4, [0], 4, True) is None
+
+
+def test_an_h100_measured_what_it_computes_for_its_own_sms(capsys):
+    """benchmarks/reduce_scratch_check.py on an NVIDIA H100: bias gradients, 3-D and full sums, a transposed input,
+    sums along the contiguous dimension (no buffer), each alone from an empty cache."""
+    from benchmarks.reduce_scratch_check import report
+
+    report(str(BENCH / "reduce-scratch-h100.json"))
+    cases = json.loads((BENCH / "reduce-scratch-h100.json").read_text())["cases"]
+    assert len(cases) >= 12 and any(c["perm"] for c in cases) and sum(c["measured"] > 0 for c in cases) >= 6
+    assert capsys.readouterr().out.splitlines()[-1].endswith(f"{len(cases)} of {len(cases)} equal")
