@@ -7,6 +7,7 @@ in the next one's figures); the replays run meanwhile, in parallel, on the CPU.
     python benchmarks/model_presets.py --only llama3-8b-bf16-fused       # one case
     python benchmarks/model_presets.py --device cpu --tiny               # the same loop on the CPU, tiny variants
     python benchmarks/model_presets.py --estimates lessons/yourmodel/estimates.json   # the page's CPU replays
+    python benchmarks/model_presets.py --refresh lessons/yourmodel/h200_presets.json  # today's CPU-only estimates
 
 The loop is written out plainly (zero_grad(set_to_none=True), the model's own loss under autocast where the
 precision asks, backward, step), not the engine's train_step. As DESIGN.md measures: the cuBLAS/cuBLASLt workspaces
@@ -202,11 +203,11 @@ def predict(cfg, device_type: str) -> dict:
         "parameters": r["parameters"],
         "replay_seconds": r["seconds"],
     }
-    if cfg.device == "cuda":
+    import torch
+
+    if cfg.device == "cuda" and torch.cuda.is_available():
         # The same replay with the kernels' scratch memory (cuDNN, cuBLAS workspaces) measured on this GPU: what a
         # GPU server's page shows once its worker has measured them; a CPU cannot measure them.
-        import torch
-
         from experiments.measure.fits import measure_workspaces
 
         scratch = measure_workspaces(r["signatures"], torch.device("cuda"))
@@ -227,6 +228,28 @@ def _child(what: str, case: str, tiny: bool, device: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def diffs(row: dict) -> dict:
+    from course.own_model import diffs as of_row
+
+    return of_row(row)
+
+
+def refresh(path: str) -> None:
+    """Today's CPU-only estimates of a recorded file's cases, beside the measurements kept as they were (no GPU: the
+    replay runs here; the figures with scratch memory measured on the GPU stay those of the recording)."""
+    data = json.loads(Path(path).read_text())
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        predicted = [pool.submit(_child, "predict", row["case"], False, "cuda") for row in data["rows"]]
+    for row, future in zip(data["rows"], predicted, strict=True):
+        got = future.result()
+        if "estimate_peak_bytes" not in got:
+            raise SystemExit(f"{row['case']}: {got}")
+        row.update({k: got[k] for k in ("estimate_peak_bytes", "estimate_reserved_bytes") if k in got})
+        row.update(diffs(row))
+        print(f"{row['case']:34} {row.get('peak_diff_percent')}", flush=True)
+    Path(path).write_text(json.dumps(data, indent=1) + "\n")
+
+
 def compare(cases: list[str], tiny: bool, device: str) -> list[dict]:
     device_type = "cuda" if device == "cuda" else "cpu"
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
@@ -234,18 +257,7 @@ def compare(cases: list[str], tiny: bool, device: str) -> list[dict]:
         rows = []
         for case in cases:
             row = {"case": case, **_child("measure", case, tiny, device), **predicted[case].result()}
-            m, e = row.get("measured_peak_bytes"), row.get("estimate_peak_bytes")
-            if m and e:
-                row["peak_diff_percent"] = round(100 * (e - m) / m, 4)
-            if m and row.get("scratch_peak_bytes"):
-                row["scratch_peak_diff_percent"] = round(100 * (row["scratch_peak_bytes"] - m) / m, 4)
-                row["scratch_reserved_diff_percent"] = round(
-                    100 * (row["scratch_reserved_bytes"] / row["reserved_bytes"] - 1), 3
-                )
-            if row.get("reserved_bytes") and row.get("estimate_reserved_bytes"):
-                row["reserved_diff_percent"] = round(
-                    100 * (row["estimate_reserved_bytes"] / row["reserved_bytes"] - 1), 3
-                )
+            row.update(diffs(row))
             print(json.dumps(row), flush=True)
             rows.append(row)
     return rows
@@ -281,7 +293,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(ROOT / "lessons" / "yourmodel" / "h200_presets.json"))
     p.add_argument("--estimates", metavar="PATH", help="write the page's CPU replays there instead")
     p.add_argument("--child", choices=("measure", "predict"))
+    p.add_argument("--refresh", metavar="PATH", help="today's CPU-only estimates into a recorded file (no GPU)")
     a = p.parse_args(argv)
+    if a.refresh:
+        refresh(a.refresh)
+        return 0
     if a.estimates:
         Path(a.estimates).write_text(json.dumps(estimates(), indent=1) + "\n", encoding="utf-8")
         return 0

@@ -72,6 +72,22 @@ def _one(e: dict, metric: str) -> float | None:
     }.get(metric)
 
 
+def diffs(row: dict) -> dict:
+    """A recorded row's estimate against its measurement, in % of the measured figure, from the bytes themselves (the
+    page recomputes them, so a figure stored beside the data is never what it quotes)."""
+    out, m = {}, row.get("measured_peak_bytes")
+    if m and row.get("estimate_peak_bytes"):
+        out["peak_diff_percent"] = round(100 * (row["estimate_peak_bytes"] - m) / m, 4)
+    if m and row.get("scratch_peak_bytes"):
+        out["scratch_peak_diff_percent"] = round(100 * (row["scratch_peak_bytes"] - m) / m, 4)
+    reserved = row.get("reserved_bytes")
+    if reserved and row.get("scratch_reserved_bytes"):
+        out["scratch_reserved_diff_percent"] = round(100 * (row["scratch_reserved_bytes"] / reserved - 1), 3)
+    if reserved and row.get("estimate_reserved_bytes"):
+        out["reserved_diff_percent"] = round(100 * (row["estimate_reserved_bytes"] / reserved - 1), 3)
+    return out
+
+
 def value(spec: dict) -> float | None:
     """The fact's number, or None where its data is not recorded (yet)."""
     metric = spec.get("metric")
@@ -81,7 +97,7 @@ def value(spec: dict) -> float | None:
         row = h200_rows().get(spec["h200"])
         if row is None or row.get("measured_peak_bytes") is None:
             return None
-        return row["measured_peak_bytes"] / GIB if metric == "measured_gib" else row.get(metric)
+        return row["measured_peak_bytes"] / GIB if metric == "measured_gib" else diffs(row).get(metric)
     e = estimates().get(spec.get("estimate"))
     if e is None:
         return None

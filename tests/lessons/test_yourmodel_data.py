@@ -58,3 +58,17 @@ def test_a_quoted_value_that_rounds_to_zero_carries_no_sign():
 
     assert formatted({"format": ".2f"}, -0.0001) == "0.00"
     assert formatted({"format": ".2f"}, -0.5) == "-0.50" and formatted({"format": ".0%"}, -0.001) == "0%"
+
+
+def test_a_recorded_difference_is_recomputed_from_its_bytes(monkeypatch):
+    """The H200 rows store their differences beside the bytes; the page quotes the bytes' own (a stale stored figure,
+    e.g. an estimate refreshed without its percentage, is never what a learner reads)."""
+    rows = {c: dict(r) for c, r in om.h200_rows().items()}
+    row = rows["vit-b16-amp-bf16"]
+    row["peak_diff_percent"] = -1.2365  # stale: the estimate before the replay computed the reduction's buffer
+    monkeypatch.setattr(om, "h200_rows", lambda: rows)
+    spec = META["model_facts"]["h200_vit_diff"]
+    want = 100 * (row["estimate_peak_bytes"] - row["measured_peak_bytes"]) / row["measured_peak_bytes"]
+    assert om.value(spec) == pytest.approx(want, abs=1e-4)
+    row["estimate_peak_bytes"] = int(row["measured_peak_bytes"] * 0.97)  # an estimate 3 % under
+    assert om.verdicts(META)["h200_vit_diff"] is False
