@@ -122,7 +122,7 @@ def scratch_as_cuda(func, args, out, kwargs=None) -> tuple[int, ...]:
     if not isinstance(out, torch.Tensor):
         return ()
     if func is aten.sum.dim_IntList:
-        return _sum_scratch(args, kwargs or {}, out)
+        return _sum_scratch(args, out)
     if func is aten._safe_softmax.default:
         x, dim = args[0], args[1]
         return (x.numel(), x.numel() // max(1, x.size(dim)), out.element_size())
@@ -132,7 +132,7 @@ def scratch_as_cuda(func, args, out, kwargs=None) -> tuple[int, ...]:
     return ()
 
 
-def _sum_scratch(args, kwargs: dict, out) -> tuple[int, ...]:
+def _sum_scratch(args, out) -> tuple[int, ...]:
     x = args[0]
     dims = args[1] if len(args) > 1 and args[1] is not None else []
     found = reduce_scratch.sum_scratch(
