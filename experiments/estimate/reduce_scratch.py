@@ -7,9 +7,10 @@ two properties of the GPU: the number of streaming multiprocessors and the most 
 H100 a ViT-B/16 step in fp32 at batch 86 peaks during such a sum, 104 MB above the tensors (benchmarks/op_memory.py).
 
 This mirrors ATen's TensorIterator (reorder_dimensions, coalesce_dimensions) and Reduce.cuh's setReduceConfig and
-ReduceConfig::global_memory_size / semaphore_size as torch 2.11 has them (checked on its CUDA build, on an H100). Without a GPU the buffer is computed for every card
-of experiments/core/cards.json and the largest taken: it grows with the GPU's resident threads, so the figure is the
-card list's largest GPU's (exact there) and an upper bound on a smaller one. A reduction this does not cover (complex
+ReduceConfig::global_memory_size / semaphore_size as torch 2.11 has them (checked on its CUDA build, on an H100).
+Without a GPU the buffer is computed for every card of experiments/core/cards.json and the largest taken: it grows
+with the GPU's resident threads, so the figure is the card list's largest GPU's (exact there) and an upper bound on a
+smaller one. A reduction this does not cover (complex
 dtypes, tensors past 32-bit indexing, which ATen splits) returns None and stays for the device to measure.
 """
 
