@@ -40,8 +40,9 @@ def _last_pow2(dim: int, cap: int) -> int:
 
 @functools.cache
 def gpus() -> tuple[tuple[int, int], ...]:
-    """(SMs, resident threads per SM) of every card the lab knows."""
-    return tuple(sorted({(int(c["sms"]), int(c["threads_per_sm"])) for c in CARDS}))
+    """(SMs, resident threads per SM) of every card the lab knows that gives them (the H200's where none does)."""
+    known = {(int(c["sms"]), int(c["threads_per_sm"])) for c in CARDS if c.get("sms") and c.get("threads_per_sm")}
+    return tuple(sorted(known)) or ((132, 2048),)
 
 
 def _layout(shape, strides, itemsize: int, out_itemsize: int, dims) -> tuple[list[int], list[int], list[int]] | None:

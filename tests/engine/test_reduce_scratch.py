@@ -110,3 +110,9 @@ def test_an_h100_measured_what_it_computes_for_its_own_sms(capsys):
     cases = json.loads((BENCH / "reduce-scratch-h100.json").read_text())["cases"]
     assert len(cases) >= 12 and any(c["perm"] for c in cases) and sum(c["measured"] > 0 for c in cases) >= 6
     assert capsys.readouterr().out.splitlines()[-1].endswith(f"{len(cases)} of {len(cases)} equal")
+
+
+def test_every_card_gives_its_sms_and_resident_threads():
+    """What sizes a reduction's buffer on each card: a card added without them would leave it to the others."""
+    for c in CARDS:
+        assert c["sms"] > 0 and c["threads_per_sm"] in (1024, 1536, 2048), c["id"]
