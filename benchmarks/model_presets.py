@@ -31,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from course.own_model import diffs  # noqa: E402 - after the path (torch-free: the recorded rows' differences)
+
 # id -> (preset, overrides, levers). Models that do not fit one H200 whole (Llama-3-70B, Mixtral-8x7B) run with 4
 # of their layers: the same layer shapes, so the per-layer figures are checked all the same.
 CASES = {
@@ -226,12 +228,6 @@ def _child(what: str, case: str, tiny: bool, device: str) -> dict:
     if r.returncode:
         return {f"{what}_error": (r.stderr.strip().splitlines() or ["?"])[-1][:400]}
     return json.loads(r.stdout.strip().splitlines()[-1])
-
-
-def diffs(row: dict) -> dict:
-    from course.own_model import diffs as of_row
-
-    return of_row(row)
 
 
 def refresh(path: str) -> None:

@@ -39,17 +39,15 @@ CASES = [
 ]
 
 
-def _r512(n: int) -> int:
-    return -(-n // 512) * 512
+def handed(sizes) -> int:
+    """What the caching allocator counts as allocated for these buffers made one after the other from an empty cache
+    (the allocator model of experiments/estimate/allocator_model.py: its rounding, segment sizes and split rule)."""
+    from experiments.estimate.allocator_model import CachingAllocatorModel
 
-
-def handed(request: int) -> int:
-    """The block a request gets from a fresh segment of CUDA's caching allocator (CUDACachingAllocator.cpp)."""
-    n = _r512(request)
-    if n <= 1 << 20:
-        return n  # the small pool's 2 MiB segment is split down to 512 bytes
-    segment = 20 << 20 if n < 10 << 20 else -(-n // (2 << 20)) * (2 << 20)
-    return segment if segment - n <= 1 << 20 else n
+    model = CachingAllocatorModel()
+    for i, n in enumerate(sizes):
+        model.malloc(i, n)
+    return model.allocated
 
 
 def report(path: str) -> None:
@@ -66,7 +64,7 @@ def report(path: str) -> None:
         strides = [strides[p] for p in r["perm"]] if r["perm"] else strides
         n = {"float32": 4, "bfloat16": 2, "float16": 2}[r["dtype"]]
         gpu = ((data["sms"], data["threads_per_sm"]),)
-        got = sum(handed(b) for b in sum_scratch(shape, strides, n, r["dims"], n, True, on=gpu) or ())
+        got = handed(sum_scratch(shape, strides, n, r["dims"], n, True, on=gpu) or ())
         equal += got == r["measured"]
         print(
             f"{str(r['shape']):22} {str(r['dims']):10} {r['dtype']:9} measured {r['measured']:>12,} handed {got:>12,}"
@@ -80,6 +78,7 @@ def report(path: str) -> None:
 def main() -> None:
     import torch
 
+    from experiments.estimate.allocator_model import round_size
     from experiments.estimate.reduce_scratch import sum_scratch
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -103,10 +102,10 @@ def main() -> None:
             before = torch.cuda.memory_allocated(dev)
             out = x.sum(dims)
             torch.cuda.synchronize()
-            held = torch.cuda.max_memory_allocated(dev) - before - _r512(out.untyped_storage().nbytes())
+            held = torch.cuda.max_memory_allocated(dev) - before - round_size(out.untyped_storage().nbytes())
             del out
         got = sum_scratch(list(x.shape), list(x.stride()), x.element_size(), dims, x.element_size(), True, on=(gpu,))
-        computed = None if got is None else sum(handed(b) for b in got if b)
+        computed = None if got is None else handed(got)
         rows.append(
             {"shape": shape, "dims": dims, "dtype": dtype, "perm": perm, "measured": held, "computed": computed}
         )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import threading
 from pathlib import Path
@@ -31,6 +32,7 @@ import torch
 from ..core.workspace_table import load
 from ..training import fp32_math
 from ..training.fp32_math import convolutions_use_tf32, fp32_mode
+from . import reduce_scratch
 
 # Ops whose real kernels take scratch memory that depends on the algorithm or launch configuration.
 PROBED = {
@@ -93,10 +95,7 @@ def computed(sig: str) -> bool:
     dtype = getattr(torch, x["dtype"], None)
     if dtype is None or dtype.is_complex:
         return False
-    numel = 1
-    for n in x["shape"]:
-        numel *= n
-    return numel * dtype.itemsize <= 2**31 - 1
+    return math.prod(x["shape"]) * dtype.itemsize <= reduce_scratch.INT32_MAX
 
 
 def missing(signatures, transients) -> list[str]:

@@ -13,16 +13,13 @@ import pytest
 from experiments.core.cards import CARDS
 from experiments.core.workspace_table import sizes
 from experiments.estimate import reduce_scratch
+from experiments.estimate.allocator_model import round_size
 from experiments.estimate.reduce_scratch import sum_scratch
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "docs" / "benchmarks"
 ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4}
 SMALL_SIZE = 1 << 20  # the allocator hands a cached block over whole when at most this much of it would be left
-
-
-def _r512(n: int) -> int:
-    return -(-n // 512) * 512
 
 
 def _contiguous(shape) -> list[int]:
@@ -47,7 +44,7 @@ def test_every_sum_the_h200_measured_is_computed():
     for shape, dtype, dims, measured in sums:
         n = ITEMSIZE[dtype]
         got = sum_scratch(shape, _contiguous(shape), n, dims, n, True)
-        requested = sum(_r512(b) for b in got)
+        requested = sum(round_size(b) for b in got)
         # The probe ran after other ops: a cached block up to 1 MiB larger than the request is given whole.
         assert 0 <= measured - requested <= SMALL_SIZE, (shape, dtype, measured, got)
         exact += measured == requested
@@ -63,12 +60,12 @@ def test_the_sums_that_held_a_vit_step_peak_on_the_h100():
             shape, dtype, _contig = s["op"][1][0]
             got = sum_scratch(shape, _contiguous(shape), ITEMSIZE[dtype], [0], ITEMSIZE[dtype], True)
             # The most any call held: a cached block a little larger may have been given whole (see above).
-            assert 0 <= s["max_bytes"] - sum(_r512(b) for b in got) <= SMALL_SIZE, (name, shape)
+            assert 0 <= s["max_bytes"] - sum(round_size(b) for b in got) <= SMALL_SIZE, (name, shape)
         # The step's peak is in one of them, with exactly the computed buffers beside the tensors.
         peak = r["peak_at"]
         assert peak["op"] == "sum.dim_IntList"
         (shape, dtype, _contig), n = peak["args"][0], ITEMSIZE[peak["args"][0][1]]
-        assert sum(_r512(b) for b in sum_scratch(shape, _contiguous(shape), n, [0], n, True)) == peak["scratch"]
+        assert sum(round_size(b) for b in sum_scratch(shape, _contiguous(shape), n, [0], n, True)) == peak["scratch"]
 
 
 def test_a_bias_gradient_by_hand():
