@@ -160,13 +160,14 @@ def largest_that_runs(
 
     top = reserved(b) if b else 0
     largest = b if top <= limit else below(reserved, limit, b, top, hint)
-    largest = _as_replayed(cfg, budget, expandable, transients, cache, largest, b)
+    largest = _as_replayed(cfg, budget, expandable, transients, cache, largest)
     return {"largest_batch": largest, "replays": searched + replays_made(cache) - before}
 
 
-def _as_replayed(cfg, budget: int, expandable: bool, transients, cache: dict, largest: int, top: int) -> int:
-    """The answer the batch line gave, checked at its own batch and the next against replays of theirs (the line
-    misses what is not affine in the batch): stepped down while the answer does not run, up while the next does."""
+def _as_replayed(cfg, budget: int, expandable: bool, transients, cache: dict, largest: int) -> int:
+    """The answer the batch line gave, checked against a replay at its own batch and stepped down while it does not
+    run. The line is checked once, at the first batch the search asks above its samples; a path that changes past
+    that batch would show here, on the side a learner acts on (a batch the line says runs)."""
     limit = reserved_limit(budget)
 
     def reserved(n: int) -> int:
@@ -174,8 +175,6 @@ def _as_replayed(cfg, budget: int, expandable: bool, transients, cache: dict, la
 
     if largest > 0 and (at := reserved(largest)) > limit:
         return below(reserved, limit, largest, at)
-    while largest < (top or 0) and reserved(largest + 1) <= limit:
-        largest += 1
     return largest
 
 

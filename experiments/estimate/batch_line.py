@@ -5,13 +5,18 @@ A training step at batch n makes the same storages in the same order for every n
 is affine in n. Three traces that agree in every event, with every size on one line, give the trace at any n: what
 "What fits" needs at every batch it tries, for one replay less per batch (experiments/distributed/model_fits.py). A
 model where that does not hold (an op whose sizes are not affine in the batch, a path that changes with it) gives
-three traces that disagree, and `line` says so with None.
+three traces that disagree, and `line` says so with None. One kind of size is not affine and still follows from the
+batch: a split reduction's scratch (reduce_scratch.Buffer), which grows with its sum's shape until every SM is busy,
+and is 0 bytes at a batch where the sum does not split. Its sum's shape is on the line, and the buffer is computed
+again from it at each batch.
 
 Events are the replay's ("alloc", key, bytes) / ("free", key, 0) / ("mark", i, 0) (allocator_model.AllocationLog).
 Frees in a row may come in any order between two replays (a set's order): the order within a run of frees changes
 neither what is alive nor what the allocator can give."""
 
 from __future__ import annotations
+
+from .reduce_scratch import Buffer, sum_scratch
 
 
 def event_shape(events: list) -> list:
@@ -43,22 +48,67 @@ def line(batches: tuple[int, int, int], traces: list[list]) -> dict | None:
     sizes = [[n for kind, _, n in t if kind == "alloc"] for t in traces]
     slopes = []
     for s0, s1, s2 in zip(*sizes, strict=True):
+        if all(isinstance(s, Buffer) for s in (s0, s1, s2)):
+            slopes.append(_sum_slope(s0, s1, s2, b1 - b0))
+            if slopes[-1] is None:
+                return None
+            continue
         if s1 - s0 != s2 - s1 or (s1 - s0) % (b1 - b0):
             return None
         slopes.append((s1 - s0) // (b1 - b0))
     return {"at": b0, "events": t0, "slopes": slopes}
 
 
+def _affine(values: tuple, step: int) -> tuple | None:
+    """Per position the change one sample makes, where three values equally spaced by `step` samples are on a line."""
+    out = []
+    for v0, v1, v2 in zip(*values, strict=True):
+        if v1 - v0 != v2 - v1 or (v1 - v0) % step:
+            return None
+        out.append((v1 - v0) // step)
+    return tuple(out)
+
+
+def _sum_slope(s0: Buffer, s1: Buffer, s2: Buffer, step: int) -> tuple | None:
+    """("sum", the sum's spec at the first sample, its shape's and strides' slopes, the buffer's index), where the
+    three buffers belong to the same sum whose shape and strides are on a line; None otherwise."""
+    (sh0, st0, *rest0), (sh1, st1, *rest1), (sh2, st2, *rest2) = s0.spec, s1.spec, s2.spec
+    if not (rest0 == rest1 == rest2 and len(sh0) == len(sh1) == len(sh2) and s0.index == s1.index == s2.index):
+        return None
+    shape, strides = _affine((sh0, sh1, sh2), step), _affine((st0, st1, st2), step)
+    if shape is None or strides is None:
+        return None
+    return ("sum", s0.spec, shape, strides, s0.index)
+
+
+def _buffer_at(slope: tuple, d: int) -> Buffer | None:
+    """The buffer of a line's sum `d` samples past the first: 0 bytes where its kernel does not split there, None where
+    the replay holds none for it (a sum past 32-bit indexing, reduce_scratch.buffers)."""
+    _, (shape, strides, *rest), dshape, dstrides, index = slope
+    spec = (
+        tuple(n + d * k for n, k in zip(shape, dshape, strict=True)),
+        tuple(n + d * k for n, k in zip(strides, dstrides, strict=True)),
+        *rest,
+    )
+    found = sum_scratch(*spec)
+    return None if found is None else Buffer((found or (0, 0))[index], spec, index)
+
+
 def trace_at(fit: dict, batch: int) -> list:
     """The trace at `batch` (at or above the first sampled batch: a smaller one may take another path)."""
     if batch < fit["at"]:
         raise ValueError(f"batch: {batch} is below the line's first sample {fit['at']}")
-    out, i, d = [], 0, batch - fit["at"]
+    out, i, d, gone = [], 0, batch - fit["at"], set()
     for event in fit["events"]:
         if event[0] == "alloc":
-            out.append(("alloc", event[1], event[2] + d * fit["slopes"][i]))
+            slope = fit["slopes"][i]
             i += 1
-        else:
+            nbytes = _buffer_at(slope, d) if isinstance(slope, tuple) else event[2] + d * slope
+            if nbytes is None:  # as the replay: no buffer, made or freed
+                gone.add(event[1])
+                continue
+            out.append(("alloc", event[1], nbytes))
+        elif not (event[0] == "free" and event[1] in gone):
             out.append(event)
     return out
 

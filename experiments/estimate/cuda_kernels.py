@@ -135,10 +135,9 @@ def scratch_as_cuda(func, args, out, kwargs=None) -> tuple[int, ...]:
 def _sum_scratch(args, out) -> tuple[int, ...]:
     x = args[0]
     dims = args[1] if len(args) > 1 and args[1] is not None else []
-    found = reduce_scratch.sum_scratch(
+    return reduce_scratch.buffers(
         x.shape, x.stride(), x.element_size(), list(dims), out.element_size(), x.dtype.is_floating_point
     )
-    return found or ()
 
 
 def _bias(attn_mask, dtype):

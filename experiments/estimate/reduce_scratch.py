@@ -168,18 +168,57 @@ def _buffers(shape, in_strides, out_strides, itemsize: int, acc_size: int, sms: 
     return (size, 4 * grid)
 
 
+class Buffer(int):
+    """A scratch buffer's size in bytes that keeps the sum it was computed for (`spec`: sum_scratch's first six
+    arguments; `index`: which of the kernel's buffers). A trace drawn at another batch (batch_line.py) computes it again
+    from the sum's shape there: the buffer grows with the batch only until every SM has its share, so it is not on a
+    line in the batch as the tensors are."""
+
+    spec: tuple
+    index: int
+    keeps_place = True  # the tracker passes it on at 0 bytes too (experiments/measure/tracker.py hold_scratch)
+
+    def __new__(cls, nbytes: int, spec: tuple, index: int):
+        self = super().__new__(cls, nbytes)
+        self.spec, self.index = spec, index
+        return self
+
+    def __reduce__(self):
+        return (Buffer, (int(self), self.spec, self.index))
+
+
+def buffers(shape, strides, itemsize: int, dims, out_itemsize: int, floating: bool) -> tuple[Buffer, ...]:
+    """sum_scratch's buffers on the card list's largest GPU, each a Buffer that knows its sum. A sum that does not
+    split gives its two buffers as 0 bytes (the allocator hands out nothing for them): a trace keeps its place, so
+    that the traces of batches where it splits and where it does not make the same events (batch_line.py). () where
+    this does not know the kernel."""
+    spec = (tuple(int(n) for n in shape), tuple(int(n) for n in strides), itemsize, tuple(dims), out_itemsize, floating)
+    found = sum_scratch(*spec)
+    if found is None:
+        return ()
+    return tuple(Buffer(n, spec, i) for i, n in enumerate(found or (0, 0)))
+
+
 def sum_scratch(
     shape, strides, itemsize: int, dims, out_itemsize: int, floating: bool, on=None
 ) -> tuple[int, ...] | None:
     """The scratch allocations (partial sums, semaphores) of CUDA's sum over `dims` of a tensor, in the order the
     kernel makes them: on the card list's largest GPU, or on the GPUs `on` ((SMs, threads per SM), ...). None where
     this does not know the kernel."""
-    shape, strides = [int(s) for s in shape], [int(s) for s in strides]
+    dims = tuple(int(d) for d in dims)
+    on = tuple(on) if on else gpus()
+    return _sum_scratch(
+        tuple(int(n) for n in shape), tuple(int(n) for n in strides), itemsize, dims, out_itemsize, floating, on
+    )
+
+
+@functools.lru_cache(maxsize=65536)  # a search draws the same sums at each batch it tries (batch_line.py)
+def _sum_scratch(shape, strides, itemsize, dims, out_itemsize, floating, on) -> tuple[int, ...] | None:
     last_byte = 1 + sum((n - 1) * s * itemsize for n, s in zip(shape, strides, strict=True))
     if math.prod(shape) > INT32_MAX or last_byte > INT32_MAX:
         return None  # ATen splits the iterator (and accumulates in a buffer of its own): not covered
     dims = [d % len(shape) for d in dims] if shape else []
     acc = 4 if floating and itemsize <= 4 else 8  # float accumulates 16-bit and 32-bit floats; int64 / double else
     sh, ins, outs = _layout(shape, strides, itemsize, out_itemsize, dims)
-    found = [_buffers(sh, ins, outs, itemsize, acc, sms, tps) for sms, tps in (on or gpus())]
+    found = [_buffers(sh, ins, outs, itemsize, acc, sms, tps) for sms, tps in on]
     return max(found, key=sum)

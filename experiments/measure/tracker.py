@@ -224,7 +224,9 @@ class MemoryTracker(TorchDispatchMode):
 
     def hold_scratch(self, *sizes: int) -> None:
         """A library's scratch buffers, alive together only while its op runs: in the peak, never in a category."""
-        sizes = tuple(n for n in sizes if n > 0)
+        # A buffer of 0 bytes takes no memory; one that keeps its place (a sum's, experiments/estimate/
+        # reduce_scratch.Buffer) still goes to the listeners, so the allocation trace has the sum at every batch.
+        sizes = tuple(n for n in sizes if n > 0 or getattr(n, "keeps_place", False))
         if not sizes or self.tag in self.off_device_tags:
             return
         items = []

@@ -14,6 +14,8 @@ from experiments.distributed.model_fits import largest_that_runs, what_fits
 from experiments.estimate.allocator_limit import first_oom, peak_reserved, reserved_through
 from experiments.estimate.batch_line import event_shape, line, phase_figures, trace_at
 from experiments.estimate.estimator import cuda_config, preset_defaults
+from experiments.estimate.fast_replay import with_layers
+from experiments.estimate.reduce_scratch import Buffer, buffers, sum_scratch
 from experiments.estimate.replay import replay
 
 
@@ -100,6 +102,41 @@ def test_a_line_that_does_not_hold_is_refused():
     reordered = [grow[0], grow[1], [grow[2][1], grow[2][0], *grow[2][2:]]]
     assert line((2, 3, 4), reordered) is None
     assert line((2, 3, 5), grow) is None  # samples not equally spaced
+
+
+@pytest.mark.parametrize("source,batches", [("preset:gpt2", (9, 22, 40)), ("preset:bert-base", (40, 100, 181))])
+def test_a_split_sums_buffer_is_computed_again_at_each_batch_of_the_line(source, batches):
+    # Bias gradients at seq 1024 (GPT-2) and 512 (BERT): their sums' buffers grow with the batch until every SM has
+    # its share (GPT-2: batch 22 and up), so they are not on the line the tensors are; drawn as plain sizes the trace
+    # is wrong. BERT's decoder bias (30522 outputs) splits from batch 4 on and passes 32-bit indexing by batch 100.
+    full = ExperimentConfig.from_dict({"model_source": source, **preset_defaults(source), "device": "cuda"})
+    cfg = with_layers(cuda_config(full), 1)
+    samples = [real(cfg.replace(batch=b))["events"] for b in (2, 3, 4)]
+    assert all(any(isinstance(n, Buffer) for _, _, n in s) for s in samples)
+    fit = line((2, 3, 4), samples)
+    plain = line((2, 3, 4), [[(kind, key, int(n)) for kind, key, n in s] for s in samples])
+    for batch in batches:
+        want = real(cfg.replace(batch=batch))["events"]
+        drawn = trace_at(fit, batch)
+        assert event_shape(drawn) == event_shape(want) and sizes(drawn) == sizes(want)
+        assert plain is None or sizes(trace_at(plain, batch)) != sizes(want)
+
+
+def test_a_sums_place_on_the_line_holds_where_it_does_not_split_and_goes_where_the_replay_has_none():
+    def trace(rows: int) -> list:
+        made = buffers([rows, 768], [768, 1], 4, [0], 4, True)
+        held = [("alloc", -1 - i, n) for i, n in enumerate(made)] + [("free", -1 - i, 0) for i in range(len(made))]
+        return [("alloc", 1, 100 * rows), *held, ("free", 1, 0), ("mark", 1, 0)]
+
+    shrinking = {b: 8192 - 2560 * (b - 2) for b in (2, 3, 4, 5)}  # 512 rows at 5: the sum does not split
+    fit = line((2, 3, 4), [trace(shrinking[b]) for b in (2, 3, 4)])
+    assert sum_scratch([512, 768], [768, 1], 4, [0], 4, True) == ()
+    assert trace_at(fit, 5) == trace(512) and sizes(trace(512)) == [51200, 0, 0]
+    assert trace_at(fit, 3) == trace(shrinking[3])
+    # Past 32-bit indexing the replay holds no buffer (reduce_scratch does not cover it), and neither does the line.
+    fit = line((2, 3, 4), [trace(100_000 * b) for b in (2, 3, 4)])
+    assert buffers([800_000, 768], [768, 1], 4, [0], 4, True) == ()
+    assert trace_at(fit, 8) == trace(800_000) == [("alloc", 1, 80_000_000), ("free", 1, 0), ("mark", 1, 0)]
 
 
 def test_a_line_that_fails_its_check_is_not_used(monkeypatch):
