@@ -90,7 +90,9 @@ def drawable(cfg: ExperimentConfig, cache: dict) -> bool:
     """Whether cfg's trace may be drawn from shallow replays: a deep model of alike layers whose drawing has not
     failed for this configuration."""
     run_cfg = cuda_config(cfg).replace(accum=cfg.accum)
-    return not replays_whole(run_cfg) and cache.get(_family(run_cfg)) is not False
+    # Deeper than the check's 7 layers, not only where fast_replay draws (16): a search replays a dozen batches, and
+    # a 12-layer model's 3-layer replay takes a third of its whole one.
+    return layers_of(run_cfg) is not None and _depths(run_cfg) is not None and cache.get(_family(run_cfg)) is not False
 
 
 def _family(run_cfg: ExperimentConfig) -> tuple:
