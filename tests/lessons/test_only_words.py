@@ -1,0 +1,77 @@
+"""A sentence that says a recorded saving is "only" some tensor categories names every category the saving fell in,
+in both languages (course/only_words.py): "only the activations" edited into "only the gradients", or a category the
+saving also holds left out, fails against the two recordings, as an edited number fails in test_lesson_data."""
+
+from __future__ import annotations
+
+import pytest
+
+from course.only_words import claims, named, unnamed
+from experiments.core.recorded import load_recorded
+from tests.lessons.test_direction_words import LESSONS, lesson_facts, texts
+
+
+def _findings(lang: str, edit=lambda t: t) -> list[str]:
+    return [
+        u
+        for lesson in LESSONS
+        for text in texts(lesson, lang)
+        for u in unnamed(edit(text), lesson_facts(lesson), lang, load_recorded)
+    ]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_only_names_the_categories_its_saving_fell_in(lang):
+    assert not _findings(lang), "\n".join(_findings(lang))
+    backed = [c for lesson in LESSONS for text in texts(lesson, lang) for c in claims(text, lang)]
+    assert any("accum_saving" in quoted for quoted, _, _ in backed), "compare's accumulation sentence is not read"
+
+
+@pytest.mark.parametrize(
+    "lang,before,after",
+    [
+        ("en", "only the activations", "only the gradients"),
+        ("en", ", with their temporaries and scratch memory", ""),  # the saving's temporaries left out
+        ("zh", "激活值，以及它们的临时张量和临时工作区", "梯度"),
+        ("zh", "，以及它们的临时张量和临时工作区", ""),
+    ],
+)
+def test_a_category_swapped_or_left_out_is_caught(lang, before, after):
+    edited = _findings(lang, lambda t: t.replace(before, after))
+    assert any("accum_saving" in f for f in edited), (before, after)
+
+
+def test_the_relation_is_judged_on_the_recordings():
+    facts = {"s": {"metric": "peak_saving_pct", "run": "r", "baseline": "b", "min": 5}}
+    base = {
+        "peak_bytes": 1000,
+        "breakdown": {"activations": 600, "gradients": 0, "temporaries": 100, "parameters": 300},
+    }
+    runs = {
+        "b": base,
+        # activations and temporaries fell, gradients grew: a saving of activations and temporaries
+        "r": {
+            "peak_bytes": 600,
+            "breakdown": {"activations": 150, "gradients": 150, "temporaries": 0, "parameters": 300},
+        },
+    }
+    load = runs.get
+    ok = "It saves {{s}} %, only the activations with their temporaries (the gradients now stay)."
+    assert unnamed(ok, facts, "en", load) == []
+    assert unnamed(ok.replace(" with their temporaries", ""), facts, "en", load)
+    assert unnamed("It saves {{s}} %, only the parameters.", facts, "en", load)
+    assert unnamed("省下 {{s}} %，省下的只是激活值和临时张量。", facts, "zh", load) == []
+    assert unnamed("省下 {{s}} %，省下的只是激活值。", facts, "zh", load)
+    runs["r"] = {"peak_bytes": 600}  # no breakdown recorded: nothing backs the relation
+    assert unnamed(ok, facts, "en", load)
+
+
+def test_only_before_a_number_or_in_cpu_only_states_no_relation():
+    assert claims("It measured {{a}} GiB, only {{b}} GiB below the activations' run.", "en") == []
+    assert claims("The CPU-only estimate of {{a}} counts activations.", "en") == []
+    assert claims("只有 {{a}} GiB 的激活值。", "zh") == []
+    assert named("the activations, with their temporaries and scratch memory", "en") == {
+        "activations",
+        "temporaries",
+        "other",
+    }
