@@ -193,10 +193,17 @@ def print_methods(r: dict) -> None:
     held = r["overhead_bytes"] / GIB
     print(f"{card}{r['capacity_bytes'] / GIB:.2f} GiB, {held:.2f} GiB of it outside PyTorch's allocator")
     print(f"{'method':8} {'checkpoint':10} {'peak GiB':>9}  runs")
+    reasons: list[str] = []  # each refusal once, whole, under the table (a cut one would hide the op it names)
     for row in r["methods"]:
         peak = "-" if row["peak_bytes"] is None else f"{row['peak_bytes'] / GIB:.3f}"
-        runs = {True: "yes", False: "no"}.get(row["runs"], "not predicted: " + row.get("cannot_predict", "")[:90])
+        runs = {True: "yes", False: "no"}.get(row["runs"])
+        if runs is None:
+            why = row.get("cannot_predict") or "no reason given"
+            reasons += [] if why in reasons else [why]
+            runs = f"not predicted ({reasons.index(why) + 1})"
         print(f"{row['finetune']:8} {row['checkpoint']:10} {peak:>9}  {runs}")
+    for i, why in enumerate(reasons, 1):
+        print(f"({i}) {why}")
     f = r["first_that_runs"]
     print(
         "none of them runs on this card"

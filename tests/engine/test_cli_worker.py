@@ -456,3 +456,26 @@ def test_help_and_a_bad_argument_answer_without_importing_torch():
 def test_flags_that_conflict_or_mean_nothing_are_one_line_naming_the_field(capsys, args, field):
     code, out, err = _cli(capsys, *args)
     assert code == 2 and err.startswith(f"error: {field}: ") and err.count("\n") == 1, err
+
+
+def test_fits_methods_prints_each_refusal_whole_under_the_table(capsys):
+    from experiments.cli_models import print_methods
+
+    why = "cannot be predicted: q_proj.base_layer makes a tensor whose shape depends on the data: int8_vectorwise_quant"
+    row = {"peak_bytes": None, "runs": None, "cannot_predict": why}
+    print_methods(
+        {
+            "card": "rtx-4090-24gb",
+            "capacity_bytes": 24 * 2**30,
+            "overhead_bytes": 2**30,
+            "methods": [
+                {"finetune": "lora", "checkpoint": "per_layer", "peak_bytes": 2**34, "runs": True},
+                {**row, "finetune": "int8", "checkpoint": "none"},
+                {**row, "finetune": "int8", "checkpoint": "per_layer"},
+            ],
+            "first_that_runs": {"finetune": "lora", "checkpoint": "per_layer"},
+        }
+    )
+    out = capsys.readouterr().out.splitlines()
+    assert [line for line in out if line.startswith("int8")][0].endswith("not predicted (1)")
+    assert out.count(f"(1) {why}") == 1 and not any(line.startswith("(2)") for line in out)
