@@ -32,7 +32,7 @@ STYLE = """<style>
 [data-testid="stMarkdownContainer"] table { display: block; max-width: 100%; overflow-x: auto; }
 [data-testid="stMarkdownContainer"] td code, [data-testid="stMarkdownContainer"] th code {
   white-space: normal; overflow-wrap: anywhere; }
-[data-testid="stTable"] th, [data-testid="stTable"] td { padding-left: 4px !important; padding-right: 4px !important; }
+[data-testid="stTable"] th, [data-testid="stTable"] td { padding-left: 3px !important; padding-right: 3px !important; }
 [data-testid="stTable"] th { white-space: normal !important; }
 [data-testid="stColumn"] [data-testid="stHorizontalBlock"] { flex-wrap: wrap; }
 [data-testid="stColumn"] [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] { min-width: min(100%, 15rem); }
