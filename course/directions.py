@@ -184,7 +184,7 @@ def unnamed_wholes(text: str, facts: dict, lang: str) -> list[str]:
     """Each clause of `text` that quotes a share without naming what it is a share of. A clause that carries on an
     earlier share of the same metric in its sentence ("5 % of the peak, against 2 % with ...") takes that one's whole."""
     out, named = [], {}  # metric -> the sentence start where a clause last named its whole
-    text = re.sub(r"(?<!\n)\n(?!\s*\n|\s*[-*] )", " ", text)  # a Markdown line break inside a paragraph
+    text = joined_lines(text)
     for m in FACT.finditer(text):
         metric = (facts.get(m.group(1)) or {}).get("metric")
         if metric not in WHOLES:
@@ -193,7 +193,7 @@ def unnamed_wholes(text: str, facts: dict, lang: str) -> list[str]:
         here = FACT.sub("", clause(text, m.start(), m.end()))
         category = facts[m.group(1)].get("category")
         words = CATEGORY_WORDS[lang].get(category, ()) if isinstance(category, str) else ()
-        if found(WHOLES[metric][lang], here, lang) and (not words or _named(words, here, lang)):
+        if found(WHOLES[metric][lang], here, lang) and (not words or mentions(words, here, lang)):
             named[metric] = sentence
         elif named.get(metric) != sentence:
             out.append(
@@ -202,7 +202,14 @@ def unnamed_wholes(text: str, facts: dict, lang: str) -> list[str]:
     return out
 
 
-def _named(words: tuple[str, ...], text: str, lang: str) -> bool:
+def joined_lines(text: str) -> str:
+    """The text with each Markdown line break inside a paragraph made a space (a paragraph or a list item still ends
+    its sentence)."""
+    return re.sub(r"(?<!\n)\n(?!\s*\n|\s*[-*] )", " ", text)
+
+
+def mentions(words: tuple[str, ...], text: str, lang: str) -> bool:
+    """Whether the text says one of the words."""
     # A category's word may take an ending ("activations", "weights"): a word's start is enough in English.
     if lang == "en":
         return any(re.search(rf"\b{re.escape(w)}", text, re.IGNORECASE) for w in words)

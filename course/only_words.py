@@ -15,7 +15,7 @@ import re
 
 from experiments.core import metrics
 
-from .directions import DIFFERENCES, FACT, SAVINGS, SENTENCE, found
+from .directions import DIFFERENCES, FACT, SAVINGS, SENTENCE, joined_lines, mentions
 
 NEGLIGIBLE = 0.02  # of the net saving: a category that fell by less need not be named
 # What each category of the tracker (experiments/core/vocabulary.py) is called; English matches a word's start.
@@ -53,19 +53,13 @@ SCOPE_END = re.compile(r"[;:(（；：。]|\n\s*\n")
 
 def named(text: str, lang: str) -> set[str]:
     """The categories a phrase names."""
-    out = set()
-    for category, words in NAMES[lang].items():
-        if lang == "en" and any(re.search(rf"\b{re.escape(w)}", text, re.IGNORECASE) for w in words):
-            out.add(category)
-        elif lang == "zh" and found(words, text, lang):
-            out.add(category)
-    return out
+    return {category for category, words in NAMES[lang].items() if mentions(words, text, lang)}
 
 
 def claims(text: str, lang: str) -> list[tuple[list[str], set[str], str]]:
     """(the facts its sentence quotes, the categories the "only" names, the sentence) for each "only" that names a
     tensor category in a sentence quoting a fact."""
-    text = re.sub(r"(?<!\n)\n(?!\s*\n|\s*[-*] )", " ", text)  # a Markdown line break inside a paragraph
+    text = joined_lines(text)
     ends = [0, *(m.end() for m in SENTENCE.finditer(text)), len(text)]
     out = []
     for a, b in zip(ends, ends[1:], strict=False):

@@ -4,12 +4,11 @@ and before a Han character is not right-flanking), which Streamlit's Markdown re
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
-from course import content
+from tests.lessons.test_language_parity import PAIRS
 
 markdown_it = pytest.importorskip("markdown_it")
 RENDER = markdown_it.MarkdownIt("commonmark").render
@@ -17,22 +16,10 @@ CODE = re.compile(r"<code>.*?</code>|<pre>.*?</pre>", re.S)
 
 
 def _texts():
-    def walk(node, where):
-        if isinstance(node, dict):
-            for k, v in node.items():
-                if k in ("en", "zh") and isinstance(v, str):
-                    yield f"{where}[{k}]", v
-                else:
-                    yield from walk(v, where)
-        elif isinstance(node, list):
-            for v in node:
-                yield from walk(v, where)
-
-    for path in sorted(content.lessons_dir().rglob("*")):
-        if path.suffix == ".md":
-            yield str(path), path.read_text(encoding="utf-8")
-        elif path.suffix == ".json":
-            yield from walk(json.loads(path.read_text(encoding="utf-8")), str(path))
+    """Every lesson text in each language (the pairs the language-parity test reads: Markdown files and {en, zh})."""
+    for where, en, zh in PAIRS:
+        yield f"{where}[en]", en
+        yield f"{where}[zh]", zh
 
 
 def _left_marks(text: str) -> list[str]:

@@ -4,9 +4,11 @@ saving also holds left out, fails against the two recordings, as an edited numbe
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from course.only_words import claims, named, unnamed
+from course.only_words import claims, fallen, named, unnamed
 from experiments.core.recorded import load_recorded
 from tests.lessons.test_direction_words import LESSONS, lesson_facts, texts
 
@@ -75,3 +77,12 @@ def test_only_before_a_number_or_in_cpu_only_states_no_relation():
         "temporaries",
         "other",
     }
+
+
+def test_compare_says_accumulation_keeps_full_size_gradients_where_the_recordings_show_them():
+    """The aside beside the relation: at the accumulated run's peak the gradients are alive, at the baseline's not."""
+    drops = fallen(load_recorded("compare-accumulation"), load_recorded("compare-baseline"))
+    assert drops["gradients"] < 0, drops
+    said = {lang: re.sub(r"\s+", " ", "\n".join(texts("compare", lang))) for lang in ("en", "zh")}
+    assert "full-size gradients now stay alive" in said["en"]
+    assert "完整大小的梯度如今在各个微批次之间一直保留" in said["zh"]
