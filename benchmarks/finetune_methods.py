@@ -302,6 +302,34 @@ def _child(what: str, case: str, tiny: bool, device: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def with_diffs(row: dict) -> dict:
+    """The estimate against the measurement, in percent of the measured figure, where the row has both."""
+    m, e = row.get("measured_peak_bytes"), row.get("estimate_peak_bytes")
+    if m and e:
+        row["peak_diff_percent"] = round(100 * (e - m) / m, 4)
+    if row.get("reserved_bytes") and row.get("estimate_reserved_bytes"):
+        row["reserved_diff_percent"] = round(100 * (row["estimate_reserved_bytes"] / row["reserved_bytes"] - 1), 3)
+    return row
+
+
+ESTIMATE_KEYS = ("estimate_peak_bytes", "estimate_reserved_bytes", "estimate_paged_bytes", "estimate_host_peak_bytes")
+
+
+def re_estimate(path: str) -> None:
+    """The recording's measured half kept, its estimate half replayed again by today's engine (a CPU is enough): what
+    the lesson shows beside a measurement is what the estimate says now, not on the day of the measurement."""
+    rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    for row in rows:
+        if "measured_peak_bytes" not in row:
+            continue
+        preset, levers = CASES[row["case"]]
+        now = predict(config(preset, levers, False, "cuda"), "cuda")
+        row.update({k: now[k] for k in (*ESTIMATE_KEYS, "trainable_parameters") if k in now})
+        with_diffs(row)
+        print(row["case"], row.get("peak_diff_percent"), row.get("reserved_diff_percent"), flush=True)
+    Path(path).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
 def compare(cases: list[str], tiny: bool, device: str, jsonl: str | None = None) -> list[dict]:
     device_type = "cuda" if device == "cuda" else "cpu"
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
@@ -310,13 +338,7 @@ def compare(cases: list[str], tiny: bool, device: str, jsonl: str | None = None)
         for case in cases:
             row = {"case": case, "levers": CASES[case][1], **_child("measure", case, tiny, device)}
             row.update(predicted[case].result())
-            m, e = row.get("measured_peak_bytes"), row.get("estimate_peak_bytes")
-            if m and e:
-                row["peak_diff_percent"] = round(100 * (e - m) / m, 4)
-            if row.get("reserved_bytes") and row.get("estimate_reserved_bytes"):
-                row["reserved_diff_percent"] = round(
-                    100 * (row["estimate_reserved_bytes"] / row["reserved_bytes"] - 1), 3
-                )
+            with_diffs(row)
             print(json.dumps(row), flush=True)
             if jsonl:  # row by row: a run cut short keeps what it measured
                 with open(jsonl, "a", encoding="utf-8") as f:
@@ -334,7 +356,13 @@ def main(argv=None) -> int:
     p.add_argument("--child", choices=("measure", "predict"))
     p.add_argument("--jsonl", help="also append each row to this file as it is measured")
     p.add_argument("--estimates", metavar="PATH", help="write the lesson's CPU replays there instead")
+    p.add_argument(
+        "--re-estimate", metavar="JSONL", help="replay a recording's estimates again (CPU), keep its measurements"
+    )
     a = p.parse_args(argv)
+    if a.re_estimate:
+        re_estimate(a.re_estimate)
+        return 0
     if a.estimates:
         Path(a.estimates).write_text(json.dumps(lesson_estimates(), indent=1) + "\n", encoding="utf-8")
         return 0

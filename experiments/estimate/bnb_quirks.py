@@ -1,4 +1,4 @@
-"""bitsandbytes' paths that fake tensors would take otherwise than a real run (the replay's quirks 7, 8, 10 and 11;
+"""bitsandbytes' paths that fake tensors would take otherwise than a real run (the replay's quirks 7, 8, 10, 11 and 14;
 the others are in experiments/estimate/quirks.py, whose `DISABLED` switches these off too, for their tests).
 
 7. bitsandbytes' quantization maps. Its 8-bit optimizers build their 256-value maps (create_dynamic_map) in Python
@@ -20,6 +20,9 @@ the others are in experiments/estimate/quirks.py, whose `DISABLED` switches thes
    on CUDA MatMul8bitLt, LLM.int8's decomposition, whose outlier columns are found in the activations' values. A
    CUDA estimate takes the CUDA path (`int8_cuda_path`); its outliers have no fake size, so the estimate names the
    op as not predicted rather than give the CPU path's figure.
+14. A 4-bit or 8-bit base loaded onto a GPU. from_pretrained first warms the caching allocator up with one segment of
+   the loaded model's size, which the load then fills; on the CPU it does not. A CUDA estimate builds its base as
+   onto a GPU (`loaded_onto_gpu`), so the replay's segments are laid out as a real load leaves them.
 """
 
 from __future__ import annotations
@@ -87,6 +90,15 @@ def _int8params(original):
         return p
 
     return int8params
+
+
+@contextlib.contextmanager
+def loaded_onto_gpu():
+    """Quirk 14, for a CUDA estimate of a quantized base: built as from_pretrained builds it on a GPU."""
+    from ..training import quantized
+
+    with patched(quantized, "_onto_gpu", lambda device: True):
+        yield
 
 
 @contextlib.contextmanager

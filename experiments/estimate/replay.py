@@ -281,6 +281,7 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spe
         bnb_quirks.paged_state(tracker) if as_cuda and cfg.optimizer in PAGED_OPTIMIZERS else contextlib.nullcontext(),
         quirks.offloaded(tracker) if as_cuda else contextlib.nullcontext(),
         bnb_quirks.int8_cuda_path() if as_cuda and cfg.finetune == "int8" else contextlib.nullcontext(),
+        bnb_quirks.loaded_onto_gpu() if as_cuda and cfg.finetune in ("qlora", "int8") else contextlib.nullcontext(),
     ):
         try:
             train(state, rec, tracker, Setup(scaler=NeverSkippingScaler))
