@@ -6,9 +6,9 @@ is affine in n. Three traces that agree in every event, with every size on one l
 "What fits" needs at every batch it tries, for one replay less per batch (experiments/distributed/model_fits.py). A
 model where that does not hold (an op whose sizes are not affine in the batch, a path that changes with it) gives
 three traces that disagree, and `line` says so with None. One kind of size is not affine and still follows from the
-batch: a split reduction's scratch (reduce_scratch.Buffer), which grows with its sum's shape until every SM is busy,
-and is 0 bytes at a batch where the sum does not split. Its sum's shape is on the line, and the buffer is computed
-again from it at each batch.
+batch: a kernel's scratch (reduce_scratch.Buffer: a split reduction's, layer norm's backward's), which grows with its
+shape until every SM is busy, and is 0 bytes at a batch where the kernel takes no such buffer. Its shape is on the
+line, and the buffer is computed again from it at each batch.
 
 Events are the replay's ("alloc", key, bytes) / ("free", key, 0) / ("mark", i, 0) (allocator_model.AllocationLog).
 Frees in a row may come in any order between two replays (a set's order): the order within a run of frees changes
@@ -16,7 +16,7 @@ neither what is alive nor what the allocator can give."""
 
 from __future__ import annotations
 
-from .reduce_scratch import Buffer, sum_scratch
+from .reduce_scratch import Buffer
 
 
 def event_shape(events: list) -> list:
@@ -49,7 +49,7 @@ def line(batches: tuple[int, int, int], traces: list[list]) -> dict | None:
     slopes = []
     for s0, s1, s2 in zip(*sizes, strict=True):
         if all(isinstance(s, Buffer) for s in (s0, s1, s2)):
-            slopes.append(_sum_slope(s0, s1, s2, b1 - b0))
+            slopes.append(_buffer_slope(s0, s1, s2, b1 - b0))
             if slopes[-1] is None:
                 return None
             continue
@@ -69,29 +69,31 @@ def _affine(values: tuple, step: int) -> tuple | None:
     return tuple(out)
 
 
-def _sum_slope(s0: Buffer, s1: Buffer, s2: Buffer, step: int) -> tuple | None:
-    """("sum", the sum's spec at the first sample, its shape's and strides' slopes, the buffer's index), where the
-    three buffers belong to the same sum whose shape and strides are on a line; None otherwise."""
+def _buffer_slope(s0: Buffer, s1: Buffer, s2: Buffer, step: int) -> tuple | None:
+    """("buffer", the kernel call's spec at the first sample, its shape's and strides' slopes, the buffer's index, the
+    kernel), where the three buffers belong to the same kernel call whose shape and strides are on a line; None
+    otherwise."""
     (sh0, st0, *rest0), (sh1, st1, *rest1), (sh2, st2, *rest2) = s0.spec, s1.spec, s2.spec
-    if not (rest0 == rest1 == rest2 and len(sh0) == len(sh1) == len(sh2) and s0.index == s1.index == s2.index):
+    same = rest0 == rest1 == rest2 and s0.kernel is s1.kernel is s2.kernel and s0.index == s1.index == s2.index
+    if not (same and len(sh0) == len(sh1) == len(sh2)):
         return None
     shape, strides = _affine((sh0, sh1, sh2), step), _affine((st0, st1, st2), step)
     if shape is None or strides is None:
         return None
-    return ("sum", s0.spec, shape, strides, s0.index)
+    return ("buffer", s0.spec, shape, strides, s0.index, s0.kernel)
 
 
 def _buffer_at(slope: tuple, d: int) -> Buffer | None:
-    """The buffer of a line's sum `d` samples past the first: 0 bytes where its kernel does not split there, None where
-    the replay holds none for it (a sum past 32-bit indexing, reduce_scratch.buffers)."""
-    _, (shape, strides, *rest), dshape, dstrides, index = slope
+    """The buffer of a line's kernel call `d` samples past the first: 0 bytes where the kernel takes no such buffer
+    there, None where the replay holds none for it (a sum past 32-bit indexing, reduce_scratch.buffers)."""
+    _, (shape, strides, *rest), dshape, dstrides, index, kernel = slope
     spec = (
         tuple(n + d * k for n, k in zip(shape, dshape, strict=True)),
         tuple(n + d * k for n, k in zip(strides, dstrides, strict=True)),
         *rest,
     )
-    found = sum_scratch(*spec)
-    return None if found is None else Buffer((found or (0, 0))[index], spec, index)
+    found = kernel(*spec)
+    return None if found is None else Buffer(found[index] if found else 0, spec, index, kernel)
 
 
 def trace_at(fit: dict, batch: int) -> list:

@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-from . import reduce_scratch
+from . import norm_scratch, reduce_scratch
 
 aten = torch.ops.aten
 _FLASH = int(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
@@ -117,8 +117,11 @@ def scratch_as_cuda(func, args, out, kwargs=None) -> tuple[int, ...]:
     - `_safe_softmax`: its `eq` mask of the input (1 byte per element), the all-masked rows and one 0-dim tensor;
     - `_softmax_backward_data`: the product grad * output, the size of the gradient (torch's SoftMax.cu computes it
       before the kernel);
-    - a sum's partial sums across thread blocks and their semaphores (reduce_scratch.py), where the device has not
-      measured them (the replay takes a measured entry instead)."""
+    - a sum's partial sums across thread blocks and their semaphores (reduce_scratch.py), and layer norm's backward's
+      partial sums for its weight and bias and their sum's (norm_scratch.py), where the device has not measured them
+      (the replay takes a measured entry instead)."""
+    if func is aten.native_layer_norm_backward.default:
+        return _norm_scratch(args)
     if not isinstance(out, torch.Tensor):
         return ()
     if func is aten.sum.dim_IntList:
@@ -138,6 +141,13 @@ def _sum_scratch(args, out) -> tuple[int, ...]:
     return reduce_scratch.buffers(
         x.shape, x.stride(), x.element_size(), list(dims), out.element_size(), x.dtype.is_floating_point
     )
+
+
+def _norm_scratch(args) -> tuple[int, ...]:
+    grad, x, normalized, _mean, _rstd, weight, bias, mask = args[:8]
+    wanted = weight is not None and mask[1], bias is not None and mask[2]
+    itemsize = (weight if weight is not None else bias if bias is not None else x).element_size()
+    return norm_scratch.buffers(tuple(x.shape), len(normalized), itemsize, *wanted)
 
 
 def _bias(attn_mask, dtype):

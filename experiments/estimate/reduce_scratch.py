@@ -169,22 +169,23 @@ def _buffers(shape, in_strides, out_strides, itemsize: int, acc_size: int, sms: 
 
 
 class Buffer(int):
-    """A scratch buffer's size in bytes that keeps the sum it was computed for (`spec`: sum_scratch's first six
-    arguments; `index`: which of the kernel's buffers). A trace drawn at another batch (batch_line.py) computes it again
-    from the sum's shape there: the buffer grows with the batch only until every SM has its share, so it is not on a
-    line in the batch as the tensors are."""
+    """A scratch buffer's size in bytes that keeps the kernel call it was computed for (`spec`: the first arguments of
+    `kernel`, a shape and its strides first; `index`: which of the call's buffers). A trace drawn at another batch
+    (batch_line.py) computes it again from the shape there: the buffer grows with the batch only until every SM has
+    its share, so it is not on a line in the batch as the tensors are. `kernel`: sum_scratch (a sum's) or
+    norm_scratch.layer_norm_scratch (layer norm's backward)."""
 
     spec: tuple
     index: int
     keeps_place = True  # the tracker passes it on at 0 bytes too (experiments/measure/tracker.py hold_scratch)
 
-    def __new__(cls, nbytes: int, spec: tuple, index: int):
+    def __new__(cls, nbytes: int, spec: tuple, index: int, kernel=None):
         self = super().__new__(cls, nbytes)
-        self.spec, self.index = spec, index
+        self.spec, self.index, self.kernel = spec, index, kernel or sum_scratch
         return self
 
     def __reduce__(self):
-        return (Buffer, (int(self), self.spec, self.index))
+        return (Buffer, (int(self), self.spec, self.index, self.kernel))
 
 
 def buffers(shape, strides, itemsize: int, dims, out_itemsize: int, floating: bool) -> tuple[Buffer, ...]:
