@@ -98,10 +98,30 @@ def config_kwargs(model_type: str, base: dict, overrides: dict) -> dict:
     return _consistent(default, config, overrides)
 
 
+def _stages(default, config: dict, layers: int) -> None:
+    """A staged model (ConvNeXt: `layers` is its `num_stages`) keeps one entry per stage in its per-stage lists
+    (depths, hidden sizes): they follow the stage count, as the model reads both (a stage count alone left the last
+    norm sized for the fourth stage's width)."""
+    if getattr(default, "attribute_map", {}).get("num_hidden_layers") != "num_stages":
+        return
+    before = getattr(default, "num_stages", None)
+    if not isinstance(before, int):
+        return
+    if layers > before:
+        raise _refused(f"layers: {type(default).__name__} has {before} stages; at most {before}")
+    for name, value in default.to_dict().items():
+        if isinstance(value, (list, tuple)) and len(value) == before and name not in ("stage_names", "out_features"):
+            config[name] = list(config.get(name, value))[:layers]
+    for name in ("out_features", "out_indices"):  # a backbone's outputs are named per stage: its defaults again
+        config.pop(name, None)
+
+
 def _consistent(default, config: dict, overrides: dict) -> dict:
     """Settings the config derives from the overridden ones but keeps at their defaults: special token ids inside a
     smaller vocabulary (Phi-3's pad token), a rotary dimension within a smaller head (GPT-J's rotary_dim); and the
-    decoder's start token an encoder-decoder trains with."""
+    decoder's start token an encoder-decoder trains with; a staged model's per-stage lists."""
+    if "layers" in overrides:
+        _stages(default, config, overrides["layers"])
     if "vocab" in overrides:
         vocab = overrides["vocab"]
         for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):

@@ -366,14 +366,23 @@ def test_a_model_that_cannot_be_predicted_runs_when_forced_labelled_without_an_e
         ("hf:swin", "heads=2,hidden=16", {"image_size": 224, "batch": 2}),
         ("hf:phi3", "layers=1,hidden=64,heads=4,vocab=64,intermediate=128", {"seq_len": 16, "batch": 2}),
         ("hf:gptj", "layers=1,hidden=64,heads=4,vocab=128", {"seq_len": 16, "batch": 2}),
+        ("hf:convnext", "layers=2", {"image_size": 224, "batch": 1}),
     ],
 )
 def test_architectures_that_raised_now_replay_like_a_real_cpu_run(source, overrides, levers):
     """DeiT (several classes per model type, no `architectures`), Swin with one heads value for its per-stage list,
-    Phi-3 with a vocabulary smaller than its pad token id, GPT-J with a head smaller than its rotary dimension."""
+    Phi-3 with a vocabulary smaller than its pad token id, GPT-J with a head smaller than its rotary dimension,
+    ConvNeXt with fewer stages (its per-stage depths and widths follow; before, its last norm kept the fourth
+    stage's width and both the replay and a real run failed there)."""
     base = {"model_source": source, "model_overrides": overrides, "device": "cpu", "steps": 2, "timing_steps": 0}
     cfg = ExperimentConfig.from_dict({**base, "precision": "fp32", "optimizer": "adamw", **levers})
     same(cfg)
+
+
+def test_more_stages_than_a_staged_model_has_are_refused_naming_the_field():
+    base = {"model_source": "hf:convnext", "model_overrides": "layers=5", "device": "cpu", "image_size": 224}
+    with pytest.raises(ConfigError, match="layers: ConvNextConfig has 4 stages; at most 4"):
+        estimate_or_refusal(ExperimentConfig.from_dict(base), device_type="cpu")
 
 
 def test_a_model_that_raises_on_its_configuration_is_one_line_saying_a_real_run_would_too():
