@@ -9,7 +9,9 @@ import weakref
 
 import pytest
 import torch
-from distributed_checks import (
+
+from experiments.distributed.launch import run_distributed_many
+from tests.engine.distributed_checks import (
     BASE,
     BATCH,
     BLOCK,
@@ -26,8 +28,6 @@ from distributed_checks import (
     replayed,
     steady_peak,
 )
-
-from experiments.distributed.launch import run_distributed_many
 
 
 @pytest.fixture(scope="module")

@@ -7,18 +7,18 @@ import random
 
 import pytest
 import torch
-from distributed_checks import (
+
+from experiments.core.config import ConfigError, DistributedConfig
+from experiments.distributed.estimate import estimate_sharded, what_fits, zero1_partition
+from experiments.distributed.launch import device_type_for
+from experiments.jobs.kinds import execute
+from tests.engine.distributed_checks import (
     BASE,
     CPU_STRATEGIES,
     DATA,
     LAYERS,
     P,
 )
-
-from experiments.core.config import ConfigError, DistributedConfig
-from experiments.distributed.estimate import estimate_sharded, what_fits, zero1_partition
-from experiments.distributed.launch import device_type_for
-from experiments.jobs.kinds import execute
 
 
 def test_offload_estimate_keeps_nothing_of_the_host_on_the_device():

@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from distributed_checks import CPU_STRATEGIES, check_against_replay, estimate_holds, replayed
 
 from experiments.distributed.launch import run_distributed_many
+from tests.engine.distributed_checks import CPU_STRATEGIES, check_against_replay, estimate_holds, replayed
 
 
 def test_ddp_and_zero1_estimates_are_exact_on_a_seeded_grid():

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from distributed_checks import BASE, CPU_STRATEGIES
 
 from experiments.core.config import DistributedConfig
 from experiments.jobs.kinds import execute
+from tests.engine.distributed_checks import BASE, CPU_STRATEGIES
 
 
 def _daemonic_job(q) -> None:

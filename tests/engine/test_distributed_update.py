@@ -4,10 +4,10 @@ pass it, and a missing all-reduce or a sum for a mean (DDP's comm hook tampered 
 from __future__ import annotations
 
 import torch
-from distributed_checks import BASE
 
 from experiments.core.config import DistributedConfig
 from experiments.distributed.launch import run_distributed_many
+from tests.engine.distributed_checks import BASE
 
 # Correct steps the update check must pass: the first three are fp32 Adam runs that the old check (the largest
 # difference under 1e-3 of the largest update) called DIFFERS on this repo's CPU machine (2.2e-3, 5.4e-3, 1e-2:
