@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import open_page, run_until, small_config
 
 from app import backend, job_errors
 from app.memo import Memo
 from experiments.core import config as engine_config
 from experiments.core.config import ExperimentConfig
 from experiments.estimate.estimator import estimate as engine_estimate
+from tests.app.pages import open_page, run_until, small_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

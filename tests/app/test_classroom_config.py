@@ -25,9 +25,8 @@ def test_the_favicon_is_a_shipped_file():
 
 
 def test_a_broken_limits_file_tells_the_terminal_and_never_shows_a_learner_its_path(tmp_path, monkeypatch, capsys):
-    from conftest import open_page
-
     from experiments.core import limits
+    from tests.app.pages import open_page
 
     bad = tmp_path / "limits.json"
     bad.write_text('{"max_peak_gb": 3}')
@@ -43,9 +42,8 @@ def test_a_broken_limits_file_tells_the_terminal_and_never_shows_a_learner_its_p
 
 def test_with_a_class_limit_the_estimate_box_gives_the_limits_verdict_alone(tmp_path, monkeypatch):
     """One verdict, the one that decides: an estimate above the server's limit per run never says "Fits"."""
-    from conftest import open_page
-
     from experiments.core import limits
+    from tests.app.pages import open_page
 
     path = tmp_path / "limits.json"
     path.write_text('{"max_peak_gib": 0.000001}')

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import open_page
 
 from course import cli_result
 from experiments.core.config import ExperimentConfig
 from experiments.core.units import fmt_bytes
 from experiments.distributed.model_fits import what_fits
 from experiments.estimate.estimator import estimate_or_refusal
+from tests.app.pages import open_page
 
 CFG = ExperimentConfig.from_dict(
     {

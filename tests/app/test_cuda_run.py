@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import open_page, run_until, small_config
 
+from tests.app.pages import open_page, run_until, small_config
 from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
 
 pytestmark = [

@@ -8,7 +8,6 @@ import functools
 import statistics
 
 import pytest
-from conftest import open_page, run_until
 
 from app import backend
 from course import content
@@ -22,6 +21,7 @@ from experiments.estimate.estimator import estimate
 from experiments.estimate.steptime import predict_step_ms
 from experiments.labs.leaks import run_leak
 from experiments.measure.run import run_experiment
+from tests.app.pages import open_page, run_until
 
 S1, S2, S3 = (
     module.settings(content.meta(lesson))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import open_page, run_until
+
+from tests.app.pages import open_page, run_until
 
 TINY = {"model": "mlp", "layers": 2, "width": 64, "batch": 16, "steps": 2, "timing_steps": 2, "optimizer": "adam"}
 HOLDS = "Adam's state appears in step 1's optimizer_step."

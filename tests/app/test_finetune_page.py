@@ -5,7 +5,8 @@ than the exercise's is named as the reason, and a configuration that runs there 
 from __future__ import annotations
 
 import pytest
-from conftest import open_page
+
+from tests.app.pages import open_page
 
 
 def _texts(at) -> str:

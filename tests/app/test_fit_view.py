@@ -3,7 +3,7 @@
 from course.units import MIB
 from experiments.core.config import ExperimentConfig
 from experiments.estimate.estimator import estimate
-from tests.app.conftest import open_page, run_until
+from tests.app.pages import open_page, run_until
 
 
 def test_largest_batch_per_strategy_is_the_last_that_fits_and_a_run_confirms_it():

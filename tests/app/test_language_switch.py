@@ -4,9 +4,8 @@ fresh value the browser would keep showing, and sending back, the old language's
 
 from __future__ import annotations
 
-from conftest import open_page
-
 from app.i18n import STRINGS
+from tests.app.pages import open_page
 
 NS = "multigpu"
 

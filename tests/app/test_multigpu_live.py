@@ -6,13 +6,13 @@ from __future__ import annotations
 import copy
 
 import pytest
-from conftest import open_page
 
 from app.charts import rank_phases
 from app.features import data_parallel_live
 from app.i18n import STRINGS
 from course import content
 from experiments.core.recorded import load_recorded
+from tests.app.pages import open_page
 
 NS = "multigpu"
 META = content.meta("multigpu")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from conftest import open_page, small_config
-
 from experiments.core.config import ExperimentConfig
 from experiments.distributed.estimate import what_fits
 from experiments.estimate.estimator import estimate
+from tests.app.pages import open_page, small_config
 
 NS = "multigpu"
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from conftest import PAGES, open_expanders, open_page
 
 from app import backend, i18n
 from app.features import recorded_view
 from course import catalog, content
 from experiments.core.recorded import list_recorded, load_recorded
+from tests.app.pages import PAGES, open_expanders, open_page
 
 
 def _errors_by_design(page: str, lang: str) -> list[str]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import open_page
+
+from tests.app.pages import open_page
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,10 @@ import random
 
 import pandas as pd
 import pytest
-from conftest import open_expanders, open_page
 
 from app.charts import driver, ratios, rounds
 from course import content
+from tests.app.pages import open_expanders, open_page
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import open_page, run_until
 
 from experiments.core import metrics
 from experiments.core.recorded import load_recorded
+from tests.app.pages import open_page, run_until
 
 TINY = {"model": "mlp", "layers": 2, "width": 64, "batch": 16, "steps": 2, "timing_steps": 2}
 

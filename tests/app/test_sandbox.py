@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from conftest import open_page, run_until, small_config
-
 from app import backend
 from course.units import MIB, fmt_bytes
 from experiments.core.config import ExperimentConfig
 from experiments.estimate.estimator import estimate
+from tests.app.pages import open_page, run_until, small_config
 
 
 def test_batch_not_divisible_by_accum_shows_an_error():

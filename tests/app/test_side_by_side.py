@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-from conftest import open_page, run_until, small_config
-
 from app.charts import memory
 from experiments.core.metrics import net_peak
+from tests.app.pages import open_page, run_until, small_config
 
 
 def _done(at):

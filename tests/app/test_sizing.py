@@ -3,9 +3,8 @@ to the full size and back (app/ui/sizing.py)."""
 
 from __future__ import annotations
 
-from conftest import open_page, run_until
-
 from course import content
+from tests.app.pages import open_page, run_until
 
 
 def _markdown(at) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import open_expanders, open_page, run_until, small_config
 
 from app.charts.common import CATEGORY_COLORS
+from tests.app.pages import open_expanders, open_page, run_until, small_config
 
 
 def _done(ns):

@@ -5,11 +5,11 @@ name in one line."""
 from __future__ import annotations
 
 import pytest
-from conftest import open_page, run_until
 
 from experiments.core.config import ExperimentConfig
 from experiments.core.units import fmt_bytes
 from experiments.estimate.estimator import estimate
+from tests.app.pages import open_page, run_until
 
 TINY = {"ym_size": "tiny"}
 
