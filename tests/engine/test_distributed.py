@@ -165,7 +165,14 @@ def test_categories_show_what_each_strategy_keeps(runs):
     assert z1["optimizer_state"] == ddp["optimizer_state"] // 2  # ZeRO-1: half of Adam's state per rank
     assert z3["parameters"] == P // 2
     assert z3["optimizer_state"] == 2 * P // 2 + STEP_COUNTERS  # two moments of each shard, a step counter each
-    assert runs["fsdp2_zero3"]["peak_bytes"] < runs["fsdp2_zero2"]["peak_bytes"] < runs["ddp"]["peak_bytes"]
+    # A live FSDP2 rank may hold one communication buffer that gloo frees late on a loaded machine (late_set; each live
+    # rank against its replay: test_fsdp2_ranks_are_their_replay_up_to_a_late_buffer): ZeRO-3's live peak once passed
+    # ZeRO-2's by exactly that buffer. The order is the deterministic replays', and DDP's peak is above ZeRO-2's even
+    # with that buffer late.
+    (z3, _), (z2, buffers) = (replayed(dict(BASE, strategy=s)) for s in ("fsdp2_zero3", "fsdp2_zero2"))
+    assert z3["peak_bytes"] < z2["peak_bytes"]
+    ddp_peak = max(rank["peak_bytes"] - rank["baseline_bytes"] for rank in runs["ddp"]["ranks"])
+    assert z2["peak_bytes"] + max(buffers) < ddp_peak
     for r in runs.values():
         assert r["step_ms"]["median"] > 0 and len(r["ranks"]) == 2
 
