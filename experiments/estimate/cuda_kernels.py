@@ -144,7 +144,7 @@ def _sum_scratch(args, out) -> tuple[int, ...]:
 
 
 def _norm_scratch(args) -> tuple[int, ...]:
-    grad, x, normalized, _mean, _rstd, weight, bias, mask = args[:8]
+    _grad, x, normalized, _mean, _rstd, weight, bias, mask = args[:8]
     wanted = weight is not None and mask[1], bias is not None and mask[2]
     itemsize = (weight if weight is not None else bias if bias is not None else x).element_size()
     return norm_scratch.buffers(tuple(x.shape), len(normalized), itemsize, *wanted)

@@ -45,7 +45,7 @@ def _scratch(shape, itemsize, weight, bias, on) -> tuple[int, ...]:
         rows = min(MAX_GRID // blocks_x, -(-m // ROWS_PER_BLOCK))
         part = rows * n * itemsize
         summed = sum_scratch((rows, n), (n, 1), itemsize, (0,), itemsize, True, on=((sms, threads),)) or (0, 0)
-        found.append((part if weight else 0, part if bias else 0, *(summed or (0, 0))))
+        found.append((part if weight else 0, part if bias else 0, *summed))
     return max(found, key=sum)
 
 

@@ -145,10 +145,9 @@ def _onto_gpu(device: torch.device) -> bool:
 def _cached_free(device: torch.device) -> tuple[int, int | None]:
     """Reserved but unallocated bytes, and the card's total, of a real device; (0, None) in a replay, whose
     allocator starts empty and whose card is chosen after."""
-    from ..estimate.patching import is_fake
+    from torch._guards import detect_fake_mode
 
-    probe = torch.empty(0, device=device)
-    if is_fake(probe) or not torch.cuda.is_available():
+    if device.type != "cuda" or detect_fake_mode() is not None or not torch.cuda.is_available():
         return 0, None
     return (
         torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device),
