@@ -136,6 +136,14 @@ def main() -> None:
             "min_measured_over_center": ratios[0],
             "max_measured_over_center": ratios[-1],
         }
+    if args.device == "cuda":
+        # The same rows against the roofline alone (before the measured GPU efficiency scaled the work).
+        where = []
+        for r in rows:
+            p = r["predicted"]
+            center = max(p["dispatch_ms"], p["compute_ms"] + p["memory_ms"])
+            where.append(_within(r["step_ms"]["measured"], center * p["range"][0], center * p["range"][1]))
+        summary["step_ms_roofline_only"] = {k: where.count(k) for k in ("in", "below", "above")}
     print(json.dumps(summary, indent=1))
     if args.out:
         Path(args.out).write_text(json.dumps({"summary": summary, "rates": rates, "rows": rows}, indent=1))

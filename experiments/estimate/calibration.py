@@ -1,8 +1,9 @@
 """What a prediction of a whole run needs beyond the device's rates (experiments/estimate/throughput.py): a run's own
-costs (its fixed part, the fit check's replay and the instrumented steps, per kernel) and, on a CPU, how far a real
-training step of each model family and precision stays from its roofline (`efficiency`: the steps' own kernels,
-small matmuls, convolutions, their backward, autocast's casts, reach only a part of a large matmul's rate).
-Tens of seconds on a busy CPU: the worker calibrates once, after its first device report.
+costs (its fixed part, the fit check's replay and the instrumented steps, per kernel) and how far a real training
+step of each model family and precision stays from its roofline (`efficiency`: the steps' own kernels, small
+matmuls, convolutions, their backward, autocast's casts, reach only a part of a large matmul's rate; on a GPU
+experiments/estimate/gpu_efficiency.py measures it). Tens of seconds on a busy CPU: the worker calibrates once,
+after its first device report.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ..core.config import ExperimentConfig
 from ..measure.run import run_experiment
 from ..training.step import build_state, train_step
 from ..training.strategies import float32_precision
+from . import gpu_efficiency
 from .estimator import estimate
 from .replay import replay
 from .steptime import RANGE, predict_step_ms
@@ -28,12 +30,14 @@ PROBE_LAYERS = (1, 16)
 
 @functools.lru_cache(maxsize=4)
 def calibrate(device_type: str) -> dict:
-    """The rates plus what a prediction of a whole run needs: the run's own costs and, on a CPU, the training
-    steps' efficiency. Tens of seconds on a busy CPU: the worker measures it once, after its first report."""
+    """The rates plus what a prediction of a whole run needs: the run's own costs and the training steps'
+    efficiency. Tens of seconds on a busy CPU: the worker measures it once, after its first report."""
     rates = measure(device_type)
     out = dict(rates, run=_run_costs(device_type, rates["op_us"]))
     if device_type == "cpu":
         out["efficiency"] = _efficiency(torch.device("cpu"), rates)
+    else:
+        out["gpu_efficiency"] = gpu_efficiency.measure(torch.device(device_type), rates)
     return out
 
 

@@ -6,8 +6,9 @@ rates (experiments/estimate/throughput.py). Torch-free.
     memory   = bytes the kernels read and write / copy bandwidth
     dispatch = kernels x cost of one small eager op (on a GPU, measured per model family)
 On a GPU the host dispatches while the device computes, so the step takes the larger of dispatch and
-compute + memory (a launch-bound step is all dispatch); on a CPU they add up, and are scaled by how far a real step
-of the model family and precision stayed from that roofline when the rates were measured (its efficiency). Real
+compute + memory (a launch-bound step is all dispatch), the latter scaled by how far a real step of the model
+family and precision stayed from it on this GPU; on a CPU they add up, and are scaled by how far a real step of the
+model family and precision stayed from that roofline when the rates were measured (its efficiency). Real
 kernels rarely reach the peak rates, so the prediction is a range around it (wider on a CPU).
 
 On a CPU shared with other processes, a step gets the cores' time in proportion to its threads among all the
@@ -66,6 +67,12 @@ def efficiency(rates: dict, model: str | None, precision: str) -> float:
     return (measured.get(model) or 1.0) * (measured.get(precision) or 1.0)
 
 
+def gpu_efficiency(rates: dict, model: str | None, precision: str) -> float:
+    """How many times its predicted work a GPU step of this model family and precision took when the rates were
+    measured (gpu_efficiency.py; 1 where it was not measured)."""
+    return ((rates.get("gpu_efficiency") or {}).get(model) or {}).get(precision) or 1.0
+
+
 def predict_step_ms(
     step: dict, rates: dict, precision: str, device_type: str, load: float | None = None, model: str | None = None
 ) -> dict:
@@ -79,16 +86,16 @@ def predict_step_ms(
     memory = step["bytes"] / (rates["bandwidth_gbs"] * 1e9)
     op_us = (rates.get("op_us_by_model") or {}).get(model) if device_type == "cuda" else None
     dispatch = step["kernels"] * (op_us or rates["op_us"]) * 1e-6
-    center = max(dispatch, compute + memory) if device_type == "cuda" else compute + memory + dispatch
-    bound = (
-        "dispatch"
-        if device_type == "cuda" and dispatch > compute + memory
-        else ("compute" if compute >= memory else "memory")
-    )
     cpu = device_type == "cpu"
-    scale = efficiency(rates, model, precision) * contention(rates, load) if cpu else 1.0
+    if cpu:
+        scale = efficiency(rates, model, precision) * contention(rates, load)
+        center = (compute + memory + dispatch) * scale
+    else:
+        scale = gpu_efficiency(rates, model, precision)
+        center = max(dispatch, (compute + memory) * scale)
+    bound = "dispatch" if not cpu and center == dispatch else ("compute" if compute >= memory else "memory")
     low, high = CPU_RANGE if cpu else RANGE
-    center_ms = center * scale * 1e3
+    center_ms = center * 1e3
     return {
         "low_ms": center_ms * low,
         "high_ms": center_ms * high,

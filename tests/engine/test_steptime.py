@@ -120,3 +120,56 @@ def test_every_familys_op_probe_runs_and_costs_something():
     assert set(OP_PROBES) == {"mlp", "cnn", "transformer"}
     for probe in OP_PROBES.values():
         assert 0 < _eager_op_us(torch.device("cpu"), probe) < 10_000
+
+
+def test_a_gpu_step_scales_its_work_not_its_dispatch_by_the_measured_efficiency():
+    """Small CNNs on an H100 ran 2.2-3.7 times their roofline in TF32 and bf16: a GPU's measured efficiency of the
+    family and precision scales compute + memory; the dispatch (measured as it is) does not move."""
+    gpu = {
+        "tflops": {"fp32": 50.0, "tf32": 400.0, "bf16": 800.0},
+        "bandwidth_gbs": 4000.0,
+        "op_us": 25.0,
+        "gpu_efficiency": {"cnn": {"bf16": 3.0}},
+    }
+    step = {"flops": 2e12, "conv_flops": 2e12, "bytes": 4e9, "kernels": 40}
+    work_ms = (2e12 / 800e12 + 4e9 / 4000e9) * 1e3  # 3.5 ms
+    got = predict_step_ms(step, gpu, "bf16", "cuda", model="cnn")
+    assert got["center_ms"] == pytest.approx(3 * work_ms)
+    assert (got["low_ms"], got["high_ms"]) == pytest.approx((3 * work_ms * RANGE[0], 3 * work_ms * RANGE[1]))
+    assert got["dispatch_ms"] == pytest.approx(40 * 25e-3) and got["bound"] == "compute"
+    # Another precision or family of the same GPU was not measured so: its roofline stands.
+    assert predict_step_ms(step, gpu, "tf32", "cuda", model="cnn")["center_ms"] == pytest.approx(
+        (2e12 / 400e12 + 4e9 / 4000e9) * 1e3
+    )
+    assert predict_step_ms(step, gpu, "bf16", "cuda", model="mlp")["center_ms"] == pytest.approx(work_ms)
+    # A launch-bound step stays all dispatch, however slow its kernels are.
+    launch = dict(step, kernels=4000)
+    slow = predict_step_ms(launch, gpu, "bf16", "cuda", model="cnn")
+    assert slow["center_ms"] == pytest.approx(4000 * 25e-3) and slow["bound"] == "dispatch"
+    # The run's tracked steps do the same work: scaled alike.
+    run = {"fixed_s": 0.0, "replay_us": 0.0, "tracked_us": 0.0}
+    low, _ = predict_run_s(got, 1, 0, dict(gpu, run=run), step["kernels"])
+    assert low == pytest.approx(2 * 3 * work_ms / 1e3 * RANGE[0])
+
+
+def test_the_gpu_efficiency_probe_grows_its_batch_until_the_arithmetic_dominates_within_its_memory():
+    """gpu_efficiency.probe_batch on a made-up linear family: work 0.5 ms and peak 100 MiB per 8 samples over
+    1 ms and 200 MiB fixed, dispatch 3 ms; fp32 twice bf16's work and peak growth."""
+    from experiments.core.units import MIB
+    from experiments.estimate import gpu_efficiency
+
+    def predicted(cfg, rates):
+        half = cfg.precision in ("bf16", "amp_bf16", "amp_fp16")
+        per = 0.5 if half else 1.0
+        work = 1.0 + per * cfg.batch / 8
+        peak = 200 * MIB + (100 if half else 200) * MIB * cfg.batch // 8
+        return {"compute_ms": work, "memory_ms": 0.0, "dispatch_ms": 3.0}, peak
+
+    base = gpu_efficiency.PROBES["cnn"]["batch"]
+    assert base == 8
+    # The half precisions want work >= 6 ms: 1 + 0.5 k >= 6, k = 10 (fp32's 1 + k >= 6 needs only 5).
+    assert gpu_efficiency.probe_batch("cnn", {}, max_peak=10_000 * MIB, predicted=predicted) == 80
+    # fp32's peak: 200 + 200 k <= 1,400 MiB, k = 6; the memory decides.
+    assert gpu_efficiency.probe_batch("cnn", {}, max_peak=1_400 * MIB, predicted=predicted) == 48
+    # Never below the probe's own batch.
+    assert gpu_efficiency.probe_batch("cnn", {}, max_peak=MIB, predicted=predicted) == 8
