@@ -37,7 +37,7 @@ def calibrate(device_type: str) -> dict:
     if device_type == "cpu":
         out["efficiency"] = _efficiency(torch.device("cpu"), rates)
     else:
-        out["gpu_efficiency"] = gpu_efficiency.measure(torch.device(device_type), rates)
+        out["gpu_efficiency"] = gpu_efficiency.cached(torch.device(device_type), rates)
     return out
 
 

@@ -196,12 +196,13 @@ def scratch_allocations(events: list[dict]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def cache_path(device_name: str) -> Path:
-    """One table per device model and library versions: the algorithm choice depends on all of them."""
+def cache_path(device_name: str, kind: str = "workspaces-v2") -> Path:
+    """One table per device model and library versions: the algorithm choice depends on all of them.
+    `kind`: what the table holds (workspaces-v2: scratch allocations in order, never mixed with v1's one peak per op;
+    gpu_efficiency.py's measured efficiencies)."""
     root = Path(os.environ.get("GPU_MEMORY_LAB_CACHE", Path.home() / ".cache" / "gpu-memory-lab"))
     tag = f"{device_name}-torch{torch.__version__}-cudnn{torch.backends.cudnn.version()}"
-    # v2: scratch allocations in order; a table of one peak per op (v1) is not mixed into it.
-    return root / ("workspaces-v2-" + "".join(c if c.isalnum() or c in "-._" else "_" for c in tag) + ".json")
+    return root / (f"{kind}-" + "".join(c if c.isalnum() or c in "-._" else "_" for c in tag) + ".json")
 
 
 def measure_all(sigs, device: torch.device, path: Path | None = None) -> dict[str, tuple[int, ...]]:

@@ -173,3 +173,22 @@ def test_the_gpu_efficiency_probe_grows_its_batch_until_the_arithmetic_dominates
     assert gpu_efficiency.probe_batch("cnn", {}, max_peak=1_400 * MIB, predicted=predicted) == 48
     # Never below the probe's own batch.
     assert gpu_efficiency.probe_batch("cnn", {}, max_peak=MIB, predicted=predicted) == 8
+
+
+def test_a_gpus_efficiency_is_measured_once_per_gpu_model_and_kept(tmp_path, monkeypatch):
+    """About 20 s of a worker's start on an H100: a restarted worker reads the table instead."""
+    from experiments.estimate import gpu_efficiency
+
+    calls = []
+
+    def measure(device, rates):
+        calls.append(device)
+        return {"cnn": {"bf16": 3.0}}
+
+    monkeypatch.setattr(gpu_efficiency, "measure", measure)
+    path = tmp_path / "cache" / "gpu-efficiency.json"
+    assert gpu_efficiency.cached(torch.device("cpu"), {}, path) == {"cnn": {"bf16": 3.0}}
+    assert gpu_efficiency.cached(torch.device("cpu"), {}, path) == {"cnn": {"bf16": 3.0}}
+    assert len(calls) == 1
+    path.write_text("{broken")  # a half-written table is measured again, not a failed start
+    assert gpu_efficiency.cached(torch.device("cpu"), {}, path) == {"cnn": {"bf16": 3.0}} and len(calls) == 2
