@@ -35,9 +35,12 @@ TEXT_TASKS = ("masked_lm", "causal_lm", "seq2seq_lm", "sequence_classification")
 OVERRIDES: dict[str, tuple[tuple[str, ...], tuple[int, int] | type]] = {
     "layers": (("num_hidden_layers", "n_layer", "num_layers"), (1, 256)),
     "hidden": (("hidden_size", "n_embd", "d_model"), (8, 32768)),
-    "intermediate": (("intermediate_size", "n_inner", "ffn_dim", "d_ff", "encoder_ffn_dim"), (8, 262144)),
+    "intermediate": (
+        ("intermediate_size", "n_inner", "ffn_dim", "d_ff", "encoder_ffn_dim", "ffn_hidden_size"),
+        (8, 262144),
+    ),
     "heads": (("num_attention_heads", "n_head"), (1, 256)),
-    "kv_heads": (("num_key_value_heads",), (1, 256)),
+    "kv_heads": (("num_key_value_heads", "num_kv_heads"), (1, 256)),
     "vocab": (("vocab_size",), (2, 1_048_576)),
     "experts": (("num_local_experts", "num_experts", "n_routed_experts"), (1, 1024)),
     "tie_embeddings": (("tie_word_embeddings",), bool),

@@ -276,6 +276,9 @@ def test_overrides_reach_the_config_under_each_architectures_own_names():
     assert (gpt2.n_layer, gpt2.n_embd, gpt2.n_head, gpt2.n_inner) == (2, 64, 4, 200)
     moe = source_spec("hf:mixtral", "experts=4,kv_heads=2,tie_embeddings=true").config
     assert (moe.num_local_experts, moe.num_key_value_heads, moe.tie_word_embeddings) == (4, 2, True)
+    # Falcon calls its feed-forward width and its key/value heads otherwise (refused as unknown until 2026-12-06).
+    falcon = source_spec("hf:falcon", "heads=8,intermediate=1536,kv_heads=4").config
+    assert (falcon.ffn_hidden_size, falcon.num_kv_heads) == (1536, 4)
     cfg = ExperimentConfig(
         model_source="hf:gpt2", model_overrides="layers=2,hidden=64,heads=4,vocab=300,max_positions=32"
     )
