@@ -143,9 +143,11 @@ def _consistent(default, config: dict, overrides: dict) -> dict:
     return config
 
 
-def check_shape(model_type: str, config: dict):
+def check_shape(model_type: str, config: dict, overrides: dict | None = None):
     """The built config, after what its constructor accepts but the model would fail on later. Read off the config
-    as built, so that derived defaults (KV heads = heads, head_dim) are the model's own."""
+    as built, so that derived defaults (KV heads = heads, head_dim) are the model's own. `overrides`: the learner's,
+    each of which must read back as set under every name the config has for it (Falcon's num_key_value_heads is
+    derived from multi_query, whatever num_kv_heads says)."""
     import transformers
     from transformers import AutoConfig
 
@@ -159,6 +161,14 @@ def check_shape(model_type: str, config: dict):
 
     def get(*names):
         return next((getattr(cfg, n) for n in names if getattr(cfg, n, None) is not None), None)
+
+    for key, value in (overrides or {}).items():
+        for name in OVERRIDES[key][0]:
+            got = getattr(cfg, name, None)
+            if isinstance(got, (int, bool)) and got != value:
+                raise _refused(
+                    f"{key}: {type(default).__name__} does not take {value} ({name} stays {got}, derived from its other settings)"
+                )
 
     hidden, heads = get("hidden_size", "n_embd", "d_model"), get("num_attention_heads", "n_head")
     if isinstance(hidden, int) and isinstance(heads, int) and getattr(cfg, "head_dim", None) is None and hidden % heads:

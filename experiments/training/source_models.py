@@ -180,7 +180,7 @@ def source_spec(source: str, overrides: str = "") -> SourceSpec:
         base, _defaults = preset_config(name, size == "tiny")
         name, task = src["model_type"], src.get("task")
     task = hf_models.check_model_type(name, task)
-    config = hf_models.check_shape(name, hf_models.config_kwargs(name, base, extra))
+    config = hf_models.check_shape(name, hf_models.config_kwargs(name, base, extra), extra)
     return SourceSpec("hf", name, task, config=hf_models.for_task(config, task))
 
 

@@ -276,9 +276,12 @@ def test_overrides_reach_the_config_under_each_architectures_own_names():
     assert (gpt2.n_layer, gpt2.n_embd, gpt2.n_head, gpt2.n_inner) == (2, 64, 4, 200)
     moe = source_spec("hf:mixtral", "experts=4,kv_heads=2,tie_embeddings=true").config
     assert (moe.num_local_experts, moe.num_key_value_heads, moe.tie_word_embeddings) == (4, 2, True)
-    # Falcon calls its feed-forward width and its key/value heads otherwise (refused as unknown until 2026-12-06).
-    falcon = source_spec("hf:falcon", "heads=8,intermediate=1536,kv_heads=4").config
-    assert (falcon.ffn_hidden_size, falcon.num_kv_heads) == (1536, 4)
+    # Falcon calls its feed-forward width ffn_hidden_size (refused as unknown until 2026-12-06); its key/value heads
+    # follow multi_query whatever num_kv_heads says: refused, not set where the model never reads it.
+    assert source_spec("hf:falcon", "heads=8,intermediate=1536").config.ffn_hidden_size == 1536
+    with pytest.raises(ConfigError) as e:
+        source_spec("hf:falcon", "heads=8,kv_heads=4")
+    assert e.value.field == "model_source" and "kv_heads: FalconConfig does not take 4" in str(e.value)
     cfg = ExperimentConfig(
         model_source="hf:gpt2", model_overrides="layers=2,hidden=64,heads=4,vocab=300,max_positions=32"
     )
