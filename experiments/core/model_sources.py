@@ -36,7 +36,7 @@ OVERRIDES: dict[str, tuple[tuple[str, ...], tuple[int, int] | type]] = {
     "layers": (("num_hidden_layers", "n_layer", "num_layers"), (1, 256)),
     "hidden": (("hidden_size", "n_embd", "d_model"), (8, 32768)),
     "intermediate": (
-        ("intermediate_size", "n_inner", "ffn_dim", "d_ff", "encoder_ffn_dim", "ffn_hidden_size"),
+        ("intermediate_size", "n_inner", "ffn_dim", "d_ff", "encoder_ffn_dim", "ffn_hidden_size", "d_inner"),
         (8, 262144),
     ),
     "heads": (("num_attention_heads", "n_head"), (1, 256)),

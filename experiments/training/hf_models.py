@@ -140,6 +140,16 @@ def _consistent(default, config: dict, overrides: dict) -> dict:
     heads = config.get("n_head", config.get("num_attention_heads", getattr(default, "n_head", None)))
     if isinstance(rotary, int) and isinstance(hidden, int) and isinstance(heads, int) and heads and hidden % heads == 0:
         config["rotary_dim"] = min(rotary, hidden // heads)
+    # XLNet's head size is a setting of its own that must equal d_model // n_head.
+    width = config.get("d_model", config.get("hidden_size", getattr(default, "d_model", None)))
+    if (
+        isinstance(getattr(default, "d_head", None), int)
+        and isinstance(width, int)
+        and isinstance(heads, int)
+        and heads
+    ):
+        if width % heads == 0:
+            config["d_head"] = width // heads
     return config
 
 
@@ -233,11 +243,12 @@ def enable_checkpointing(model: nn.Module, every: int = 1) -> bool:
 
 
 def limits(config) -> dict:
-    """The sequence length and image size the built config allows (None where it sets none)."""
+    """The sequence length and image size the built config allows (None where it sets none: XLNet's relative
+    positions say -1)."""
     seq = next((getattr(config, n) for n in ("max_position_embeddings", "n_positions") if hasattr(config, n)), None)
     image = getattr(config, "image_size", None)
     return {
-        "seq_len": seq,
+        "seq_len": seq if isinstance(seq, int) and seq > 0 else None,
         "image_size": image if isinstance(image, int) else None,
         "patch": getattr(config, "patch_size", None),
     }

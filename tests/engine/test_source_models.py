@@ -373,13 +373,15 @@ def test_a_model_that_cannot_be_predicted_runs_when_forced_labelled_without_an_e
         ("hf:phi3", "layers=1,hidden=64,heads=4,vocab=64,intermediate=128", {"seq_len": 16, "batch": 2}),
         ("hf:gptj", "layers=1,hidden=64,heads=4,vocab=128", {"seq_len": 16, "batch": 2}),
         ("hf:convnext", "layers=2", {"image_size": 224, "batch": 1}),
+        ("hf:xlnet", "layers=1,hidden=64,heads=4,vocab=128,intermediate=128", {"seq_len": 16, "batch": 2}),
     ],
 )
 def test_architectures_that_raised_now_replay_like_a_real_cpu_run(source, overrides, levers):
     """DeiT (several classes per model type, no `architectures`), Swin with one heads value for its per-stage list,
     Phi-3 with a vocabulary smaller than its pad token id, GPT-J with a head smaller than its rotary dimension,
     ConvNeXt with fewer stages (its per-stage depths and widths follow; before, its last norm kept the fourth
-    stage's width and both the replay and a real run failed there)."""
+    stage's width and both the replay and a real run failed there), XLNet (relative positions: its
+    max_position_embeddings of -1 refused every sequence length)."""
     base = {"model_source": source, "model_overrides": overrides, "device": "cpu", "steps": 2, "timing_steps": 0}
     cfg = ExperimentConfig.from_dict({**base, "precision": "fp32", "optimizer": "adamw", **levers})
     same(cfg)
