@@ -293,10 +293,11 @@ def step_time(cfg: ExperimentConfig, est: dict) -> dict | None:
     rates = (info or {}).get("rates")
     if not est.get("step") or not rates or device_type(cfg) != info.get("type"):
         return None
-    from experiments.estimate.steptime import current_load, predict_run_s, predict_step_ms
+    from experiments.estimate.steptime import current_load, family, predict_run_s, predict_step_ms
 
     load = current_load()  # the worker runs on this machine: a CPU step shares its cores with this load
-    step = predict_step_ms(est["step"], rates, cfg.precision, info["type"], load, cfg.model)
+    model = family(cfg.model, cfg.model_source, est["step"])
+    step = predict_step_ms(est["step"], rates, cfg.precision, info["type"], load, model)
     low_s, high_s = predict_run_s(step, cfg.steps, cfg.timing_steps, rates, est["step"]["kernels"], load)
     return {"step": step, "run_s": (low_s, high_s)}
 

@@ -31,7 +31,7 @@ from estimate_grid import draw  # noqa: E402
 
 from experiments.core.config import ConfigError  # noqa: E402
 from experiments.estimate.estimator import estimate  # noqa: E402
-from experiments.estimate.steptime import current_load, predict_run_s, predict_step_ms  # noqa: E402
+from experiments.estimate.steptime import current_load, family, predict_run_s, predict_step_ms  # noqa: E402
 
 
 def _within(value: float, low: float, high: float) -> str:
@@ -77,7 +77,8 @@ def main() -> None:
             continue
         est = estimate(cfg, device_type=args.device)
         load = current_load()  # as the page reads it before Run
-        step = predict_step_ms(est["step"], rates, cfg.precision, args.device, load, cfg.model)
+        model = family(cfg.model, cfg.model_source, est["step"])
+        step = predict_step_ms(est["step"], rates, cfg.precision, args.device, load, model)
         low_s, high_s = predict_run_s(step, cfg.steps, cfg.timing_steps, rates, est["step"]["kernels"], load)
         if (low_s + high_s) / 2 > args.max_run_s:
             continue

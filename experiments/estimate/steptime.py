@@ -67,6 +67,15 @@ def efficiency(rates: dict, model: str | None, precision: str) -> float:
     return (measured.get(model) or 1.0) * (measured.get(precision) or 1.0)
 
 
+def family(model: str, model_source: str | None, step: dict) -> str:
+    """The model family whose measured costs time a step: the built-in family, or for a model of one's own (a preset,
+    a Hugging Face or torchvision architecture, an import) the one its work resembles: a CNN where convolutions do
+    most of the arithmetic (ResNet-50), a transformer otherwise (their linear layers and attention)."""
+    if not model_source:
+        return model
+    return "cnn" if step.get("conv_flops", 0) * 2 >= step.get("flops", 0) > 0 else "transformer"
+
+
 def gpu_efficiency(rates: dict, model: str | None, precision: str) -> float:
     """How many times its predicted work a GPU step of this model family and precision took when the rates were
     measured (gpu_efficiency.py; 1 where it was not measured)."""

@@ -192,3 +192,14 @@ def test_a_gpus_efficiency_is_measured_once_per_gpu_model_and_kept(tmp_path, mon
     assert len(calls) == 1
     path.write_text("{broken")  # a half-written table is measured again, not a failed start
     assert gpu_efficiency.cached(torch.device("cpu"), {}, path) == {"cnn": {"bf16": 3.0}} and len(calls) == 2
+
+
+def test_a_model_of_ones_own_is_timed_as_the_family_its_work_resembles():
+    """A preset such as ResNet-50 used to be timed with the MLP's op cost and efficiency (its config's unused
+    `model` field): a step whose arithmetic is mostly convolutions is a CNN's, another a transformer's."""
+    from experiments.estimate.steptime import family
+
+    assert family("cnn", None, {"flops": 10, "conv_flops": 0}) == "cnn"  # a built-in family is itself
+    assert family("mlp", "preset:resnet50", {"flops": 10, "conv_flops": 9}) == "cnn"
+    assert family("mlp", "preset:vit-b16", {"flops": 10, "conv_flops": 1}) == "transformer"
+    assert family("mlp", "hf:gpt2", {"flops": 10, "conv_flops": 0}) == "transformer"
