@@ -118,27 +118,15 @@ def render_run(
     _metrics(result)
 
     df = memory.frame(result)
-    if not df.empty:
-        with_reserved = df["reserved_mib"].notna().any()
-        st.markdown(f"##### {t('chart.memory')}")
-        if not with_reserved:
-            st.caption(t("chart.no_reserved"))
-        layout.chart(memory.chart(memory.long(df, with_reserved)), meta, "memory", **where)
-
-    if driver:
-        render_driver(result)
-
-    measured = result.get("breakdown")
-    estimated = (result.get("estimate") or {}).get("categories")
-    bdf = breakdown.frame(measured, estimated)
-    if not bdf.empty:
-        st.markdown(f"##### {t('chart.breakdown')}")
-        layout.chart(breakdown.chart(bdf), meta, "breakdown", **where)
-
-    sdf = step_time.frame([(t("chart.this_run"), result.get("step_ms"))])
-    if not sdf.empty:
-        st.markdown(f"##### {t('chart.time')}")
-        layout.chart(step_time.chart(sdf), meta, "time", **where)
+    sections = (
+        memory.section(df),
+        driver_chart.section(result) if driver else None,
+        breakdown.section(result),
+        step_time.section(result),
+    )
+    for part in sections:
+        if part is not None:
+            layout.section(part, meta, **where)
 
     timeline.expander(result, key)  # every allocation of the run, its segments, the raw snapshot
 
@@ -168,17 +156,6 @@ def render_run(
         with st.expander(t("result.memory_summary")):
             st.code(result["memory_summary"], language=None)
     side_by_side.controls(result, key, recorded=recorded_at is not None)
-
-
-def render_driver(result: dict) -> None:
-    st.markdown(f"##### {t('driver.title')}")
-    ddf = driver_chart.frame(result)
-    if ddf is None:
-        cpu = (result.get("device") or {}).get("type") != "cuda"
-        st.caption(t("driver.cpu") if cpu else t("driver.missing"))
-        return
-    layout.altair(driver_chart.chart(ddf))
-    st.markdown(t("driver.explain"))
 
 
 def render_profile(result: dict) -> None:
