@@ -102,3 +102,9 @@ def chart(df: pd.DataFrame, rules: pd.DataFrame) -> alt.LayerChart:
         )
     # Streamlit fits the legend into the chart's height: one row per category.
     return alt.layer(*layers).properties(height=HEIGHT + 60 + 22 * len(used))
+
+
+def figure(history: dict) -> alt.LayerChart | None:
+    """The timeline of `history` with its phase rules, or None where it has no events."""
+    df = frame(history)
+    return None if df.empty else chart(df, phase_rules(history))

@@ -71,7 +71,7 @@ def render_segments(history: dict | None, cuda: bool, key: str, fallback: bool =
     free = sum(b["size"] for s in segs for b in s["blocks"] if b["state"] != "allocated")
     at = t("timeline.at_peak") if history.get("segments_at") == "peak" else t("timeline.at_end")
     st.caption(t("timeline.segments_summary", at=at, n=len(segs), reserved=fmt_bytes(reserved), free=fmt_bytes(free)))
-    layout.altair(segments.chart(segments.frame(segs)))
+    layout.altair(segments.figure(segs))
 
 
 def render(result: dict, key: str, segments_fallback: bool = True) -> None:
@@ -94,11 +94,11 @@ def render(result: dict, key: str, segments_fallback: bool = True) -> None:
         notes.append(t("timeline.truncated"))
     for note in notes:
         st.caption(note)
-    df = timeline.frame(history)
-    if df.empty:
+    figure = timeline.figure(history)
+    if figure is None:
         st.caption(t("timeline.empty"))
     else:
-        layout.altair(timeline.chart(df, timeline.phase_rules(history)))
+        layout.altair(figure)
         st.caption(
             t(
                 "timeline.peak",
