@@ -92,21 +92,16 @@ def render(result: dict, key: str, segments_fallback: bool = True) -> None:
         notes.append(t("timeline.coalesced", raw=history.get("raw_events"), shown=len(history.get("events") or [])))
     if history.get("truncated"):
         notes.append(t("timeline.truncated"))
+    peak, final, start = (fmt_bytes(history.get(k)) for k in ("peak_bytes", "final_bytes", "start_bytes"))
+    under = t("timeline.peak", peak=peak, final=final, start=start)  # worded with the notes, drawn under the chart
     for note in notes:
         st.caption(note)
-    figure = timeline.figure(history)
+    figure = timeline.figure(history, backend.history_series(history))
     if figure is None:
         st.caption(t("timeline.empty"))
     else:
         layout.altair(figure)
-        st.caption(
-            t(
-                "timeline.peak",
-                peak=fmt_bytes(history.get("peak_bytes")),
-                final=fmt_bytes(history.get("final_bytes")),
-                start=fmt_bytes(history.get("start_bytes")),
-            )
-        )
+        st.caption(under)
     render_segments(history, cuda, key, segments_fallback)
     _download(history, cuda, key)
 
