@@ -171,13 +171,9 @@ def _validate(data: dict) -> tuple[ExperimentConfig | None, ConfigError | None]:
 
 def config(data: dict) -> tuple[ExperimentConfig | None, ConfigError | None]:
     """The validated configuration of `data`, or the rule it breaks. Each distinct configuration is validated once
-    per server, however many panels of a page ask."""
-    try:
-        key = _frozen(data)
-        hash(key)
-    except TypeError:  # an unhashable value (a list from a hand-made link) cannot be valid anyway
-        return _validate(data)
-    return _configs.get(key, lambda: _validate(data))
+    per server, however many panels of a page ask; one with an unhashable value (a list from a hand-made link),
+    which cannot be valid anyway, each time it is asked."""
+    return _configs.get(_frozen(data), lambda: _validate(data))
 
 
 def field_value(field_name: str, raw):

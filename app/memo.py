@@ -13,12 +13,16 @@ from concurrent.futures import Future
 
 class Memo:
     """Results by key, the least recently used dropped past `size`; concurrent calls for one key compute it once,
-    and a failure is not kept (the next call computes again)."""
+    and a failure is not kept (the next call computes again), nor is the result for a key that cannot be hashed."""
 
     def __init__(self, size: int):
         self._size, self._lock, self._items = size, threading.Lock(), OrderedDict()
 
     def get(self, key, compute):
+        try:
+            hash(key)
+        except TypeError:
+            return compute()
         with self._lock:
             future = self._items.get(key)
             owner = future is None

@@ -7,7 +7,7 @@ import altair as alt
 import pandas as pd
 
 from app.backend import CATEGORIES
-from app.charts.common import CATEGORY_COLORS, HEIGHT, MIB_FMT, short_legend
+from app.charts.common import CATEGORY_COLORS, HEIGHT, MIB_FMT, Section, short_legend
 from app.i18n import t
 from course.units import MIB
 
@@ -50,6 +50,12 @@ def chart(df: pd.DataFrame) -> alt.Chart:
         )
         .properties(height=HEIGHT + 200)  # the legend, one row per category, shares the chart's height
     )
+
+
+def section(result: dict) -> Section | None:
+    """A result's categories at its peak beside its estimate's, or None where it has neither."""
+    df = frame(result.get("breakdown"), (result.get("estimate") or {}).get("categories"))
+    return None if df.empty else Section(t("chart.breakdown"), chart(df), prompts="breakdown")
 
 
 def estimate_chart(df: pd.DataFrame) -> alt.Chart:

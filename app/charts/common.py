@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import altair as alt
 
@@ -25,6 +26,18 @@ CATEGORY_COLORS = {c: RANK_COLORS[c] for c in backend.CATEGORIES}
 # The allocation timeline and the segment view: what was allocated before the run, free space.
 BASELINE_COLOR = "#bab0ac"
 FREE_COLOR = "#dcdcdc"
+
+
+@dataclass(frozen=True)
+class Section:
+    """One chart of a result as the page shows it, top to bottom: its heading, a caption above the chart, the chart
+    (None: the caption alone), a text under it, and the kind of prompts ('What to notice', 'Try this') under that."""
+
+    title: str
+    figure: alt.TopLevelMixin | None = None
+    caption: str | None = None
+    text: str | None = None
+    prompts: str | None = None
 
 
 def short_legend(orient: str = "bottom", **kw) -> alt.Legend:

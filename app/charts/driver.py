@@ -6,7 +6,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from app.charts.common import MIB_FMT, labelled_bars
+from app.charts.common import MIB_FMT, Section, labelled_bars
 from app.i18n import t
 from course.units import MIB
 
@@ -40,3 +40,12 @@ def chart(df: pd.DataFrame) -> alt.Chart:
         .properties(height=alt.Step(40))
     )
     return labelled_bars(bars, field="view")
+
+
+def section(result: dict) -> Section:
+    """The three views with what they tell, or why a run has none (a CPU run, or no reading)."""
+    df = frame(result)
+    if df is None:
+        cpu = (result.get("device") or {}).get("type") != "cuda"
+        return Section(t("driver.title"), caption=t("driver.cpu") if cpu else t("driver.missing"))
+    return Section(t("driver.title"), chart(df), text=t("driver.explain"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from app.charts.common import HEIGHT, MIB_FMT, mib, phase_label, phase_name
+from app.charts.common import HEIGHT, MIB_FMT, Section, mib, phase_label, phase_name
 from app.i18n import t
 
 COLUMNS = ["order", "label", "step", "micro", "phase", "allocated_mib", "reserved_mib", "peak_mib", "ms"]
@@ -74,3 +74,12 @@ def chart(df: pd.DataFrame, y_max: float | None = None) -> alt.Chart:
     bars = base.transform_filter(alt.datum.series == peak_name).mark_bar(opacity=0.6)
     lines = base.transform_filter(alt.datum.series != peak_name).mark_line(point=True)
     return (bars + lines).properties(height=HEIGHT + 20 * len(series_names))  # the legend's rows share the height
+
+
+def section(df: pd.DataFrame) -> Section | None:
+    """The result's memory chart (df from `frame`), said to show no reserved line where the run has none (a CPU)."""
+    if df.empty:
+        return None
+    with_reserved = bool(df["reserved_mib"].notna().any())
+    caption = None if with_reserved else t("chart.no_reserved")
+    return Section(t("chart.memory"), chart(long(df, with_reserved)), caption=caption, prompts="memory")

@@ -66,3 +66,7 @@ def chart(df: pd.DataFrame) -> alt.Chart:
     return alt.layer(bars, row_names(df, "segment")).properties(
         height=60 + 40 * df["segment"].nunique() + 22 * len(used)
     )
+
+
+def figure(segments: list[dict]) -> alt.Chart:
+    return chart(frame(segments))

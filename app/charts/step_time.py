@@ -5,6 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from app.charts.common import Section
 from app.i18n import t
 
 
@@ -38,3 +39,9 @@ def chart(df: pd.DataFrame) -> alt.Chart:
         x=alt.value(0), text="label:N", color=alt.value("#31333f")
     )  # the names above the bars, across the whole width (common.labelled_bars)
     return alt.layer(bars, whisker, *ends, names).properties(height=alt.Step(40))
+
+
+def section(result: dict) -> Section | None:
+    """One run's step time, or None where no step was timed."""
+    df = frame([(t("chart.this_run"), result.get("step_ms"))])
+    return None if df.empty else Section(t("chart.time"), chart(df), prompts="time")

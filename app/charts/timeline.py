@@ -1,12 +1,12 @@
 """The allocation timeline of a run (experiments/measure/history.py): live bytes after every allocation and free,
-stacked by category in the app's colours, phase starts as rules."""
+stacked by category in the app's colours, phase starts as rules. It draws what it is given: the live bytes come from
+the backend (app/ui/timeline.py asks for them)."""
 
 from __future__ import annotations
 
 import altair as alt
 import pandas as pd
 
-from app import backend
 from app.charts.common import BASELINE_COLOR, CATEGORY_COLORS, HEIGHT, category_name, phase_name, short_legend
 from app.i18n import t
 from course.units import MIB, fmt_bytes
@@ -21,14 +21,15 @@ def _phase_label(p: dict | None) -> str:
     return f"{p['step']}·{label}" if p.get("step") else label
 
 
-def frame(history: dict) -> pd.DataFrame:
-    """Long form: one row per event and category with live MiB; the event's size, frame and phase for tooltips."""
+def frame(history: dict, series: list[dict]) -> pd.DataFrame:
+    """Long form: one row per event and category with live MiB (`series`: the history's live bytes per category after
+    every event, app/backend.py `history_series`); the event's size, frame and phase for tooltips."""
     # Names looked up once per phase and category, not per row: a timeline has thousands of rows.
     phase_labels = {p["index"]: _phase_label(p) for p in history.get("phases") or []}
     names = {cat: category_name(cat) for cat in ORDER}
     events = {e["seq"]: e for e in history.get("events") or []}
     rows = []
-    for row in backend.history_series(history):
+    for row in series:
         e = events.get(row["seq"], {})
         for cat in ORDER:
             value = row.get(cat, 0)
@@ -102,3 +103,9 @@ def chart(df: pd.DataFrame, rules: pd.DataFrame) -> alt.LayerChart:
         )
     # Streamlit fits the legend into the chart's height: one row per category.
     return alt.layer(*layers).properties(height=HEIGHT + 60 + 22 * len(used))
+
+
+def figure(history: dict, series: list[dict]) -> alt.LayerChart | None:
+    """The timeline of `history` (with its `series`, as `frame` takes them) and its phase rules; None without events."""
+    df = frame(history, series)
+    return None if df.empty else chart(df, phase_rules(history))

@@ -60,7 +60,7 @@ def _segment_charts(runs: dict) -> None:
         segs = [s for s in (run.get("end") or {}).get("segments") or [] if s.get("blocks")]
         if segs:
             st.markdown(f"###### {t('frag.allocator.' + allocator)}")
-            layout.altair(segments.chart(segments.frame(segs)))
+            layout.altair(segments.figure(segs))
 
 
 def render(lesson_id: str, meta: dict) -> None:

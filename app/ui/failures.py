@@ -42,6 +42,26 @@ def refused(config: dict, label: str | None = None, ns: str | None = None) -> bo
     return True
 
 
+def out_of_memory(result: dict, ns: str | None = None, key: str = "run") -> None:
+    """A run that ran out of memory: where, the allocator's message and sizes, and the batch that would fit."""
+    oom = result["oom"]
+    phase = t("phase." + str(oom.get("phase")), default=str(oom.get("phase")))
+    st.error(t("oom.title", phase=phase, step=oom.get("step", "?")))
+    st.code(str(oom.get("message", ""))[:2000], language=None, wrap_lines=True)
+    cols = st.columns(3)
+    cols[0].metric(t("oom.requested"), fmt_bytes(oom.get("requested_bytes")))
+    cols[1].metric(t("oom.in_use"), fmt_bytes(oom.get("in_use_bytes")))
+    cols[2].metric(t("oom.budget"), fmt_bytes(oom.get("budget_bytes")))
+    if oom.get("budget_bytes") and (result.get("device") or {}).get("type") == "cuda":
+        st.caption(t("oom.budget_caveat"))
+    cfg, err = backend.config(result.get("config") or {})
+    if err:  # advice is optional; the OOM itself is already shown
+        return
+    capacity = oom.get("budget_bytes") or backend.capacity_bytes(cfg)
+    if capacity:
+        fitting_batch(cfg, capacity, ns, key)
+
+
 def fitting_batch(cfg, capacity: int, ns: str | None, key: str) -> None:
     """The largest batch the estimate fits into `capacity`, and a button that sets it in the sandbox."""
     batch = largest_fitting_batch(cfg, capacity, lambda c: backend.estimate(c, capacity, wait=None)[0], upper=cfg.batch)

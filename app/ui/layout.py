@@ -85,3 +85,16 @@ def altair(figure) -> None:
 def chart(figure, meta: dict, kind: str, runs: dict | None = None, **where) -> None:
     altair(figure)
     prompts(meta, kind, runs, **where)
+
+
+def section(part, meta: dict, runs: dict | None = None, **where) -> None:
+    """A chart's section (app/charts/common.py `Section`): heading, caption, chart, text, prompts."""
+    st.markdown(f"##### {part.title}")
+    if part.caption:
+        st.caption(part.caption)
+    if part.figure is not None:
+        altair(part.figure)
+    if part.text:
+        st.markdown(part.text)
+    if part.prompts:
+        prompts(meta, part.prompts, runs, **where)

@@ -6,13 +6,11 @@ import json
 
 import streamlit as st
 
-from app import backend
 from app.charts import breakdown, memory, profile, step_time
 from app.charts import driver as driver_chart
 from app.i18n import t
-from app.ui import layout, side_by_side, timeline
+from app.ui import failures, layout, side_by_side, timeline
 from app.ui.errors import engine_error
-from app.ui.failures import fitting_batch, job_failed
 from course.units import fmt_bytes
 
 
@@ -41,7 +39,7 @@ def render_status(
     """A finished job's status: result, cancellation or error."""
     state = status.get("state")
     if state == "error":
-        job_failed(status, config=ran, ns=key)
+        failures.job_failed(status, config=ran, ns=key)
         return
     result = status.get("result")
     if state == "cancelled" and not result:
@@ -81,25 +79,6 @@ def _metrics(result: dict) -> None:
         st.caption(t("metric.tflops", value=f"{result['tflops']:.3g}"))
 
 
-def render_oom(result: dict, ns: str | None = None, key: str = "run") -> None:
-    oom = result["oom"]
-    phase = t("phase." + str(oom.get("phase")), default=str(oom.get("phase")))
-    st.error(t("oom.title", phase=phase, step=oom.get("step", "?")))
-    st.code(str(oom.get("message", ""))[:2000], language=None, wrap_lines=True)
-    cols = st.columns(3)
-    cols[0].metric(t("oom.requested"), fmt_bytes(oom.get("requested_bytes")))
-    cols[1].metric(t("oom.in_use"), fmt_bytes(oom.get("in_use_bytes")))
-    cols[2].metric(t("oom.budget"), fmt_bytes(oom.get("budget_bytes")))
-    if oom.get("budget_bytes") and (result.get("device") or {}).get("type") == "cuda":
-        st.caption(t("oom.budget_caveat"))
-    cfg, err = backend.config(result.get("config") or {})
-    if err:  # advice is optional; the OOM itself is already shown
-        return
-    capacity = oom.get("budget_bytes") or backend.capacity_bytes(cfg)
-    if capacity:
-        fitting_batch(cfg, capacity, ns, key)
-
-
 def render_run(
     result: dict,
     meta: dict,
@@ -114,31 +93,19 @@ def render_run(
     device_label(result, recorded_at)
     where = {"runs": {"run": result}, "ns": ns, "previous": previous, "key": key}
     if result.get("oom"):
-        render_oom(result, ns=ns, key=key)
+        failures.out_of_memory(result, ns=ns, key=key)
     _metrics(result)
 
     df = memory.frame(result)
-    if not df.empty:
-        with_reserved = df["reserved_mib"].notna().any()
-        st.markdown(f"##### {t('chart.memory')}")
-        if not with_reserved:
-            st.caption(t("chart.no_reserved"))
-        layout.chart(memory.chart(memory.long(df, with_reserved)), meta, "memory", **where)
-
-    if driver:
-        render_driver(result)
-
-    measured = result.get("breakdown")
-    estimated = (result.get("estimate") or {}).get("categories")
-    bdf = breakdown.frame(measured, estimated)
-    if not bdf.empty:
-        st.markdown(f"##### {t('chart.breakdown')}")
-        layout.chart(breakdown.chart(bdf), meta, "breakdown", **where)
-
-    sdf = step_time.frame([(t("chart.this_run"), result.get("step_ms"))])
-    if not sdf.empty:
-        st.markdown(f"##### {t('chart.time')}")
-        layout.chart(step_time.chart(sdf), meta, "time", **where)
+    sections = (
+        memory.section(df),
+        driver_chart.section(result) if driver else None,
+        breakdown.section(result),
+        step_time.section(result),
+    )
+    for part in sections:
+        if part is not None:
+            layout.section(part, meta, **where)
 
     timeline.expander(result, key)  # every allocation of the run, its segments, the raw snapshot
 
@@ -170,17 +137,6 @@ def render_run(
     side_by_side.controls(result, key, recorded=recorded_at is not None)
 
 
-def render_driver(result: dict) -> None:
-    st.markdown(f"##### {t('driver.title')}")
-    ddf = driver_chart.frame(result)
-    if ddf is None:
-        cpu = (result.get("device") or {}).get("type") != "cuda"
-        st.caption(t("driver.cpu") if cpu else t("driver.missing"))
-        return
-    layout.altair(driver_chart.chart(ddf))
-    st.markdown(t("driver.explain"))
-
-
 def render_profile(result: dict) -> None:
     """profile_step rows as a sortable table (by self device memory; self CPU memory in CPU mode)."""
     device = result.get("device") or {}
@@ -201,5 +157,5 @@ def successful(done: dict) -> list[tuple[str, dict]]:
         if status.get("state") == "done" and status.get("result"):
             ok.append((spec["label"], status["result"]))
         else:
-            job_failed(status, spec["label"])
+            failures.job_failed(status, spec["label"])
     return ok

@@ -49,12 +49,13 @@ def controls(result: dict, key: str, recorded: bool = False) -> None:
 
 
 def show(left: dict, left_title: str, right: dict, right_title: str, key: str) -> None:
-    st.markdown(f"##### {t('side.heading')}")
+    diff = differences(left, right)
     frames_ = [memory.frame(r) for r in (left, right)]
     longs = [memory.long(df, df["reserved_mib"].notna().any()) if not df.empty else df for df in frames_]
     top = max((float(d["mib"].max()) for d in longs if not d.empty), default=0.0)
     # Metrics in two columns; the charts one above the other, on one scale: in the half-width result column of
     # a projector, two charts side by side would each be too narrow to read.
+    st.markdown(f"##### {t('side.heading')}")
     cols = st.columns(2)
     for col, result, title in zip(cols, (left, right), (t("side.pinned"), t("side.this")), strict=True):
         col.metric(title, fmt_bytes(net_peak(result)), help=t("side.net_peak"))
@@ -65,7 +66,6 @@ def show(left: dict, left_title: str, right: dict, right_title: str, key: str) -
     a, b = net_peak(left), net_peak(right)
     if a and b:
         st.caption(t("side.ratio", ratio=f"{b / a:.2f}"))
-    diff = differences(left, right)
     if diff:
         st.markdown(
             t("side.differs") + " " + "; ".join(f"{t('field.' + k, default=k)}: {va} → {vb}" for k, va, vb in diff)

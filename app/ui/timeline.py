@@ -71,7 +71,7 @@ def render_segments(history: dict | None, cuda: bool, key: str, fallback: bool =
     free = sum(b["size"] for s in segs for b in s["blocks"] if b["state"] != "allocated")
     at = t("timeline.at_peak") if history.get("segments_at") == "peak" else t("timeline.at_end")
     st.caption(t("timeline.segments_summary", at=at, n=len(segs), reserved=fmt_bytes(reserved), free=fmt_bytes(free)))
-    layout.altair(segments.chart(segments.frame(segs)))
+    layout.altair(segments.figure(segs))
 
 
 def render(result: dict, key: str, segments_fallback: bool = True) -> None:
@@ -92,21 +92,16 @@ def render(result: dict, key: str, segments_fallback: bool = True) -> None:
         notes.append(t("timeline.coalesced", raw=history.get("raw_events"), shown=len(history.get("events") or [])))
     if history.get("truncated"):
         notes.append(t("timeline.truncated"))
+    peak, final, start = (fmt_bytes(history.get(k)) for k in ("peak_bytes", "final_bytes", "start_bytes"))
+    under = t("timeline.peak", peak=peak, final=final, start=start)  # worded with the notes, drawn under the chart
     for note in notes:
         st.caption(note)
-    df = timeline.frame(history)
-    if df.empty:
+    figure = timeline.figure(history, backend.history_series(history))
+    if figure is None:
         st.caption(t("timeline.empty"))
     else:
-        layout.altair(timeline.chart(df, timeline.phase_rules(history)))
-        st.caption(
-            t(
-                "timeline.peak",
-                peak=fmt_bytes(history.get("peak_bytes")),
-                final=fmt_bytes(history.get("final_bytes")),
-                start=fmt_bytes(history.get("start_bytes")),
-            )
-        )
+        layout.altair(figure)
+        st.caption(under)
     render_segments(history, cuda, key, segments_fallback)
     _download(history, cuda, key)
 

@@ -94,6 +94,7 @@ def test_the_memo_computes_a_key_once_for_concurrent_callers_and_keeps_no_failur
     assert len(calls) == 3  # a failure is computed again, not served from the cache
     memo.get("a", dict), memo.get("b", dict)
     assert "k" not in memo._items and len(memo._items) == 2  # bounded: the oldest key went first
+    assert memo.get(("c", [1]), lambda: 7) == 7 and len(memo._items) == 2  # an unhashable key: computed, not kept
 
 
 def test_the_estimate_is_the_engines_and_a_failure_is_a_message():
