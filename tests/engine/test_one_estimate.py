@@ -45,11 +45,12 @@ def test_every_source_gets_the_same_result_with_reserved_or_its_reason(source, d
 
 
 def test_the_fast_path_says_why_it_has_no_reserved_figure_and_the_full_replay_gives_it():
-    cfg = ExperimentConfig.from_dict({"device": "cpu", **SOURCES["preset"], "model_overrides": "layers=8"})
+    # 16 layers: the depth from which the estimate extrapolates (8 layers were replayed whole, so nothing was checked).
+    cfg = ExperimentConfig.from_dict({"device": "cpu", **SOURCES["preset"], "model_overrides": "layers=16"})
     fast, full = estimate(cfg, device_type="cuda"), estimate(cfg, device_type="cuda", fast=False)
-    assert full["reserved_bytes"] is not None and full["reserved_why"] is None
-    if fast["path"] != "full":
-        assert (fast["reserved_bytes"], fast["reserved_why"]) == (None, "extrapolated")
+    assert full["path"] == "full" and full["reserved_bytes"] is not None and full["reserved_why"] is None
+    assert fast["path"] == "from 3, 4, 5-layer replays to 16 layers"
+    assert (fast["reserved_bytes"], fast["reserved_why"]) == (None, "extrapolated")
     assert fast["peak_bytes"] == full["peak_bytes"]  # the extrapolation is exact where it is taken
 
 
