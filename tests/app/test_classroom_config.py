@@ -46,10 +46,14 @@ def test_with_a_class_limit_the_estimate_box_gives_the_limits_verdict_alone(tmp_
     from tests.app.pages import open_page
 
     path = tmp_path / "limits.json"
-    path.write_text('{"max_peak_gib": 0.000001}')
     monkeypatch.setenv("GPU_MEMORY_LAB_LIMITS", str(path))
-    monkeypatch.setattr(limits, "_CHECKED", [])
-    at = open_page("monitoring", "en")
-    assert not at.exception
-    assert not any("Fits into the available memory" in s.value for s in at.success)
-    assert any("limit" in w.value for w in at.warning)
+    over = "Not run: its estimated peak is above this server's limit of {} per run"
+    # Both sides of the limit: under a limit of 1 KiB the box refuses; under 1000 GiB it judges the free memory.
+    for cap, refused in ((0.000001, True), (1000, False)):
+        path.write_text(f'{{"max_peak_gib": {cap}}}')
+        monkeypatch.setattr(limits, "_CHECKED", [])
+        at = open_page("monitoring", "en")
+        assert not at.exception
+        said = [w.value for w in at.warning if w.value.startswith(over.format(f"{cap:g} GiB"))]
+        assert len(said) == int(refused), [w.value for w in at.warning]
+        assert any(s.value == "Fits into the available memory." for s in at.success) is not refused

@@ -12,9 +12,13 @@ def _markdown(at) -> str:
 
 
 def test_a_cpu_page_starts_sized_and_its_prompts_name_the_sized_values():
+    # The sized values from the lesson's own data, not from course/content.py's sizing, which the page runs: width
+    # and batch divided by its cpu_scale.
     meta = content.meta("monitoring")
-    k = content.cpu_scale(meta)
-    full, small = content.over_preset(meta, None), content.over_preset(meta, None, k)
+    k = meta["cpu_scale"]
+    full = meta["preset"]
+    small = {"width": full["width"] // k, "batch": full["batch"] // k}
+    assert k > 1 and small["width"] < full["width"] and small["batch"] < full["batch"]
     at = open_page("monitoring", state={"monitoring_steps": 2, "monitoring_timing_steps": 1})
     assert any(f"{k}× smaller" in i.value for i in at.info), [i.value for i in at.info]
     assert at.select_slider(key="monitoring_width").value == small["width"]
@@ -24,7 +28,7 @@ def test_a_cpu_page_starts_sized_and_its_prompts_name_the_sized_values():
     at.button(key="monitoring.run").click().run()
     run_until(at, lambda a: "monitoring.done" in a.session_state)
     assert not at.exception, [e.value for e in at.exception]
-    sized_batch = content.sized_change(meta, meta["prompts"]["breakdown"]["try_change"], k)["batch"]
+    sized_batch = meta["prompts"]["breakdown"]["try_change"]["batch"] // k
     assert f"Raise batch to {sized_batch} and run again" in _markdown(at)
     at.button(key="monitoring.apply.breakdown").click().run()
     assert at.select_slider(key="monitoring_batch").value == sized_batch

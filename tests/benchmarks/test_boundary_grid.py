@@ -3,14 +3,11 @@ process holds outside the allocator is measured once per model and levers, by a 
 
 from __future__ import annotations
 
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import boundary_trial  # noqa: E402 - after the path
+from benchmarks import boundary_trial
 
 GPU = 100
 

@@ -193,10 +193,15 @@ def test_worker_runs_in_a_spawned_process_dedupes_and_caches():
     # An identical queued job is joined, not run twice: two tickets, one job, one result.
     assert a != b and c._tickets[a] == c._tickets[b]
     assert _wait(c, a)["state"] == "done"
-    assert c.status(b)["result"] == c.status(a)["result"]  # one job: one result, held once (pickled)
-    assert isinstance(c._jobs[c._tickets[a]]["blob"], bytes)
+    # Both tickets are served the run of these parameters (its parameters' bytes counted by hand).
+    for ticket in (a, b):
+        got = c.status(ticket)
+        assert got["state"] == "done" and got["result"]["config"]["width"] == 32
+        assert got["result"]["breakdown_steady"]["parameters"] == 2 * (32 * 32 + 32) * 4
+    result = c.status(a)["result"]
+    assert isinstance(c._jobs[c._tickets[a]]["blob"], bytes)  # one job: one result, held once (pickled)
     again = c.status(c.submit("run", params))
-    assert again["state"] == "done" and again["cached"]
+    assert again["state"] == "done" and again["cached"] and again["result"]["started_at"] == result["started_at"]
     bad = _wait(c, c.submit("run", dict(params, batch=7, accum=2)))
     assert bad["state"] == "error" and bad["error"].startswith("ConfigError: batch: batch 7 must be divisible")
     # The error crosses the process boundary as data too.

@@ -67,12 +67,21 @@ def test_frees_of_many_storages_of_one_size_are_drawn_exactly_or_not_at_all():
         out += [("alloc", 2 * layers + i, 4096) for i in range(layers)]  # a foreach op's temporaries
         return out + [("free", k, 0) for k in range(layers, 3 * layers)] + [("mark", 0, 0)]
 
+    def alive(events) -> set:
+        """The storages a trace leaves alive: counted here, not by depth_line.same."""
+        return {k for kind, k, _ in events if kind == "alloc"} - {k for kind, k, _ in events if kind == "free"}
+
     # As the search does: a fit that draws the 7-layer trace right is trusted deeper, one that does not is dropped.
+    # Each branch is checked against the storages left alive, so a comparison that passes a wrong trace fails here.
     fit = depth_line.fit((3, 4, 5), [one_size(n) for n in (3, 4, 5)])
-    checked = fit and depth_line.trace_at_depth(fit, 7)
+    assert fit is not None
+    checked = depth_line.trace_at_depth(fit, 7)
     if checked is not None and depth_line.same(checked, one_size(7)):
-        for layers in (9, 16):
-            assert depth_line.same(depth_line.trace_at_depth(fit, layers), one_size(layers))
+        for layers in (7, 9, 16):
+            drawn = depth_line.trace_at_depth(fit, layers)
+            assert depth_line.same(drawn, one_size(layers)) and alive(drawn) == alive(one_size(layers)), layers
+    else:  # dropped: rightly, the drawn trace frees other copies than the real one does
+        assert checked is None or alive(checked) != alive(one_size(7))
 
 
 def test_a_drawn_trace_equals_the_deep_one_storage_for_storage():

@@ -35,8 +35,13 @@ def test_the_estimate_holds_on_the_h200(row):
     now = _now(row)
     for key in ("estimate_peak_bytes", "estimate_reserved_bytes", "estimate_paged_bytes"):
         assert row[key] == now[key], (key, row[key], now[key])
-    assert abs(row["peak_diff_percent"]) <= 1.0, row
-    assert abs(row["reserved_diff_percent"]) <= 3.0, row
+    # Against the measured bytes themselves, not the differences stored beside them; those (which the lesson quotes)
+    # must be the bytes' own, rounded as benchmarks/finetune_methods.py rounds them.
+    measured, reserved = row["measured_peak_bytes"], row["reserved_bytes"]
+    peak_diff = 100 * (now["estimate_peak_bytes"] - measured) / measured
+    reserved_diff = 100 * (now["estimate_reserved_bytes"] / reserved - 1)
+    assert abs(peak_diff) <= 1.0 and abs(reserved_diff) <= 3.0, row
+    assert (row["peak_diff_percent"], row["reserved_diff_percent"]) == (round(peak_diff, 4), round(reserved_diff, 3))
 
 
 def test_qlora_runs_attention_in_fp32_and_the_estimate_knows():

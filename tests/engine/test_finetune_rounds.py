@@ -4,12 +4,8 @@ and its loop on the CPU with the tiny variant (the H200 recording runs the same 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import finetune_rounds  # noqa: E402 - after the path
+from benchmarks import finetune_rounds
 
 
 def test_each_round_pairs_both_sides_in_a_drawn_order():

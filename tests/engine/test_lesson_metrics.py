@@ -52,8 +52,12 @@ def test_profile_rows_and_the_check_that_reads_them():
     assert named_metrics.scalar("profile_self_mib", profile, row="Optimizer.step") == -32
     assert named_metrics.scalar("profile_total_mib", profile, row="Optimizer.step") == 0
     assert named_metrics.scalar("profile_self_mib", profile, row="aten::mm") is None
+    # The check from both sides of its bound: -32 MiB is at most -16, and not at most -64 nor at least -16.
     check = {"check": "value", "metric": "profile_self_mib", "row": "Optimizer.step", "max": -16}
     assert expectations.evaluate_one(check, {"run": profile})["holds"] is True
+    for other in ({"max": -64}, {"min": -16}):
+        off = {**{k: v for k, v in check.items() if k != "max"}, **other}
+        assert expectations.evaluate_one(off, {"run": profile})["holds"] is False, other
     with pytest.raises(expectations.ExpectationError, match="row"):
         expectations.validate({"check": "value", "metric": "profile_self_mib", "max": 0})
     spec = {"metric": "profile_self_mib", "row": "Optimizer.step", "run": "p", "max": -16}

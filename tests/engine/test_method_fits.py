@@ -4,6 +4,7 @@ training without checkpointing, and one with none answers nothing; LLM.int8's da
 
 from __future__ import annotations
 
+from experiments.core.units import MIB
 from experiments.distributed.method_fits import CHECKPOINTS, METHODS, method_config, methods_on_card
 from experiments.estimate.estimator import estimate
 from tests.engine.test_source_models import tiny
@@ -26,5 +27,11 @@ def test_each_method_is_estimated_and_the_first_that_runs_is_the_least_compromis
     full = roomy["methods"][0]["peak_bytes"]
     lora = min(r["peak_bytes"] for r in roomy["methods"] if r["finetune"] == "lora")
     assert lora < full  # the frozen base has no gradients and no optimizer state
-    none = methods_on_card(cfg, 1024, 0)
+    # What the process holds outside the allocator comes off the card: a roomy card whose overhead leaves 3 MiB
+    # takes no full training (2.4 MB of tensors, more reserved) but LoRA, and one that leaves 1 KiB takes nothing.
+    between = methods_on_card(cfg, 2**34, 2**34 - 3 * MIB)
+    assert [r["runs"] for r in between["methods"]] == [False, False, True, True, True, True, None, None]
+    assert (between["first_that_runs"]["finetune"], between["first_that_runs"]["checkpoint"]) == ("lora", "none")
+    none = methods_on_card(cfg, 2**34, 2**34 - 1024)
     assert none["first_that_runs"] is None and not any(r["runs"] for r in none["methods"])
+    assert [r["peak_bytes"] for r in none["methods"]] == [r["peak_bytes"] for r in roomy["methods"]]

@@ -157,10 +157,26 @@ def test_the_fast_replay_sees_a_peak_that_moves_past_its_samples(grad, moves):
 
 
 def test_fits_across_gpus_picks_the_fewest_ranks_for_a_model_of_ones_own():
+    from experiments.core.config import DistributedConfig
+    from experiments.distributed.estimate import estimate_sharded
+    from experiments.estimate.estimator import cuda_config
+
     cfg = tiny("llama3-8b", precision="fp32", optimizer_impl="foreach")
     single = estimate_or_refusal(cfg, device_type="cuda")["peak_bytes"]
+
+    def rank_peak(strategy: str, n: int) -> int:
+        return estimate_sharded(DistributedConfig(cuda_config(cfg), strategy=strategy, world_size=n), "cuda")
+
+    # Just over one GPU: two ranks, and of the strategies that fit there the one with the least traffic. DDP's rank
+    # holds the whole model and its buckets (more than one GPU), so that is ZeRO-2.
     best = fits_across(cfg, single - 1, max_world_size=4)
-    assert best is not None and best["world_size"] >= 2 and best["peak_bytes"] <= single - 1
+    assert (best["world_size"], best["strategy"]) == (2, "fsdp2_zero2")
+    assert best["peak_bytes"] == rank_peak("fsdp2_zero2", 2)["peak_bytes"] <= single - 1
+    # Where only four ranks of the smallest plan (offload) fit, three do not: the answer is four, not fewer or more.
+    four = rank_peak("fsdp2_offload", 4)["peak_bytes"]
+    assert rank_peak("fsdp2_offload", 3)["peak_bytes"] > four
+    best = fits_across(cfg, four, max_world_size=4)
+    assert (best["world_size"], best["strategy"], best["peak_bytes"]) == (4, "fsdp2_offload", four)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

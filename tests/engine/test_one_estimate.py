@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from experiments.core.config import ExperimentConfig
+from experiments.core.units import fmt_bytes
 from experiments.core.vocabulary import RESERVED_WHY
 from experiments.estimate.estimator import Estimate, estimate, estimate_or_refusal, preset_defaults
 from experiments.training.source_models import import_spec
@@ -45,11 +46,12 @@ def test_every_source_gets_the_same_result_with_reserved_or_its_reason(source, d
 
 
 def test_the_fast_path_says_why_it_has_no_reserved_figure_and_the_full_replay_gives_it():
-    cfg = ExperimentConfig.from_dict({"device": "cpu", **SOURCES["preset"], "model_overrides": "layers=8"})
+    # 16 layers: the depth from which the estimate extrapolates (8 layers were replayed whole, so nothing was checked).
+    cfg = ExperimentConfig.from_dict({"device": "cpu", **SOURCES["preset"], "model_overrides": "layers=16"})
     fast, full = estimate(cfg, device_type="cuda"), estimate(cfg, device_type="cuda", fast=False)
-    assert full["reserved_bytes"] is not None and full["reserved_why"] is None
-    if fast["path"] != "full":
-        assert (fast["reserved_bytes"], fast["reserved_why"]) == (None, "extrapolated")
+    assert full["path"] == "full" and full["reserved_bytes"] is not None and full["reserved_why"] is None
+    assert fast["path"] == "from 3, 4, 5-layer replays to 16 layers"
+    assert (fast["reserved_bytes"], fast["reserved_why"]) == (None, "extrapolated")
     assert fast["peak_bytes"] == full["peak_bytes"]  # the extrapolation is exact where it is taken
 
 
@@ -62,14 +64,23 @@ def test_a_refusal_is_the_same_result_with_predicted_false():
 
 
 def test_the_command_line_gives_the_cuda_estimate_without_a_gpu_and_says_why_reserved_is_missing():
-    args = ["--model-preset", "gpt2", "--tiny", "--batch", "2", "--device", "cuda"]
+    # Batch 3, not the preset's 2: a flag the preset's own levers overrode would go unseen at the default.
+    args = ["--model-preset", "gpt2", "--tiny", "--batch", "3", "--device", "cuda"]
     out = subprocess.run(
         [sys.executable, "-m", "experiments", "estimate", *args, "--json"], capture_output=True, text=True, check=True
     )
     r = json.loads(out.stdout)
-    assert r["device_type"] == "cuda" and r["peak_bytes"] > 0 and isinstance(r["peak_phase"], str)
+    source = "preset:gpt2:tiny"
+    cfg = ExperimentConfig.from_dict({"model_source": source, **preset_defaults(source), "batch": 3, "device": "cuda"})
+    want = estimate(cfg, device_type="cuda")
+    assert (r["config"]["model_source"], r["config"]["batch"], r["device_type"]) == (source, 3, "cuda")
+    assert (r["peak_bytes"], r["peak_phase"], r["reserved_bytes"]) == (
+        want["peak_bytes"],
+        want["peak_phase"],
+        want["reserved_bytes"],
+    )
     text = subprocess.run(
         [sys.executable, "-m", "experiments", "estimate", *args], capture_output=True, text=True, check=True
     ).stdout
-    assert "cuda estimate" in text
+    assert "cuda estimate" in text and f"peak {fmt_bytes(want['peak_bytes'])} in {want['peak_phase']}" in text
     assert ("reserved (the caching allocator" in text) == (r["reserved_bytes"] is not None)

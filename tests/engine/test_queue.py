@@ -238,6 +238,21 @@ def test_a_fresh_submission_runs_again_where_the_cache_holds_the_same_job(fake):
     assert not client.status(again)["cached"] and fake.started == ["timed", "timed"]
 
 
+def test_two_different_requests_never_share_a_cached_result(fake):
+    """The result cache's key from both sides: the same kind and parameters are served from the cache; the same
+    parameters of another kind, or with one more parameter, run on their own."""
+    client = worker.WorkerClient(inline=True)
+    fake.go("k")
+    first = client.submit("run", {"name": "k"}, owner="A")
+    _wait(lambda: client.status(first)["state"] == "done")
+    assert client.status(client.submit("run", {"name": "k"}, owner="B"))["cached"]
+    for kind, params in (("guard", {"name": "k"}), ("run", {"name": "k", "seed": 1})):
+        ticket = client.submit(kind, params, owner="B")
+        _wait(lambda t=ticket: client.status(t)["state"] == "done")
+        assert not client.status(ticket)["cached"], (kind, params)
+    assert fake.started == ["k", "k", "k"]
+
+
 def test_a_poll_waits_for_the_end_and_returns_the_moment_it_comes(fake):
     """wait_ended: a page's poll sees a result when the worker reports it, not at its next poll."""
     client = worker.WorkerClient(inline=True)

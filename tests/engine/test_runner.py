@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from experiments.core.config import ExperimentConfig
@@ -78,7 +79,10 @@ def test_step_time_and_flops_are_reported():
     # FlopCounterMode: forward 2*B*W*W per layer, backward twice that, minus the first layer's input grad.
     B, W, L = 16, 64, 3
     assert r["flops_per_step"] == 6 * B * W * W * L - 2 * B * W * W
-    assert r["tflops"] > 0 and r["samples_per_s"] > 0
+    # The rates are per median step: the batch and the counted flops over its seconds (TFLOP/s: 1e12 flops).
+    seconds = s["median"] / 1e3
+    assert r["samples_per_s"] == pytest.approx(B / seconds)
+    assert r["tflops"] == pytest.approx((6 * B * W * W * L - 2 * B * W * W) / seconds / 1e12)
 
 
 def test_out_of_memory_is_a_result_and_frees_everything():
@@ -92,8 +96,6 @@ def test_out_of_memory_is_a_result_and_frees_everything():
 
 
 def test_a_run_that_would_not_fit_is_refused_before_allocating():
-    import pytest
-
     from experiments.measure.fits import WouldNotFit
 
     with pytest.raises(WouldNotFit) as info:

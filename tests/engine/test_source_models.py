@@ -349,17 +349,27 @@ def test_a_cuda_estimate_of_an_rnn_names_cudnn(factory):
     assert "cuDNN" in info["op"] and info["module"] == "rnn" and "\n" not in info["message"]
 
 
-def test_a_model_that_cannot_be_predicted_runs_when_forced_labelled_without_an_estimate():
+def test_a_model_that_cannot_be_predicted_runs_when_forced_labelled_without_an_estimate(monkeypatch):
     """Refused unless forced; forced, it runs on the CPU under a simulated out-of-memory budget (the free memory less
     the worker's margin) and says it had no estimate."""
+    from experiments.measure import fits
+
     spec = toy("reads_value")
     with pytest.raises(CannotPredict):
         run_experiment(TOY, history=False, spec=spec)
-    r = run_experiment(TOY.replace(force=True), history=False, spec=spec)
-    assert r["estimate"]["predicted"] is False and r["estimate"]["peak_bytes"] is None
-    assert r["estimate"]["cannot_predict"]["op"].startswith("aten._local_scalar_dense")
-    assert r["peak_bytes"] > 0 and r["oom"] is None
-    assert r["estimate"]["run_budget"] > 0
+    for free in (8 * 2**30, 2**27 + 4400):
+        monkeypatch.setattr(fits, "cpu_available_bytes", lambda free=free: free)
+        r = run_experiment(TOY.replace(force=True), history=False, spec=spec)
+        assert r["estimate"]["predicted"] is False and r["estimate"]["peak_bytes"] is None
+        assert r["estimate"]["cannot_predict"]["op"].startswith("aten._local_scalar_dense")
+        # The worker's margin by hand: 128 MiB and a tenth of what the tensors use (experiments/core/capacity.py).
+        budget = int((free - 2**27) / 1.1)
+        assert r["estimate"]["run_budget"] == budget
+        # The budget is the run's: with room it runs; with 4 KB for its tensors its first larger tensor is refused.
+        if budget > 2**20:
+            assert r["oom"] is None and r["peak_bytes"] > 0
+        else:
+            assert r["oom"]["requested_bytes"] > budget - r["oom"]["in_use_bytes"]
 
 
 # ---------------------------------------------------------------- architectures that needed a word of their own

@@ -59,9 +59,9 @@ def test_a_sized_pair_saves_what_the_full_pair_saves(lesson):
     so the verdict against the claimed range is too (the range's edges are at least a point away)."""
     meta = content.meta(lesson)
     k = content.cpu_scale(meta)
-    for tech in meta["techniques"]:
-        if tech.get("metric", "peak_saving_pct") != "peak_saving_pct":
-            continue
+    memory_claims = [t for t in meta["techniques"] if t.get("metric", "peak_saving_pct") == "peak_saving_pct"]
+    assert memory_claims, f"{lesson}: no memory claim to size"
+    for tech in memory_claims:
         savings = []
         for scale in (1, k):
             config, baseline = content.technique_configs(meta, tech, scale)
@@ -70,6 +70,13 @@ def test_a_sized_pair_saves_what_the_full_pair_saves(lesson):
         assert abs(savings[0] - savings[1]) < 1, (tech["id"], savings)
         lo, hi = tech["claimed_range"]
         assert (lo <= savings[0] <= hi) == (lo <= savings[1] <= hi), (tech["id"], savings)
+
+
+def test_the_lessons_a_cpu_runs_smaller_are_checked_above():
+    """The tests above are parametrized by SIZED: were it empty (a lesson's cpu_scale not read), they would have no
+    case and pass. The lessons whose pages say they run 4x smaller without a GPU (their meta.json cpu_scale)."""
+    sized = {"monitoring", "analysis", "optimization", "leaks", "compare", "exercise1", "exercise2"}
+    assert set(SIZED) == sized and {content.cpu_scale(content.meta(x)) for x in sized} == {4}
 
 
 def test_a_sized_run_measures_what_its_estimate_says():
