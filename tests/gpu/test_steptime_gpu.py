@@ -38,3 +38,19 @@ def test_a_cnn_step_lands_inside_its_predicted_range(precision):
     step = predict_step_ms(estimate(cfg, device_type="cuda")["step"], rates, precision, "cuda", model="cnn")
     measured = run_experiment(cfg)["step_ms"]["median"]
     assert step["low_ms"] <= measured <= step["high_ms"], (measured, step)
+
+
+def test_a_cnn_preset_is_timed_as_a_cnn_and_lands_inside_its_range():
+    """ResNet-50 (a preset: its config's `model` field is the unused default) took the MLP's costs before."""
+    from experiments.estimate.estimator import preset_defaults
+    from experiments.estimate.steptime import family
+
+    source = "preset:resnet50"
+    cfg = ExperimentConfig.from_dict(
+        {"model_source": source, **preset_defaults(source), "batch": 32, "device": "cuda", "timing_steps": 10}
+    )
+    est = estimate(cfg, device_type="cuda")
+    assert family(cfg.model, cfg.model_source, est["step"]) == "cnn"
+    step = predict_step_ms(est["step"], calibrate("cuda"), cfg.precision, "cuda", model="cnn")
+    measured = run_experiment(cfg)["step_ms"]["median"]
+    assert step["low_ms"] <= measured <= step["high_ms"], (measured, step)
