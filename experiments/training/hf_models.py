@@ -135,21 +135,17 @@ def _consistent(default, config: dict, overrides: dict) -> dict:
         # the labels into the decoder's inputs needs it.
         pad = config.get("pad_token_id", getattr(default, "pad_token_id", None))
         config["decoder_start_token_id"] = pad if isinstance(pad, int) else 0
-    rotary = config.get("rotary_dim", getattr(default, "rotary_dim", None))
-    hidden = config.get("n_embd", config.get("hidden_size", getattr(default, "n_embd", None)))
-    heads = config.get("n_head", config.get("num_attention_heads", getattr(default, "n_head", None)))
-    if isinstance(rotary, int) and isinstance(hidden, int) and isinstance(heads, int) and heads and hidden % heads == 0:
-        config["rotary_dim"] = min(rotary, hidden // heads)
-    # XLNet's head size is a setting of its own that must equal d_model // n_head.
-    width = config.get("d_model", config.get("hidden_size", getattr(default, "d_model", None)))
-    if (
-        isinstance(getattr(default, "d_head", None), int)
-        and isinstance(width, int)
-        and isinstance(heads, int)
-        and heads
-    ):
-        if width % heads == 0:
-            config["d_head"] = width // heads
+    # The width of one head, where the overrides leave it whole: GPT-J's rotary dimension must fit in it, and XLNet's
+    # head size (a setting of its own) must equal it.
+    hidden = next((config[n] for n in ("n_embd", "hidden_size", "d_model") if n in config), None)
+    hidden = getattr(default, "hidden_size", None) if hidden is None else hidden
+    heads = config.get("n_head", config.get("num_attention_heads", getattr(default, "num_attention_heads", None)))
+    if isinstance(hidden, int) and isinstance(heads, int) and heads and hidden % heads == 0:
+        rotary = config.get("rotary_dim", getattr(default, "rotary_dim", None))
+        if isinstance(rotary, int):
+            config["rotary_dim"] = min(rotary, hidden // heads)
+        if isinstance(getattr(default, "d_head", None), int):
+            config["d_head"] = hidden // heads
     return config
 
 
