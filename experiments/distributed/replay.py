@@ -95,7 +95,7 @@ def replay_rank(
             dist.destroy_process_group()
     if result.get("oom") or result.get("peak_bytes") is None:
         raise RuntimeError(f"the replay did not finish: {result.get('oom')}")
-    marks = replay_trace(log.events)["marks"]
+    marks = replay_trace(log.events, warm_up=True)["marks"]  # each rank warms up as the engine does
     steps = [i for i, p in enumerate(result["phases"]) if p["step"] >= 1 and i < len(marks)]
     at = max(steps, key=lambda i: marks[i]["peak_allocated_bytes"])
     categories = {k: int(v) for k, v in (result.get("breakdown") or {}).items()}

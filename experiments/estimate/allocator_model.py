@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 
+from ..core import warm_up_layout
 from ..core.units import MIB
 
 SMALL = 1 * MIB
@@ -47,7 +48,9 @@ class Block:
 
 
 class CachingAllocatorModel:
-    def __init__(self):
+    def __init__(self, warm_up: bool = False):
+        """`warm_up`: start as the engine's CUDA warm-up leaves the allocator (experiments/core/warm_up_layout.py);
+        otherwise empty, as a fresh process's."""
         self.reserved = 0
         self.allocated = 0
         self.peak_reserved = 0
@@ -56,6 +59,28 @@ class CachingAllocatorModel:
         self._free = {"small": [], "large": []}  # sorted (size, segment, offset, id(block)) -> block
         self._by_key: dict = {}
         self._live: dict[int, Block] = {}
+        if warm_up:
+            self._seed(warm_up_layout.SMALL_SEGMENTS)
+
+    def _seed(self, segments) -> None:
+        """The warm-up's small segments: their free blocks take a run's small tensors. Their workspaces are the
+        baseline (in neither figure); their free bytes count as reserved, so that `reserved` is a real run's
+        `memory_reserved()` less its baseline's allocated bytes, as the allocated peak is, and never below it."""
+        for blocks in segments:
+            self._segments += 1
+            offset, prev = 0, None
+            for size, allocated in blocks:
+                block = Block(self._segments, offset, size, "small")
+                block.prev = prev
+                if prev is not None:
+                    prev.next = block
+                if allocated:
+                    block.free = False
+                else:
+                    self._add_free(block)
+                    self.reserved += size
+                prev, offset = block, offset + size
+        self.peak_reserved = self.reserved
 
     def _pool(self, n: int) -> str:
         return "small" if n <= SMALL else "large"
@@ -162,9 +187,10 @@ class AllocationLog:
         self.events.append(("mark", index, 0))
 
 
-def replay_trace(events: list[tuple[str, int, int]]) -> dict:
-    """events: ("alloc", key, nbytes) / ("free", key, 0) in order; returns reserved/allocated figures."""
-    model = CachingAllocatorModel()
+def replay_trace(events: list[tuple[str, int, int]], warm_up: bool = False) -> dict:
+    """events: ("alloc", key, nbytes) / ("free", key, 0) in order; returns reserved/allocated figures. `warm_up`: the
+    run follows the engine's warm-up (CachingAllocatorModel)."""
+    model = CachingAllocatorModel(warm_up)
     marks = []
     since_mark = 0  # the highest allocated figure since the last phase boundary
     for kind, key, nbytes in events:

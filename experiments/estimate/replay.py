@@ -303,7 +303,7 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spe
         state.clear()
     top = max(rec.phases, key=lambda p: p["peak_bytes"])
     # The tracker rounded sizes to blocks already; the model rounds the requests itself.
-    allocator = replay_trace(log.events)
+    allocator = replay_trace(log.events, warm_up=True)  # the engine warms up before it runs
     return {
         "peak_bytes": top["peak_bytes"],
         "peak_phase": top["phase"],

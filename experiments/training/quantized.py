@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..core import warm_up_layout
 from ..core.config import ExperimentConfig
 
 BLOCKSIZE = 64  # bitsandbytes' default for 4-bit weights
@@ -143,11 +144,15 @@ def _onto_gpu(device: torch.device) -> bool:
 
 
 def _cached_free(device: torch.device) -> tuple[int, int | None]:
-    """Reserved but unallocated bytes, and the card's total, of a real device; (0, None) in a replay, whose
-    allocator starts empty and whose card is chosen after."""
+    """Reserved but unallocated bytes, and the card's total, of a real device; in a replay, the warm-up's free bytes
+    (its allocator starts where the engine's warm-up leaves a real one) and None: the card is chosen after."""
     from torch._guards import detect_fake_mode
 
-    if device.type != "cuda" or detect_fake_mode() is not None or not torch.cuda.is_available():
+    if device.type != "cuda":
+        return 0, None
+    if detect_fake_mode() is not None:
+        return warm_up_layout.free_bytes(), None  # the replay's allocator starts as the warm-up leaves a real one
+    if not torch.cuda.is_available():
         return 0, None
     return (
         torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device),

@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+from experiments.core import warm_up_layout
 from experiments.core.config import ExperimentConfig
 from experiments.core.recorded import ROOT, load_recorded
 from experiments.estimate.allocator_model import replay_trace, round_size, segment_size
@@ -151,3 +152,36 @@ def test_a_card_answer_counts_on_giving_back_but_keeps_the_margin_on_what_stays_
     assert not runs(149 * MIB)  # out of memory even after giving back
     # Expandable segments: what stays mapped after unmapping (160 MiB) must get through 1/1.015 of the card.
     assert runs(163 * MIB, expandable=True) and not runs(162 * MIB, expandable=True)
+
+
+def test_after_the_warm_up_small_tensors_take_its_free_blocks_before_a_new_segment():
+    """The engine's warm-up leaves two cuBLASLt workspaces of 1 MiB, each in a 2 MiB small segment of its own, with
+    1 MiB, 66,560 and 982,016 bytes free (read on an H100). Hand count: 512 KiB tensors fill the 982,016-byte block
+    once and the 1 MiB block twice; the fourth needs a new segment. Reserved counts the free bytes the run starts
+    with, so it is memory_reserved() less the baseline's allocated bytes and never below the allocated peak."""
+    assert warm_up_layout.free_bytes() == 1048576 + 66560 + 982016 == 2 * 2**20
+    biases = [("alloc", i, 4096) for i in range(100)]
+    warm = replay_trace(biases, warm_up=True)
+    assert (warm["reserved_bytes"], warm["peak_allocated_bytes"]) == (2 * 2**20, 409600)
+    assert replay_trace(biases)["reserved_bytes"] == 2 * 2**20  # a fresh process: one new segment
+    halves = [("alloc", i, 512 * 1024) for i in range(5)]
+    for n, reserved in ((3, 2 * 2**20), (4, 4 * 2**20), (5, 4 * 2**20)):
+        r = replay_trace(halves[:n], warm_up=True)
+        assert (r["reserved_bytes"], r["peak_allocated_bytes"]) == (reserved, n * 512 * 1024), n
+        assert r["reserved_bytes"] >= r["peak_allocated_bytes"]
+
+
+def test_an_estimate_reserves_what_the_h100_reserved_after_the_warm_up():
+    """docs/benchmarks/reserved-offset-h100.json: small configurations run on an H100 after the engine's warm-up (both
+    threads' cuBLASLt workspaces). The CPU replay's reserved figure against each run's memory_reserved() less its
+    baseline's allocated bytes; the CNN's includes cuDNN's workspace, which only a GPU measures."""
+    runs = json.loads((Path(__file__).parents[2] / "docs/benchmarks/reserved-offset-h100.json").read_text())["runs"]
+    checked = 0
+    for run in runs:
+        if run["config"].get("model") == "cnn":
+            continue
+        cfg = ExperimentConfig.from_dict({**run["config"], "device": "cuda", "steps": 2})
+        measured = run["measured_reserved_max_phase"] - run["baseline_allocated"]
+        assert estimate(cfg, device_type="cuda")["reserved_bytes"] == measured, run["config"]
+        checked += 1
+    assert checked == 4
