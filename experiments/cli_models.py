@@ -8,7 +8,16 @@ import argparse
 
 from .cli_checks import ACROSS, CAPACITY_GIB, MAX_BATCH
 from .core.config import ConfigError
-from .core.model_sources import HF_TASKS, OVERRIDES, format_overrides, parse_overrides, preset_defaults, presets
+from .core.model_sources import (
+    HF_TASKS,
+    IMPORT_PATH,
+    LOSSES,
+    OVERRIDES,
+    format_overrides,
+    parse_overrides,
+    preset_defaults,
+    presets,
+)
 from .core.units import GIB, fmt_bytes
 from .core.vocabulary import RESERVED_WHY
 
@@ -69,6 +78,7 @@ def model_fields(args) -> tuple[dict, object]:
             )
         return {}, None
     if chosen[0] == "import_path":
+        _check_import(args.import_path, args.loss or "mean")
         from .training.source_models import import_spec
 
         if overrides:
@@ -91,6 +101,16 @@ def model_fields(args) -> tuple[dict, object]:
     kind = "hf" if chosen[0] == "model_type" else "torchvision"
     source = f"{kind}:{getattr(args, chosen[0])}" + (f":{head}" if head else "")
     return {"model_source": source, "model_overrides": overrides}, None
+
+
+def _check_import(path: str, loss: str) -> None:
+    """The import path's form and the loss, before torch (training/source_models.py checks them again)."""
+    if not IMPORT_PATH.fullmatch(path):
+        raise ConfigError("import", f"{path!r} is not package.module:factory", "model_spec", detail=path)
+    if loss not in LOSSES:
+        raise ConfigError(
+            "loss", f"got {loss!r}; allowed: {', '.join(LOSSES)}", "choice", value=loss, allowed=", ".join(LOSSES)
+        )
 
 
 def add_fits_parser(sub) -> argparse.ArgumentParser:

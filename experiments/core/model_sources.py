@@ -54,6 +54,9 @@ DECODER_TWINS: dict[str, tuple[str, ...]] = {
     "heads": ("decoder_attention_heads",),
     "intermediate": ("decoder_ffn_dim",),
 }
+# An import path (the command line's --import) and the losses its model trains with: checked before torch is imported.
+IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+LOSSES = ("model", "ce", "mse", "mean")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 

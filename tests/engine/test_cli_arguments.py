@@ -55,6 +55,8 @@ BAD = [
     (["estimate", "--model-preset", "gpt2", "--no-double-quant"], "double_quant", "--finetune qlora"),
     (["estimate", "--inputs", "x:float[B,4]"], "inputs", "--import"),
     (["estimate", "--loss", "ce"], "loss", "--import"),
+    (["estimate", "--import", "nocolon"], "import", "package.module:factory"),
+    (["estimate", "--import", "a:b", "--loss", "nope"], "loss", "model, ce, mse, mean"),
 ]
 
 
@@ -174,3 +176,9 @@ def test_a_missing_limits_file_and_a_bad_job_time_setting_are_one_line(capsys, t
     monkeypatch.setenv("GPU_MEMORY_LAB_MAX_JOB_SECONDS", "abc")
     code, _, err = _cli(capsys, "guard", "--layers", "1", "--width", "8", "--batch", "2")
     assert code == 2 and err.count("\n") == 1 and "GPU_MEMORY_LAB_MAX_JOB_SECONDS=abc: max_job_seconds" in err, err
+
+
+def test_an_import_that_returns_no_module_names_the_import_flag(capsys):
+    """It named a field "source", which no flag is called."""
+    code, _, err = _cli(capsys, "estimate", "--import", "os:getcwd", "--inputs", "x:float[B,4]", "--device", "cpu")
+    assert code == 2 and err == "error: import: os:getcwd returned str, not an nn.Module\n", err
