@@ -329,6 +329,10 @@ def main(argv: list[str] | None = None) -> int:
     except CannotPredict as e:
         print(str(e), file=sys.stderr)
         return 3
+    except Exception as e:  # a model of one's own that raises (a forced run, a library's error): one line
+        if not own:
+            raise
+        return cli_models.print_raised(e, args.command)
     if args.command == "fits" and "methods" in result and not args.json:
         return cli_models.print_methods(result) or 0
     if args.command in ("fits", "estimate") and own and not args.json:
@@ -361,16 +365,14 @@ def _leak_summary(r: dict) -> str:
     where = f"{r['scenario']} on {r['device']['type'] if isinstance(r.get('device'), dict) else r.get('device')}"
     steps = sum(1 for row in r.get("per_step") or [] if row.get("step"))  # step 0: before the loop
     verdict = f"grows {fmt_bytes(int(growth))} per step" if growth > 0 else "does not grow"
-    freed = r.get("gc_freed_bytes") or 0
-    tail = f"; gc.collect() freed {fmt_bytes(int(freed))}" if freed else ""
+    tail = f"; gc.collect() freed {fmt_bytes(int(r['gc_freed_bytes']))}" if r.get("gc_freed_bytes") else ""
     return f"{where}: {verdict} over {steps} steps (batch {r['batch']}, width {r['width']}){tail}"
 
 
 def _guard_summary(r: dict) -> str:
     """One line: do the gradients match the fp32 baseline within the precision's tolerance."""
-    verdict = "match" if r["ok"] else "DIFFER from"
     return (
-        f"gradients {verdict} the {r['baseline_precision']} baseline: largest difference {r['max_abs_diff']:.3g} "
+        f"gradients {'match' if r['ok'] else 'DIFFER from'} the {r['baseline_precision']} baseline: largest difference {r['max_abs_diff']:.3g} "
         f"(relative {r['max_rel_diff']:.3g}), tolerance {r['tolerance']:.3g} ({r['precision']}, checkpoint "
         f"{r['checkpoint']}, accumulation {r['accum']})"
     )
