@@ -286,6 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     except CannotPredict as e:
         print(str(e), file=sys.stderr)
         return 3
+    except Exception as e:  # a model of one's own that raises (a forced run, a library's error): one line
+        if not own:
+            raise
+        return cli_models.print_raised(e, args.command)
     return _output(args, result, own)
 
 

@@ -5,6 +5,7 @@ subcommand and `models` (what can be named)."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .cli_checks import ACROSS, CAPACITY_GIB, MAX_BATCH
 from .core.config import ConfigError
@@ -336,3 +337,18 @@ def list_models(as_json: bool = False) -> None:
         print(f"preset  {pid:14} {p['title']['en']}  /  {p['title']['zh']}")
     for model_type, tasks in types.items():
         print(f"hf      {model_type:32} {', '.join(tasks)}")
+
+
+def print_raised(e: BaseException, command: str) -> int:
+    """A model of one's own that raised what no check foresaw (a real run forced past "cannot be predicted", a
+    library's own error): one line naming the exception and the innermost place in the library or the model that
+    raised it, exit status 4, never a traceback."""
+    import traceback
+
+    frames = traceback.extract_tb(e.__traceback__)
+    outside = [f for f in frames if "/experiments/" not in f.filename.replace("\\", "/")] or frames
+    where = f" ({outside[-1].filename}:{outside[-1].lineno})" if outside else ""
+    first = (str(e).strip().splitlines() or [""])[0][:300]
+    what = "the real run" if command == "run" else f"the {command}"
+    print(f"error: {what} of this model raised {type(e).__name__}: {first}{where}", file=sys.stderr)
+    return 4
