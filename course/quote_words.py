@@ -91,8 +91,16 @@ def _around(text: str, m) -> str:
     return " ".join(text[max(0, m.start() - 60) : m.end() + 30].split())
 
 
+# One end of a spread quoted as a bound: "at least {{t.lo}}×", "at most {{t.hi}}×".
+BOUNDS = {"lo": ("at least", "至少", "不低于", "最低"), "hi": ("at most", "至多", "最多", "不超过", "最高")}
+
+
+def _bound(before: str, end: str) -> bool:
+    return any(w in before for w in BOUNDS[end])
+
+
 def misordered_ranges(text: str) -> list[str]:
-    """Each sentence that shows a paired fact's spread with one end only or the highest first."""
+    """Each sentence that shows a paired fact's spread with one end only (not as a bound) or the highest first."""
     out = []
     for sentence in _sentences(text):
         ends: dict[str, list[tuple[int, str]]] = {}
@@ -100,6 +108,7 @@ def misordered_ranges(text: str) -> list[str]:
             if m.group(2) in ("lo", "hi"):
                 ends.setdefault(m.group(1), []).append((m.start(), m.group(2)))
         for name, marks in ends.items():
+            marks = [(at, end) for at, end in marks if not _bound(sentence[max(0, at - 16) : at], end)]
             order = [end for _, end in sorted(marks)]
             if order.count("lo") != order.count("hi") or any(
                 order[i : i + 2] != ["lo", "hi"] for i in range(0, len(order), 2)

@@ -29,8 +29,8 @@ def lesson_facts(lesson: str) -> dict:
 def texts(lesson: str, lang: str) -> list[str]:
     """The lesson's prose in one language: its Markdown, and every {en, zh} text of its meta and strings."""
     out = []
-    md = content.lessons_dir() / lesson / f"lesson.{lang}.md"
-    if md.exists():
+    # The lesson, and an exercise's hints and answer: every Markdown page of the lesson in that language.
+    for md in sorted((content.lessons_dir() / lesson).glob(f"*.{lang}.md")):
         out.append(md.read_text(encoding="utf-8"))
 
     def walk(node):

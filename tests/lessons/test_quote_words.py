@@ -49,6 +49,7 @@ def test_a_range_turned_around_or_cut_is_caught():
     assert not misordered_ranges("about {{t}}× (between {{t.lo}}× and {{t.hi}}× over {{t.rounds}} rounds)")
     assert misordered_ranges("about {{t}}× (between {{t.hi}}× and {{t.lo}}×)")
     assert misordered_ranges("约 {{t}} 倍（在 {{t.lo}} 到 {{t.rounds}} 倍之间）")
+    assert not misordered_ranges("in every round at least {{t.lo}}×; at most {{u.hi}}× in any round")
 
 
 @pytest.mark.parametrize(
