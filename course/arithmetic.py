@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import ast
+import operator
 import re
 
 NUMBER = r"\d+(?:\.\d+)?"
@@ -35,6 +37,45 @@ def _agrees(figure: str, total: float) -> bool:
     return abs(float(figure) - total) <= 0.5 * 10**-decimals + 1e-9
 
 
+# A sum written as code, then what it equals, each with an optional unit: "`20 × (2048 × 2048 + 2048)` = 83,927,040",
+# "`20 × 2048 × 4` bytes = `160 KiB`". Grouping commas in the figure are read away.
+CODE_EQUALS = re.compile(
+    r"`([\d\s+×*/().,]*[+×*/][\d\s+×*/().,]*)`\s*(bytes|字节)?\s*=\s*`?(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s*"
+    r"(KiB|MiB|GiB|bytes|字节)?`?"
+)
+BYTES = {None: 1, "bytes": 1, "字节": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
+def code_value(expr: str) -> float | None:
+    """A code sum's value (numbers, + - × * / and parentheses), or None for anything else."""
+
+    def walk(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+            return float(node.value)
+        if isinstance(node, ast.BinOp) and type(node.op) in OPS:
+            return OPS[type(node.op)](walk(node.left), walk(node.right))
+        raise ValueError(node)
+
+    try:
+        return walk(ast.parse(expr.replace("×", "*").replace(",", ""), mode="eval").body)
+    except (SyntaxError, ValueError, ZeroDivisionError):
+        return None
+
+
+def wrong_code_sums(text: str) -> list[str]:
+    """Each sum written as code whose value is not the figure it is said to equal (in the figure's unit)."""
+    out = []
+    for m in CODE_EQUALS.finditer(text):
+        total, figure = code_value(m[1]), m[3].replace(",", "")
+        if total is None:
+            continue
+        scale = BYTES[m[4]] / BYTES[m[2]] if m[2] and m[4] else 1
+        if not _agrees(figure, total / scale):
+            out.append(f"{m[1]} is {total / scale:g}, not {m[3]}: {m[0]}")
+    return out
+
+
 def sums(text: str) -> list[tuple[str, str, str]]:
     """(figure, sum, the words they stand in) for each written-out sum in rendered `text`."""
     plain = LABEL.sub("", text.replace("**", ""))
@@ -48,4 +89,4 @@ def wrong_sums(text: str) -> list[str]:
         f"{expr} is {value(expr):g}, not {figure}: {words}"
         for figure, expr, words in sums(text)
         if not _agrees(figure, value(expr))
-    ]
+    ] + wrong_code_sums(text)

@@ -11,14 +11,25 @@ import dataclasses
 import json
 import sys
 
-from . import cli_models
+from . import cli_checks, cli_models, cli_print
 from .cli_models import add_fits_parser, add_model_flags, model_fields, print_estimate, print_fits, run_fits
-from .cli_progress import TerminalProgress
+from .cli_progress import Heartbeat, TerminalProgress
 from .core import leak_scenarios
-from .core.config import BATCH_MODES, CHOICES, RANGES, STRATEGIES, ConfigError, ExperimentConfig
+from .core.config import (
+    BATCH_MODES,
+    BUDGET_MB,
+    CHOICES,
+    RANGES,
+    STRATEGIES,
+    WORLD_SIZE,
+    ConfigError,
+    DistributedConfig,
+    ExperimentConfig,
+)
 from .core.errors import CannotPredict, WouldNotFit
 from .core.finetune import BNB_OPTIMIZERS
-from .core.units import MIB, fmt_bytes
+from .core.limits import LimitsError
+from .core.limits import load as load_limits
 
 # The configuration's own defaults, for --help (a dataclass's fields, read without building one).
 DEFAULTS = {f.name: f.default for f in dataclasses.fields(ExperimentConfig)}
@@ -73,7 +84,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_config_flags(p: argparse.ArgumentParser) -> None:
-    for name, typ in FLAG_FIELDS.items():
+    for name in FLAG_FIELDS:
         flag = "--" + name.replace("_", "-")
         # Parsed as strings so the config's own validation names the field in its message.
         if name in CHOICES:
@@ -81,7 +92,9 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
         elif name in RANGES:
             text = f"an integer in [{RANGES[name][0]}, {RANGES[name][1]}]"
         else:
-            text = "megabytes, or none" if name == "budget_mb" else typ.__name__
+            text = (
+                f"megabytes in [{BUDGET_MB[0]}, {BUDGET_MB[1]}], or none; default none" if name == "budget_mb" else ""
+            )
         default = DEFAULTS.get(name)
         text += "" if default is None else f"; default {default}"
         p.add_argument(
@@ -135,75 +148,40 @@ def _config(args) -> ExperimentConfig:
         if getattr(args, k) is not None
     }
     own, args.spec = model_fields(args) if hasattr(args, "set") else ({}, None)
-    if data.get("segments") is not None and data.get("checkpoint", "none") != "segments":
-        raise ConfigError(
-            "segments", "--segments sets the segments of --checkpoint segments", "one_of", fields="segments,checkpoint"
-        )
-    lora = [k for k in ("lora_rank", "lora_alpha", "lora_targets", "adapter_dtype") if data.get(k) is not None]
-    if lora and data.get("finetune") in (None, "full"):
-        flag = "--" + lora[0].replace("_", "-")
-        raise ConfigError(
-            lora[0],
-            f"{flag} sets the adapters of --finetune lora, qlora or int8",
-            "one_of",
-            fields=f"{lora[0]},finetune",
-        )
+    cli_checks.lonely_flags({**own, **data}, args)
     if data.get("optimizer") in BNB_OPTIMIZERS and data.get("optimizer_impl") is None:
         data["optimizer_impl"] = "default"  # a preset's own implementation is torch's; bitsandbytes' has one
     return ExperimentConfig.from_dict({**own, **data})  # a preset's levers, under the ones given
 
 
-def _mb(n) -> str:
-    return "-" if n is None else f"{n / MIB:10.2f}"
-
-
-def _print_run(r: dict) -> None:
-    d = r["device"]
-    print(f"device: {d['type']} {d.get('name')}  torch {d['torch_version']}")
-    print(f"{'step':>4} {'micro':>5} {'phase':<15} {'alloc MiB':>10} {'reserved':>10} {'peak MiB':>10} {'ms':>9}")
-    for p in r["phases"]:
-        micro = "" if p["micro"] is None else p["micro"]
-        print(
-            f"{p['step']:>4} {micro:>5} {p['phase']:<15} {_mb(p['allocated_bytes'])} {_mb(p['reserved_bytes'])} "
-            f"{_mb(p['peak_bytes'])} {p['ms']:9.2f}"
-        )
-    if r["oom"]:
-        print(f"OUT OF MEMORY in {r['oom']['phase']} (step {r['oom']['step']}): {r['oom']['message']}")
-    if r["peak_bytes"] is not None:
-        net = r["peak_bytes"] - r["baseline_bytes"]
-        est = r["estimate"]["peak_bytes"]
-        said = "no estimate (cannot be predicted)" if est is None else f"estimate {_mb(est).strip()} MiB"
-        print(
-            f"peak: {_mb(r['peak_bytes']).strip()} MiB in {r['peak_phase']['phase']} (step {r['peak_phase']['step']}); "
-            f"above baseline {_mb(net).strip()} MiB; {said}"
-        )
-    if r["step_ms"]:
-        s = r["step_ms"]
-        print(
-            f"step time: median {s['median']:.3f} ms (p10 {s['p10']:.3f}, p90 {s['p90']:.3f}); "
-            f"{r['samples_per_s']:.1f} samples/s; {r['tflops']:.2f} TFLOP/s"
-        )
-    if r["breakdown"]:
-        print("at peak: " + ", ".join(f"{k} {_mb(v).strip()} MiB" for k, v in r["breakdown"].items() if v))
-
-
-def _add_distributed_flags(p: argparse.ArgumentParser) -> None:
+def _add_distributed_flags(p: argparse.ArgumentParser, alone: bool) -> None:
+    """`alone`: the distributed subcommand (a data-parallel run by default); else `run`, which these flags turn into
+    one."""
+    lo, hi = WORLD_SIZE
+    defaults = {f.name: f.default for f in dataclasses.fields(DistributedConfig) if f.name != "config"}
+    when = "" if alone else "; with --world-size or --strategy, run data-parallel"
     p.add_argument(
         "--world-size",
         dest="world_size",
         default=None,
         metavar="N",
-        help="run data-parallel on N processes (one per GPU; gloo on CPU)",
+        help=f"an integer in [{lo}, {hi}]; default {defaults['world_size']}: processes, one per GPU (gloo on a CPU)"
+        + when,
     )
     p.add_argument(
-        "--strategy", dest="strategy", default=None, metavar="STRATEGY", help=f"one of {', '.join(STRATEGIES)}"
+        "--strategy",
+        dest="strategy",
+        default=None,
+        metavar="STRATEGY",
+        help=f"one of {', '.join(STRATEGIES)}; default {defaults['strategy']}" + when,
     )
     p.add_argument(
         "--batch-mode",
         dest="batch_mode",
         default=None,
         metavar="MODE",
-        help=f"one of {', '.join(BATCH_MODES)}: --batch is per rank (default) or the global batch",
+        help=f"one of {', '.join(BATCH_MODES)}; default {defaults['batch_mode']}: --batch is per rank or the global "
+        "batch",
     )
     p.add_argument(
         "--no-update-check",
@@ -215,49 +193,25 @@ def _add_distributed_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _distributed_params(args) -> dict | None:
-    extra = {k: getattr(args, k, None) for k in ("world_size", "strategy", "batch_mode", "check_update")}
-    if args.command != "distributed" and extra["world_size"] is None and extra["strategy"] is None:
-        return None
-    return {**_config(args).to_dict(), **{k: v for k, v in extra.items() if v is not None}}
+def _sub(sub, name: str, text: str, **kwargs) -> argparse.ArgumentParser:
+    """A subcommand whose own --help opens with what it does (`text`, unless a longer description is given)."""
+    return sub.add_parser(name, help=text, description=kwargs.pop("description", text[:1].upper() + text[1:] + "."))
 
 
-def _print_distributed(r: dict) -> None:
-    d = r["device"]
-    print(f"device: {d['type']} {d.get('name')}  torch {d['torch_version']}  backend {r['backend']}")
-    print(
-        f"strategy {r['strategy']}, world size {r['world_size']}, batch {r['per_rank_batch']} per rank "
-        f"({r['global_batch']} global)"
-    )
-    for rank in r["ranks"]:
-        print(f"-- rank {rank['rank']}")
-        _print_run({**r, **rank, "estimate": r["estimate"], "step_ms": None})
-        s = rank.get("step_ms")
-        if s:
-            print(f"step time with communication: median {s['median']:.3f} ms (p10 {s['p10']:.3f}, p90 {s['p90']:.3f})")
-    for e in r["errors"]:
-        print(f"ERROR {e}")
-    u = r.get("update_check")
-    if u:
-        print(
-            f"update vs single device: {'OK' if u['ok'] else 'DIFFERS'} (max abs diff {u['max_abs_diff']:.3g}, "
-            f"largest update {u['max_update']:.3g})"
-        )
-
-
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m experiments", description="GPU Memory Lab experiment engine")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    run_p = sub.add_parser("run", help="run one configuration and measure it")
+    run_p = _sub(sub, "run", "run one configuration and measure it")
     _add_config_flags(run_p)
     add_model_flags(run_p)
-    _add_distributed_flags(run_p)
-    dist_p = sub.add_parser("distributed", help="run one configuration data-parallel (DDP, ZeRO, FSDP2) per rank")
+    _add_distributed_flags(run_p, alone=False)
+    dist_p = _sub(sub, "distributed", "run one configuration data-parallel (DDP, ZeRO, FSDP2) per rank")
     _add_config_flags(dist_p)
-    _add_distributed_flags(dist_p)
-    est_p = sub.add_parser(
+    _add_distributed_flags(dist_p, alone=True)
+    est_p = _sub(
+        sub,
         "estimate",
-        help="print the estimate only: the training step replayed on fake tensors (nothing is allocated)",
+        "print the estimate only: the training step replayed on fake tensors (nothing is allocated)",
         description="The estimate the app shows before a run: setup and two training steps of the configuration, "
         'replayed on fake tensors (the result\'s "method" is "replay"), with each category\'s '
         'explanation ("terms").',
@@ -267,12 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     fits_p = add_fits_parser(sub)
     _add_config_flags(fits_p)
     add_model_flags(fits_p)
-    sub.add_parser("models", help="the presets and the Hugging Face model types a model of your own can name")
-    guard_p = sub.add_parser(
-        "guard", help="compare the configuration's gradients with the strict fp32 baseline (no TF32)"
-    )
+    models_p = _sub(sub, "models", "the presets and the Hugging Face model types a model of your own can name")
+    models_p.add_argument("--json", action="store_true", help="print one JSON object")
+    guard_p = _sub(sub, "guard", "compare the configuration's gradients with the strict fp32 baseline (no TF32)")
     _add_config_flags(guard_p)
-    leak_p = sub.add_parser("leak", help="run a leak scenario and print allocated memory per step")
+    leak_p = _sub(sub, "leak", "run a leak scenario and print allocated memory per step")
     leak_p.add_argument(
         "--scenario",
         required=True,
@@ -282,98 +235,86 @@ def main(argv: list[str] | None = None) -> int:
     )
     for name, text in (("steps", "training steps"), ("batch", "samples per step"), ("width", "width of its MLP")):
         lo, hi, default = *leak_scenarios.LIMITS[name], leak_scenarios.DEFAULTS[name]
-        leak_p.add_argument(f"--{name}", type=int, default=default, help=f"{text}, {lo}-{hi}; default {default}")
+        leak_p.add_argument(f"--{name}", metavar=name.upper(), help=f"{text}, {lo}-{hi}; default {default}")
     leak_p.add_argument("--device", default="auto", help="one of auto, cuda, cpu; default auto")
     leak_p.add_argument("--json", action="store_true", help="print the whole result as JSON instead of a summary")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     own = False
     try:
+        if args.command in ("run", "distributed", "guard", "leak"):
+            load_limits()  # the operator's limits file, as the app reads it: a broken one is one line here too
         if args.command == "models":
-            from .cli_models import list_models
-
-            list_models()
-            return 0
+            return cli_models.list_models(as_json=args.json) or 0
         if args.command == "leak":
+            params = cli_checks.leak_params(args)
             from .labs.leaks import run_leak
 
-            result = run_leak(args.scenario, steps=args.steps, device=args.device, batch=args.batch, width=args.width)
+            result = run_leak(args.scenario, **params)
         else:
             cfg = _config(args)
             own = bool(cfg.model_source or args.spec)
+            spread = (
+                cli_checks.distributed_params(cfg.to_dict(), args) if args.command in ("run", "distributed") else None
+            )
             if args.command == "fits":
+                cli_checks.fits_args(args, cfg)
                 result = run_fits(cfg, args)
-            elif args.command == "estimate" and own:
+            elif args.command == "estimate":
                 from .estimate.estimator import estimate_or_refusal
 
-                result = estimate_or_refusal(cfg, device_type=_estimated_device(cfg), spec=args.spec)
-            elif args.command == "estimate":
-                from .estimate.estimator import estimate
-
-                result = estimate(cfg, device_type=_estimated_device(cfg))
+                with Heartbeat(f"estimating {cfg.model_source or args.import_path or cfg.model}"):
+                    result = estimate_or_refusal(cfg, device_type=_estimated_device(cfg), spec=args.spec)
             elif args.command == "guard":
                 from .training.guard import check_gradients
 
                 result = check_gradients(cfg)
-            elif _distributed_params(args) is not None:
+            elif spread is not None:
                 from .distributed.launch import run_distributed
 
-                result = run_distributed(_distributed_params(args), progress=TerminalProgress())
+                result = run_distributed(spread, progress=TerminalProgress())
             else:
                 from .measure.run import run_experiment
 
                 result = run_experiment(cfg, spec=args.spec, progress=TerminalProgress())
-    except (ConfigError, WouldNotFit) as e:
+    except (ConfigError, WouldNotFit, LimitsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except CannotPredict as e:
         print(str(e), file=sys.stderr)
         return 3
-    if args.command == "fits" and "methods" in result and not args.json:
-        return cli_models.print_methods(result) or 0
-    if args.command in ("fits", "estimate") and own and not args.json:
-        (print_fits if args.command == "fits" else print_estimate)(result)
-        return 0 if result.get("predicted", True) else 3
-    if args.command == "estimate" and own and not result.get("predicted", True):
+    except Exception as e:  # a model of one's own that raises (a forced run, a library's error): one line
+        if not own:
+            raise
+        return cli_models.print_raised(e, args.command)
+    return _output(args, result, own)
+
+
+def _output(args, result: dict, own: bool) -> int:
+    """Print the result (a person's summary, or with --json the whole of it) and return the exit status, the same in
+    both: 3 where an estimate cannot be predicted, 1 where the gradients differ."""
+    predicted = result.get("predicted", True)
+    if args.json:
         json.dump(result, sys.stdout, default=str)
         print()
-        return 3  # as in text mode: a script can tell "cannot be predicted" from an estimate
-    if result.get("kind") == "distributed" and not args.json:
-        _print_distributed(result)
-        return 0
-    if args.command == "estimate" and not args.json:
-        _print_estimate(result)
-    elif args.command in ("leak", "guard") and not args.json:
-        print(_leak_summary(result) if args.command == "leak" else _guard_summary(result))
-    elif args.json or args.command != "run":
-        json.dump(result, sys.stdout, indent=None if args.json else 2, default=str)
-        print()
+    elif args.command == "fits":
+        (cli_models.print_methods if "methods" in result else print_fits)(result)
+    elif args.command == "estimate":
+        (print_estimate if own or not predicted else cli_print.print_family_estimate)(result)
+    elif result.get("kind") == "distributed":
+        cli_print.print_distributed(result)
+    elif args.command in ("leak", "guard"):
+        print(cli_print.leak_summary(result) if args.command == "leak" else cli_print.guard_summary(result))
     else:
-        _print_run(result)
+        cli_print.print_run(result)
+    if args.command == "estimate" and not predicted:
+        return 3  # a script can tell "cannot be predicted" from an estimate
     if args.command == "guard" and not result.get("ok", True):
         return 1  # the gradients differ: a script (or CI) must be able to tell
     return 0
-
-
-def _leak_summary(r: dict) -> str:
-    """One line a person reads: how much the loop keeps per step (--json prints every step and the census)."""
-    growth = r.get("growth_bytes_per_step") or 0
-    where = f"{r['scenario']} on {r['device']['type'] if isinstance(r.get('device'), dict) else r.get('device')}"
-    steps = sum(1 for row in r.get("per_step") or [] if row.get("step"))  # step 0: before the loop
-    verdict = f"grows {fmt_bytes(int(growth))} per step" if growth > 0 else "does not grow"
-    freed = r.get("gc_freed_bytes") or 0
-    tail = f"; gc.collect() freed {fmt_bytes(int(freed))}" if freed else ""
-    return f"{where}: {verdict} over {steps} steps (batch {r['batch']}, width {r['width']}){tail}"
-
-
-def _guard_summary(r: dict) -> str:
-    """One line: do the gradients match the fp32 baseline within the precision's tolerance."""
-    verdict = "match" if r["ok"] else "DIFFER from"
-    return (
-        f"gradients {verdict} the {r['baseline_precision']} baseline: largest difference {r['max_abs_diff']:.3g} "
-        f"(relative {r['max_rel_diff']:.3g}), tolerance {r['tolerance']:.3g} ({r['precision']}, checkpoint "
-        f"{r['checkpoint']}, accumulation {r['accum']})"
-    )
 
 
 def _estimated_device(cfg) -> str:
@@ -384,15 +325,3 @@ def _estimated_device(cfg) -> str:
     from .measure.device import resolve_device
 
     return resolve_device(cfg.device).type
-
-
-def _print_estimate(e: dict) -> None:
-    """A person's summary of the estimate; --json prints all of it (its terms, phases and method)."""
-    phase = f" (in {e['peak_phase']})" if e.get("peak_phase") else ""
-    print(f"estimated peak: {e['peak_bytes'] / MIB:,.1f} MiB{phase}  [{e.get('method')} on {e.get('device_type')}]")
-    for category, size in (e.get("categories") or {}).items():
-        if size:
-            print(f"  {category:<16} {size / MIB:>10,.1f} MiB")
-    if e.get("fits") is not None:
-        print(f"fits the budget of {e['capacity_bytes'] / MIB:,.1f} MiB: {'yes' if e['fits'] else 'no'}")
-    print("(--json for the whole estimate: each category's terms, the steady state, the method)")

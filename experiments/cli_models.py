@@ -5,9 +5,20 @@ subcommand and `models` (what can be named)."""
 from __future__ import annotations
 
 import argparse
+import sys
 
+from .cli_checks import ACROSS, CAPACITY_GIB, MAX_BATCH
 from .core.config import ConfigError
-from .core.model_sources import HF_TASKS, OVERRIDES, format_overrides, parse_overrides, presets
+from .core.model_sources import (
+    HF_TASKS,
+    IMPORT_PATH,
+    LOSSES,
+    OVERRIDES,
+    format_overrides,
+    parse_overrides,
+    preset_defaults,
+    presets,
+)
 from .core.units import GIB, fmt_bytes
 from .core.vocabulary import RESERVED_WHY
 
@@ -27,9 +38,9 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         "--set", action="append", default=[], metavar="NAME=VALUE", help=f"a shape override: {', '.join(OVERRIDES)}"
     )
     g.add_argument("--import", dest="import_path", metavar="PKG.MOD:FACTORY", help="a factory returning an nn.Module")
-    g.add_argument("--inputs", default="", help="with --import: e.g. 'input_ids:int64[B,S]<128256' (B, S, I: levers)")
-    g.add_argument("--targets", default="", help="with --import: the loss's targets, e.g. 'labels:int64[B]<1000'")
-    g.add_argument("--loss", default="mean", help="with --import: model (its own .loss), ce, mse or mean")
+    g.add_argument("--inputs", help="with --import: e.g. 'input_ids:int64[B,S]<128256' (B, S, I: levers)")
+    g.add_argument("--targets", help="with --import: the loss's targets, e.g. 'labels:int64[B]<1000'; default none")
+    g.add_argument("--loss", help="with --import: one of model (its own .loss), ce, mse, mean; default mean")
 
 
 def model_fields(args) -> tuple[dict, object]:
@@ -68,48 +79,72 @@ def model_fields(args) -> tuple[dict, object]:
             )
         return {}, None
     if chosen[0] == "import_path":
+        _check_import(args.import_path, args.loss or "mean")
         from .training.source_models import import_spec
 
         if overrides:
             raise ConfigError(
                 "model_overrides", "--set applies to presets and model types", "unknown", value=overrides, known=""
             )
-        return {}, import_spec(args.import_path, args.inputs, args.targets, args.loss)
+        return {}, import_spec(args.import_path, args.inputs or "", args.targets or "", args.loss or "mean")
     if chosen[0] == "model_preset":
-        from .estimate.estimator import preset_defaults
-
+        if args.model_preset not in presets():  # a name, not a source (gpt2:tiny is --model-preset gpt2 --tiny)
+            known = ", ".join(presets())
+            raise ConfigError(
+                "model_preset",
+                f"unknown preset {args.model_preset!r}; allowed: {known}",
+                "unknown",
+                value=args.model_preset,
+                known=known,
+            )
         source = f"preset:{args.model_preset}" + (":tiny" if args.tiny else "")
-        return {**_checked(source, preset_defaults), "model_source": source, "model_overrides": overrides}, None
+        return {**preset_defaults(source), "model_source": source, "model_overrides": overrides}, None
     kind = "hf" if chosen[0] == "model_type" else "torchvision"
     source = f"{kind}:{getattr(args, chosen[0])}" + (f":{head}" if head else "")
     return {"model_source": source, "model_overrides": overrides}, None
 
 
-def _checked(source: str, defaults) -> dict:
-    from .core.config import ExperimentConfig
-
-    ExperimentConfig.field_value("model_source", source)  # an unknown preset: one line naming the field
-    return defaults(source)
+def _check_import(path: str, loss: str) -> None:
+    """The import path's form and the loss, before torch (training/source_models.py checks them again)."""
+    if not IMPORT_PATH.fullmatch(path):
+        raise ConfigError("import", f"{path!r} is not package.module:factory", "model_spec", detail=path)
+    if loss not in LOSSES:
+        raise ConfigError(
+            "loss", f"got {loss!r}; allowed: {', '.join(LOSSES)}", "choice", value=loss, allowed=", ".join(LOSSES)
+        )
 
 
 def add_fits_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "fits",
-        help="what fits a memory size: the largest batch per precision x optimizer implementation x checkpointing, "
-        "the cheapest combination for --batch, and with --world-size the fewest GPUs and the strategy",
+    text = (
+        "what fits a memory size: the largest batch per precision x optimizer implementation x checkpointing, "
+        "the cheapest combination for --batch, and with --across the fewest GPUs and the strategy"
     )
+    p = sub.add_parser("fits", help=text, description=text[:1].upper() + text[1:] + ".")
+    lo, hi = CAPACITY_GIB
     p.add_argument(
         "--capacity-gib",
-        type=float,
-        help="the card's memory in GiB, as the driver reports its total; default: this GPU's (H200: about 139.8)",
+        metavar="GIB",
+        help=f"a number in [{lo}, {hi}]: the card's memory in GiB, as the driver reports its total; default: this "
+        "GPU's (H200: about 139.8)",
     )
     p.add_argument(
         "--card", default="", help="a card by name instead (experiments/core/cards.json), e.g. rtx-4090-24gb"
     )
     p.add_argument("--precisions", default="", help="comma-separated precisions to try (default: --precision)")
-    p.add_argument("--max-batch", type=int, default=4096)
-    p.add_argument("--device-type", choices=("cuda", "cpu"), default="cuda", help="which device to predict")
-    p.add_argument("--across", type=int, default=0, metavar="N", help="also: the fewest of up to N GPUs")
+    lo, hi = MAX_BATCH
+    p.add_argument(
+        "--max-batch", metavar="N", help=f"an integer in [{lo}, {hi}]; default {hi}: the largest batch searched"
+    )
+    p.add_argument(
+        "--device-type",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="one of cuda, cpu; default cuda: which device to predict",
+    )
+    lo, hi = ACROSS
+    p.add_argument(
+        "--across", metavar="N", help=f"an integer in [{lo}, {hi}]; default none: also the fewest of up to N GPUs"
+    )
     p.add_argument(
         "--methods",
         action="store_true",
@@ -140,8 +175,8 @@ def run_fits(cfg, args) -> dict:
         if not torch.cuda.is_available():
             raise ConfigError("capacity_gib", "no GPU here: give --capacity-gib or --card", "needs_cuda")
         capacity = torch.cuda.mem_get_info()[1] / GIB
-    lo, hi = 0.001, 100_000
-    if not lo <= capacity <= hi:
+    lo, hi = CAPACITY_GIB
+    if not lo <= capacity <= hi:  # a GPU's own, or a card's
         raise ConfigError(
             "capacity_gib", f"got {capacity}; allowed range is [{lo}, {hi}]", "range", value=capacity, lo=lo, hi=hi
         )
@@ -286,10 +321,34 @@ def print_estimate(r: dict) -> None:
         print(f"reserved: not given; {RESERVED_WHY[r['reserved_why']]}")
 
 
-def list_models() -> None:
-    for pid, p in presets().items():
-        print(f"preset  {pid:14} {p['title']['en']}  /  {p['title']['zh']}")
+def list_models(as_json: bool = False) -> None:
     from .training.hf_models import model_types
 
-    for model_type, tasks in model_types().items():
+    types = model_types()
+    if as_json:
+        import json
+        import sys
+
+        titles = {pid: p["title"] for pid, p in presets().items()}
+        json.dump({"presets": titles, "model_types": {k: list(v) for k, v in types.items()}}, sys.stdout)
+        print()
+        return
+    for pid, p in presets().items():
+        print(f"preset  {pid:14} {p['title']['en']}  /  {p['title']['zh']}")
+    for model_type, tasks in types.items():
         print(f"hf      {model_type:32} {', '.join(tasks)}")
+
+
+def print_raised(e: BaseException, command: str) -> int:
+    """A model of one's own that raised what no check foresaw (a real run forced past "cannot be predicted", a
+    library's own error): one line naming the exception and the innermost place in the library or the model that
+    raised it, exit status 4, never a traceback."""
+    import traceback
+
+    frames = traceback.extract_tb(e.__traceback__)
+    outside = [f for f in frames if "/experiments/" not in f.filename.replace("\\", "/")] or frames
+    where = f" ({outside[-1].filename}:{outside[-1].lineno})" if outside else ""
+    first = (str(e).strip().splitlines() or [""])[0][:300]
+    what = "the real run" if command == "run" else f"the {command}"
+    print(f"error: {what} of this model raised {type(e).__name__}: {first}{where}", file=sys.stderr)
+    return 4

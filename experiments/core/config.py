@@ -141,16 +141,14 @@ def _coerce(name: str, value):
     if name in RANGES:
         lo, hi = RANGES[name]
         if isinstance(value, bool):
-            raise ConfigError(name, f"must be an integer, got {value!r}", "range", value=value, lo=lo, hi=hi)
+            raise ConfigError(name, _not_integer(value, lo, hi), "range", value=value, lo=lo, hi=hi)
         if isinstance(value, float) and value.is_integer():
             return int(value)
         if isinstance(value, str):
             try:
                 return int(value.strip())
             except ValueError:
-                raise ConfigError(
-                    name, f"must be an integer, got {value!r}", "range", value=value, lo=lo, hi=hi
-                ) from None
+                raise ConfigError(name, _not_integer(value, lo, hi), "range", value=value, lo=lo, hi=hi) from None
         return value
     if name in BOOLS and isinstance(value, str):
         lowered = value.strip().lower()
@@ -167,13 +165,17 @@ def _coerce(name: str, value):
         except ValueError:
             raise ConfigError(
                 name,
-                f"must be a number of megabytes, got {value!r}",
+                f"must be a number of megabytes in [{BUDGET_MB[0]}, {BUDGET_MB[1]}], or none; got {value!r}",
                 "range",
                 value=value,
                 lo=BUDGET_MB[0],
                 hi=BUDGET_MB[1],
             ) from None
     return value
+
+
+def _not_integer(value, lo: int, hi: int) -> str:
+    return f"must be an integer in [{lo}, {hi}], got {value!r}"
 
 
 def validate(cfg: ExperimentConfig, single: str | None = None) -> None:
@@ -258,7 +260,7 @@ def _validate_budget(cfg) -> None:
         if isinstance(cfg.budget_mb, bool) or not isinstance(cfg.budget_mb, (int, float)):
             raise ConfigError(
                 "budget_mb",
-                f"must be a number of megabytes, got {cfg.budget_mb!r}",
+                f"must be a number of megabytes in [{lo}, {hi}], or none; got {cfg.budget_mb!r}",
                 "range",
                 value=cfg.budget_mb,
                 lo=lo,
@@ -387,14 +389,8 @@ class DistributedConfig:
             try:
                 extra["world_size"] = int(extra["world_size"])
             except ValueError:
-                raise ConfigError(
-                    "world_size",
-                    f"must be an integer, got {extra['world_size']!r}",
-                    "range",
-                    value=extra["world_size"],
-                    lo=WORLD_SIZE[0],
-                    hi=WORLD_SIZE[1],
-                ) from None
+                n, (lo, hi) = extra["world_size"], WORLD_SIZE
+                raise ConfigError("world_size", _not_integer(n, lo, hi), "range", value=n, lo=lo, hi=hi) from None
         if isinstance(extra.get("check_update"), str):
             extra["check_update"] = extra["check_update"].strip().lower() in ("1", "true", "yes", "on")
         return cls(ExperimentConfig.from_dict(data), **extra)

@@ -8,10 +8,13 @@ Keys (all optional): max_job_seconds, max_queue, max_queue_per_session, max_peak
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, fields
 
 ENV = "GPU_MEMORY_LAB_LIMITS"
+JOB_SECONDS_ENV = "GPU_MEMORY_LAB_MAX_JOB_SECONDS"  # without a limits file: max_job_seconds alone
+WHOLE = ("max_queue", "max_queue_per_session")  # counts of jobs
 
 
 @dataclass(frozen=True)
@@ -29,21 +32,33 @@ class LimitsError(ValueError):
 def load(path: str | None = None) -> Limits:
     path = path or os.environ.get(ENV)
     data: dict = {}
+    where = f"{ENV}={path}"
     if path:
         try:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
-        except (OSError, json.JSONDecodeError) as e:
-            raise LimitsError(f"{ENV}={path}: cannot read the limits file ({e})") from None
-    elif os.environ.get("GPU_MEMORY_LAB_MAX_JOB_SECONDS"):  # the older single setting
-        data = {"max_job_seconds": float(os.environ["GPU_MEMORY_LAB_MAX_JOB_SECONDS"])}
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise LimitsError(f"{where}: cannot read the limits file ({e})") from None
+        if not isinstance(data, dict):
+            raise LimitsError(f"{where}: the limits file holds {type(data).__name__}, not one JSON object of keys")
+    elif os.environ.get(JOB_SECONDS_ENV):  # the older single setting
+        raw = os.environ[JOB_SECONDS_ENV]
+        where = f"{JOB_SECONDS_ENV}={raw}"
+        try:
+            data = {"max_job_seconds": float(raw)}
+        except ValueError:
+            raise LimitsError(f"{where}: max_job_seconds must be a positive number of seconds") from None
     known = {f.name for f in fields(Limits)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise LimitsError(f"{path}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(known))}")
+        raise LimitsError(f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(known))}")
     for key, value in data.items():
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-            raise LimitsError(f"{path}: {key} must be a positive number, got {value!r}")
+        whole = key in WHOLE
+        if value is None and key == "max_peak_gib":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)) or not 0 < value < math.inf:
+            kind = "a positive whole number" if whole else "a positive number"
+            raise LimitsError(f"{where}: {key} must be {kind}, got {value!r}")
     return Limits(**data)
 
 

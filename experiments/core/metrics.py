@@ -185,6 +185,13 @@ def leak_growth(result: dict) -> float | None:
     return result.get("growth_bytes_per_step")
 
 
+def growth_per_step(per_step: list[dict]) -> float:
+    """A leak run's growth per step (bytes): over the second half of its steps, after the first step's gradients
+    appeared. The run stores it beside its steps; the recordings' test recomputes it from them."""
+    half = per_step[len(per_step) // 2 :]
+    return (half[-1]["allocated_bytes"] - half[0]["allocated_bytes"]) / max(1, half[-1]["step"] - half[0]["step"])
+
+
 def frag_unallocated(result: dict) -> int | None:
     """Reserved but unallocated bytes at the end of a fragmentation run (what an OOM message reports)."""
     end = result.get("end") or {}

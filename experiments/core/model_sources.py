@@ -54,6 +54,9 @@ DECODER_TWINS: dict[str, tuple[str, ...]] = {
     "heads": ("decoder_attention_heads",),
     "intermediate": ("decoder_ffn_dim",),
 }
+# An import path (the command line's --import) and the losses its model trains with: checked before torch is imported.
+IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+LOSSES = ("model", "ce", "mse", "mean")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 
@@ -75,6 +78,11 @@ def parse_source(source: str) -> tuple[str, str, str | None]:
             "choice",
             value=source,
             allowed=", ".join(KINDS),
+        )
+    if kind == "preset" and len(parts) in (2, 3) and parts[1] not in presets():  # any name: the presets it may be
+        known = ", ".join(presets())
+        raise ConfigError(
+            "model_source", f"unknown preset {parts[1]!r}; allowed: {known}", "unknown", value=parts[1], known=known
         )
     if kind not in KINDS or len(parts) not in (2, 3) or not _NAME.fullmatch(parts[1]):
         raise ConfigError(
@@ -101,11 +109,6 @@ def parse_source(source: str) -> tuple[str, str, str | None]:
             "choice",
             value=size,
             allowed="tiny",
-        )
-    if kind == "preset" and parts[1] not in presets():
-        known = ", ".join(presets())
-        raise ConfigError(
-            "model_source", f"unknown preset {parts[1]!r}; allowed: {known}", "unknown", value=parts[1], known=known
         )
     return kind, parts[1], size
 
@@ -176,6 +179,12 @@ def preset_config(preset_id: str, tiny: bool) -> tuple[dict, dict]:
         config.update(p["tiny"].get("config", {}))
         defaults.update({k: v for k, v in p["tiny"].items() if k != "config"})
     return config, defaults
+
+
+def preset_defaults(source: str) -> dict:
+    """The levers a preset opens with (batch, seq_len or image_size, precision, optimizer, implementation)."""
+    kind, name, size = parse_source(source)
+    return preset_config(name, size == "tiny")[1] if kind == "preset" else {}
 
 
 def task_of(source: str) -> str | None:

@@ -22,7 +22,7 @@ from typing import TypedDict
 from ..core.capacity import verdict
 from ..core.config import ExperimentConfig
 from ..core.finetune import BNB_OPTIMIZERS, check_device, check_installed
-from ..core.model_sources import parse_source, preset_config
+from ..core.model_sources import preset_defaults  # noqa: F401 - its callers import it from here
 from ..core.vocabulary import TENSOR_CATEGORIES as CATS
 from .explain import terms
 from .fast_replay import fast_replay
@@ -72,12 +72,6 @@ class Estimate(TypedDict, total=False):
     method: str
     seconds: float
     cannot_predict: dict
-
-
-def preset_defaults(source: str) -> dict:
-    """The levers a preset opens with (batch, seq_len or image_size, precision, optimizer, implementation)."""
-    kind, name, size = parse_source(source)
-    return preset_config(name, size == "tiny")[1] if kind == "preset" else {}
 
 
 def cuda_config(cfg: ExperimentConfig) -> ExperimentConfig:

@@ -28,9 +28,10 @@ instead: it takes SDPA's math path and breaks checkpointing.
    backward, so the error is in every forward and backward peak (BERT's MLM head, every BatchNorm of a ResNet).
    For CUDA, the fake kernel already keeps layer_norm's statistics in fp32, as CUDA's kernel does.
 4. Fake kernels that are stricter than the CPU kernel: up to torch 2.14, aten._grouped_mm's meta kernel implements
-   CUDA's checks (bf16 only), so transformers' default MoE experts (grouped_mm) in fp32 or AMP (fp32 expert weights) cannot be
-   replayed, while a real CPU run works. This is reported as "cannot be predicted" with the kernel's message, not
-   patched: on CUDA the real kernel refuses those inputs too (experiments/estimate/unpredictable.py).
+   CUDA's checks (bf16 only), so transformers' default MoE experts (grouped_mm) in fp32 or AMP (fp32 expert weights)
+   could not be replayed, while a real CPU run works. A CPU estimate answers it as the CPU kernel does
+   (experiments/estimate/cpu_kernels.py); a CUDA estimate reports "cannot be predicted" with the kernel's message:
+   on CUDA the real kernel refuses those inputs too (experiments/estimate/unpredictable.py).
 5. oneDNN's LSTM (aten.mkldnn_rnn_layer, the CPU's LSTM in training) returns a workspace for backward that its fake
    kernel returns empty: 29 % of a small LSTM step's peak. `rnn_workspace_nbytes` reads its size off the real kernel,
    on zeros, once per shape (a CUDA estimate names cuDNN's RNN instead: experiments/estimate/cuda_kernels.py).

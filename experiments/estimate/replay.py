@@ -32,6 +32,7 @@ from ..training.step import Setup, TrainState, train
 from ..training.strategies import float32_precision
 from . import bnb_quirks, micro_batches, quirks
 from .allocator_model import AllocationLog, replay_trace
+from .cpu_kernels import cpu_kernels
 from .cuda_autocast import UnknownAutocastPolicy, cuda_autocast
 from .cuda_kernels import cuda_kernels, scratch_as_cuda
 from .unpredictable import CannotPredict, NotPredicted, classify
@@ -206,7 +207,9 @@ def own_model_replay(spec: ModelSpec):
 
 
 class NeverSkippingScaler:
-    """GradScaler with the same allocations, minus the `.item()` that decides whether to skip a step."""
+    """GradScaler with the same allocations, minus the `.item()` that decides whether to skip a step. A fused
+    optimizer (`_step_supports_amp_scaling`) reads no value: the scaler's own step, whose path (the infs checked
+    against a scale of 1, the scale and the infs handed to the kernel) allocates otherwise than unscale_."""
 
     def __init__(self, scaler):
         self.scaler = scaler
@@ -215,6 +218,10 @@ class NeverSkippingScaler:
         return self.scaler.scale(loss)
 
     def step(self, optimizer):
+        if getattr(optimizer, "_step_supports_amp_scaling", False):
+            self.scaler.step(optimizer)
+            self.scaler._per_optimizer_states.clear()
+            return
         self.scaler.unscale_(optimizer)
         optimizer.step()
         self.scaler._per_optimizer_states.clear()
@@ -270,7 +277,7 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spe
     rec = PhaseRecorder(torch.device("cpu"), tracker)
     state = TrainState(cfg, torch.device(fake_device), spec=spec, micro_batches=micros)
     # A CUDA estimate replayed on fake CPU tensors casts and calls attention as CUDA does (cuda_autocast.py,
-    # cuda_kernels.py).
+    # cuda_kernels.py); a CPU estimate takes the CPU kernels' answers where a fake kernel is stricter (cpu_kernels.py).
     as_cuda = block > 1 and fake_device == "cpu"
     with (
         FakeTensorMode(allow_non_fake_inputs=True),
@@ -278,6 +285,7 @@ def _replay(cfg: ExperimentConfig, block: int, fake_device: str, transients, spe
         own_model_replay(spec) as report,
         cuda_autocast(as_cuda),
         cuda_kernels(as_cuda),
+        cpu_kernels(block == 1 and fake_device == "cpu", quirks.DISABLED),
         bnb_quirks.paged_state(tracker) if as_cuda and cfg.optimizer in PAGED_OPTIMIZERS else contextlib.nullcontext(),
         quirks.offloaded(tracker) if as_cuda else contextlib.nullcontext(),
         bnb_quirks.int8_cuda_path() if as_cuda and cfg.finetune == "int8" else contextlib.nullcontext(),

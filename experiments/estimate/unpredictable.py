@@ -1,7 +1,8 @@
 """What fake tensors cannot replay, said in one line that names the op and the module, instead of a traceback: a value
 read (`.item()`, `bool()`, a Python `if` on a tensor), a shape that depends on the data (`nonzero`, boolean indexing),
 an op with no fake kernel, a fake kernel that refuses inputs its real kernel takes (aten._grouped_mm's meta
-kernel implements CUDA's bf16-only rule up to torch 2.14), or, in a CUDA estimate under autocast, an op whose CUDA
+kernel implements CUDA's bf16-only rule up to torch 2.14: named for a CUDA estimate, answered on the CPU by
+cpu_kernels.py), or, in a CUDA estimate under autocast, an op whose CUDA
 autocast policy the installed torch added after the lab's table (experiments/estimate/cuda_autocast.py). Anything else is a bug, not the learner's model, and is re-raised."""
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ WHAT = {
 }
 
 
+# What a model's own code raises on a configuration it cannot take (LeViT's BatchNorm at batch 1, BLT's cache reading
+# a setting its config lacks): a real run raises it too.
+_RAISED = (ValueError, RuntimeError, TypeError, AssertionError, IndexError, AttributeError, KeyError)
+
+
 def _refused_by_fake_kernel(e: BaseException) -> str | None:
     op, in_meta = None, False
     for frame, _ in traceback.walk_tb(e.__traceback__):
@@ -79,7 +85,7 @@ def classify(e: BaseException, model, phase: tuple) -> dict | None:
             kind, op = "UnsupportedOperatorException", m["op"] or m["aten"]
         elif refused:
             kind, op, detail = "refused", refused, f" ({str(e).splitlines()[0][:300]})"
-        elif isinstance(e, (ValueError, RuntimeError, TypeError, AssertionError, IndexError)) and _in_a_module(e):
+        elif isinstance(e, _RAISED) and _in_a_module(e):
             # The model's own code refuses this configuration (LeViT's BatchNorm at batch 1): a real run would too.
             kind, op = "raised", type(e).__name__
             detail = f" ({(str(e).strip().splitlines() or [''])[0][:300]})"

@@ -213,8 +213,11 @@ def measure_all(sigs, device: torch.device, path: Path | None = None) -> dict[st
         for sig in missing:
             table[sig] = measure(sig, device)
         if path and missing:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(table))
-            tmp.replace(path)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(table))
+                tmp.replace(path)
+            except OSError:  # a read-only home: measured again at the next start, used now
+                pass
         return {s: table[s] for s in sigs}

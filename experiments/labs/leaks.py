@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..core import metrics
 from ..core.capacity import capacity
 from ..core.config import ConfigError
 
@@ -210,9 +211,7 @@ def run_leak(
         before = allocated()
         gc.collect()
         gc_freed = before - allocated()
-    # Growth per step over the second half, after the first step's gradients appeared.
-    half = per_step[len(per_step) // 2 :]
-    growth = (half[-1]["allocated_bytes"] - half[0]["allocated_bytes"]) / max(1, half[-1]["step"] - half[0]["step"])
+    growth = metrics.growth_per_step(per_step)
     tensor_census = census.diff(*censuses, steps=(steps - 1, steps)) if len(censuses) == 2 else None
     del kept, model, opt, x, y, censuses
     gc.collect()

@@ -30,6 +30,27 @@ def _refused(detail: str) -> ConfigError:
     return ConfigError("model_source", detail, "model_spec", detail=detail)
 
 
+def _read(config, name: str, default=None):
+    """A config's attribute, or `default`: a heterogeneous config (per-layer settings) raises on a global read of a
+    per-layer attribute, and a composite one (a text and a vision part) may lack it."""
+    try:
+        return getattr(config, name, default)
+    except Exception:  # noqa: BLE001 - transformers' AmbiguousGlobalPerLayerAttributeError and the like
+        return default
+
+
+def _text_read(config, name: str):
+    """`name` of the config, else of its text part (a composite config: Emu3, BLT, Dots3-Note)."""
+    value = _read(config, name)
+    if value is None and hasattr(type(config), "get_text_config"):
+        try:
+            text = config.get_text_config()
+        except Exception:  # noqa: BLE001 - a config without a text part
+            return None
+        value = _read(text, name) if text is not config else None
+    return value
+
+
 @functools.lru_cache(maxsize=1)
 def model_types() -> dict[str, tuple[str, ...]]:
     """model_type -> the tasks the installed transformers has an auto class for (masked LM first)."""
@@ -81,7 +102,7 @@ def config_kwargs(model_type: str, base: dict, overrides: dict) -> dict:
     """The config's keyword arguments: a preset's (or none), then each override under the config's own name."""
     default = _defaults(model_type)
     # num_labels is a property of every config (its id2label is what to_dict holds)
-    known = set(default.to_dict()) | set(getattr(default, "attribute_map", {})) | {"num_labels"}
+    known = set(default.to_dict()) | set(_read(default, "attribute_map", {})) | {"num_labels"}
     config = dict(base)
     for key, value in overrides.items():
         names = OVERRIDES[key][0]
@@ -92,7 +113,7 @@ def config_kwargs(model_type: str, base: dict, overrides: dict) -> dict:
         for other in names:
             config.pop(other, None)
         for name in (attr, *(t for t in DECODER_TWINS.get(key, ()) if t in known)):
-            current = config.get(name, getattr(default, name, None))
+            current = config.get(name, _read(default, name, None))
             # A per-stage setting (Swin's heads and depths): every stage takes the value.
             config[name] = [value] * len(current) if isinstance(current, (list, tuple)) else value
     return _consistent(default, config, overrides)
@@ -102,9 +123,9 @@ def _stages(default, config: dict, layers: int) -> None:
     """A staged model (ConvNeXt: `layers` is its `num_stages`) keeps one entry per stage in its per-stage lists
     (depths, hidden sizes): they follow the stage count, as the model reads both (a stage count alone left the last
     norm sized for the fourth stage's width)."""
-    if getattr(default, "attribute_map", {}).get("num_hidden_layers") != "num_stages":
+    if _read(default, "attribute_map", {}).get("num_hidden_layers") != "num_stages":
         return
-    before = getattr(default, "num_stages", None)
+    before = _read(default, "num_stages", None)
     if not isinstance(before, int):
         return
     if layers > before:
@@ -125,26 +146,26 @@ def _consistent(default, config: dict, overrides: dict) -> dict:
     if "vocab" in overrides:
         vocab = overrides["vocab"]
         for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
-            value = config.get(name, getattr(default, name, None))
+            value = config.get(name, _read(default, name, None))
             if isinstance(value, int) and value >= vocab:
                 config[name] = vocab - 1
             elif isinstance(value, list) and any(v >= vocab for v in value):
                 config[name] = [min(v, vocab - 1) for v in value]
-    if getattr(default, "is_encoder_decoder", False) and getattr(default, "decoder_start_token_id", None) is None:
+    if _read(default, "is_encoder_decoder", False) and _read(default, "decoder_start_token_id", None) is None:
         # T5's published configs start the decoder with the pad token; its config class leaves it unset, and shifting
         # the labels into the decoder's inputs needs it.
-        pad = config.get("pad_token_id", getattr(default, "pad_token_id", None))
+        pad = config.get("pad_token_id", _read(default, "pad_token_id", None))
         config["decoder_start_token_id"] = pad if isinstance(pad, int) else 0
     # The width of one head, where the overrides leave it whole: GPT-J's rotary dimension must fit in it, and XLNet's
     # head size (a setting of its own) must equal it.
     hidden = next((config[n] for n in ("n_embd", "hidden_size", "d_model") if n in config), None)
-    hidden = getattr(default, "hidden_size", None) if hidden is None else hidden
-    heads = config.get("n_head", config.get("num_attention_heads", getattr(default, "num_attention_heads", None)))
+    hidden = _read(default, "hidden_size", None) if hidden is None else hidden
+    heads = config.get("n_head", config.get("num_attention_heads", _read(default, "num_attention_heads", None)))
     if isinstance(hidden, int) and isinstance(heads, int) and heads and hidden % heads == 0:
-        rotary = config.get("rotary_dim", getattr(default, "rotary_dim", None))
+        rotary = config.get("rotary_dim", _read(default, "rotary_dim", None))
         if isinstance(rotary, int):
             config["rotary_dim"] = min(rotary, hidden // heads)
-        if isinstance(getattr(default, "d_head", None), int):
+        if isinstance(_read(default, "d_head", None), int):
             config["d_head"] = hidden // heads
     return config
 
@@ -166,22 +187,26 @@ def check_shape(model_type: str, config: dict, overrides: dict | None = None):
         raise _refused(f"{type(default).__name__}: {str(cause).strip().splitlines()[-1][:300]}") from None
 
     def get(*names):
-        return next((getattr(cfg, n) for n in names if getattr(cfg, n, None) is not None), None)
+        return next((_read(cfg, n) for n in names if _read(cfg, n, None) is not None), None)
 
     for key, value in (overrides or {}).items():
         for name in OVERRIDES[key][0]:
-            got = getattr(cfg, name, None)
+            got = _read(cfg, name, None)
             if isinstance(got, (int, bool)) and got != value:
                 raise _refused(
                     f"{key}: {type(default).__name__} does not take {value} ({name} stays {got}, derived from its other settings)"
                 )
 
     hidden, heads = get("hidden_size", "n_embd", "d_model"), get("num_attention_heads", "n_head")
-    if isinstance(hidden, int) and isinstance(heads, int) and getattr(cfg, "head_dim", None) is None and hidden % heads:
+    if isinstance(hidden, int) and isinstance(heads, int) and _read(cfg, "head_dim", None) is None and hidden % heads:
         raise _refused(f"hidden {hidden} must be divisible by heads {heads}")
     kv = get("num_key_value_heads")
     if isinstance(kv, int) and isinstance(heads, int) and (kv > heads or heads % kv):
-        raise _refused(f"kv_heads {kv} must divide heads {heads}")
+        given = "kv_heads" in (overrides or {})
+        raise _refused(
+            f"kv_heads {kv} must divide heads {heads}"
+            + ("" if given else f" ({kv} is {type(default).__name__}'s own; set kv_heads to a divisor of {heads})")
+        )
     experts, top_k = get("num_local_experts", "num_experts", "n_routed_experts"), get("num_experts_per_tok")
     if isinstance(experts, int) and isinstance(top_k, int) and top_k > experts:
         raise _refused(f"experts {experts}: the model routes each token to {top_k} experts, so at least {top_k}")
@@ -192,8 +217,8 @@ def for_task(config, task: str):
     """What the head needs of the config beyond its shape: a decoder-only classifier (GPT-2, Llama) reads the last
     token that is not padding and refuses a batch above 1 without a pad token; tutorials give it the end-of-text
     token, as here."""
-    if task == "sequence_classification" and getattr(config, "pad_token_id", None) is None:
-        eos = getattr(config, "eos_token_id", None)
+    if task == "sequence_classification" and _read(config, "pad_token_id", None) is None:
+        eos = _read(config, "eos_token_id", None)
         eos = eos[0] if isinstance(eos, list) and eos else eos
         config.pad_token_id = eos if isinstance(eos, int) and 0 <= eos < vocab_size(config) else 0
     return config
@@ -210,7 +235,7 @@ def build(model_type: str, task: str, config, dtype: torch.dtype, attn: str | No
         kwargs["attn_implementation"] = attn
     if experts:
         kwargs["experts_implementation"] = experts
-    if getattr(config, "architectures", None) is None:
+    if _read(config, "architectures", None) is None:
         # transformers iterates it where a model type maps to several classes (DeiT, LeViT): none means the first.
         config.architectures = []
     try:
@@ -241,18 +266,23 @@ def enable_checkpointing(model: nn.Module, every: int = 1) -> bool:
 def limits(config) -> dict:
     """The sequence length and image size the built config allows (None where it sets none: XLNet's relative
     positions say -1)."""
-    seq = next((getattr(config, n) for n in ("max_position_embeddings", "n_positions") if hasattr(config, n)), None)
-    image = getattr(config, "image_size", None)
+    seq = next(
+        (v for n in ("max_position_embeddings", "n_positions") if (v := _text_read(config, n)) is not None), None
+    )
+    image = _read(config, "image_size", None)
     return {
         "seq_len": seq if isinstance(seq, int) and seq > 0 else None,
         "image_size": image if isinstance(image, int) else None,
-        "patch": getattr(config, "patch_size", None),
+        "patch": _read(config, "patch_size", None),
     }
 
 
 def vocab_size(config) -> int:
-    return int(config.vocab_size)
+    size = _text_read(config, "vocab_size")
+    if not isinstance(size, int):
+        raise _refused(f"{type(config).__name__} names no vocabulary size (vocab_size), nor does its text part")
+    return size
 
 
 def classes(config) -> int:
-    return int(getattr(config, "num_labels", 1000))
+    return int(_read(config, "num_labels", 1000))

@@ -19,11 +19,18 @@ from torch.utils.checkpoint import checkpoint
 
 from ..core.config import ExperimentConfig
 from ..core.errors import ConfigError
-from ..core.model_sources import TEXT_TASKS, parse_overrides, parse_source, preset_config, presets
+from ..core.model_sources import (
+    IMPORT_PATH,
+    LOSSES,
+    TEXT_TASKS,
+    parse_overrides,
+    parse_source,
+    preset_config,
+    presets,
+)
 from . import hf_models
 from .model_spec import ModelSpec
 
-LOSSES = ("model", "ce", "mse", "mean")
 INPUT_DTYPES = {"int64": torch.int64, "int32": torch.int32, "bool": torch.bool, "float": None}
 _INPUT = re.compile(r"^(?P<name>[A-Za-z_]\w*):(?P<dtype>\w+)\[(?P<dims>[^\]]*)\](?:<(?P<high>\d+))?$")
 
@@ -82,7 +89,7 @@ class SourceSpec(ModelSpec):
                         # arguments: the learner's to fix, in one line
                         raise _refused("import", f"{self.name}() raised TypeError: {e}") from None
                     if not isinstance(model, nn.Module):
-                        raise _refused("source", f"{self.name} returned {type(model).__name__}, not an nn.Module")
+                        raise _refused("import", f"{self.name} returned {type(model).__name__}, not an nn.Module")
         finally:
             torch.set_default_dtype(old)
         return model.train()
@@ -247,7 +254,7 @@ def parse_inputs(text: str, field: str = "inputs") -> tuple[tuple, ...]:
 
 
 def import_spec(path: str, inputs: str, targets: str = "", loss: str = "mean") -> SourceSpec:
-    if not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", path or ""):
+    if not IMPORT_PATH.fullmatch(path or ""):
         raise _refused("import", f"{path!r} is not package.module:factory")
     if loss not in LOSSES:
         raise _refused("loss", f"got {loss!r}; allowed: {', '.join(LOSSES)}")

@@ -57,3 +57,33 @@ def test_with_a_class_limit_the_estimate_box_gives_the_limits_verdict_alone(tmp_
         said = [w.value for w in at.warning if w.value.startswith(over.format(f"{cap:g} GiB"))]
         assert len(said) == int(refused), [w.value for w in at.warning]
         assert any(s.value == "Fits into the available memory." for s in at.success) is not refused
+
+
+@pytest.mark.parametrize(
+    "env, said",
+    [
+        ({"GPU_MEMORY_LAB_MAX_JOB_SECONDS": "abc"}, "GPU_MEMORY_LAB_MAX_JOB_SECONDS=abc: max_job_seconds"),
+        ({"GPU_MEMORY_LAB_LIMITS": "null"}, "not one JSON object"),
+    ],
+)
+def test_a_bad_job_time_setting_or_a_file_of_no_keys_stops_the_server_like_a_bad_key(
+    tmp_path, monkeypatch, capsys, env, said
+):
+    """The job time setting without a file, and a file holding JSON's null, showed a learner a traceback with the
+    server's paths, and the server went on serving."""
+    from experiments.core import limits
+    from tests.app.pages import open_page
+
+    monkeypatch.delenv("GPU_MEMORY_LAB_LIMITS", raising=False)
+    for key, value in env.items():
+        if key == "GPU_MEMORY_LAB_LIMITS":
+            (tmp_path / "limits.json").write_text(value)
+            value = str(tmp_path / "limits.json")
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(limits, "_CHECKED", [])
+    at = open_page("home", "en")
+    assert not at.exception
+    shown = " ".join(e.value for e in at.error)
+    assert "not ready" in shown and str(tmp_path) not in shown
+    err = capsys.readouterr().err
+    assert said in err and "The server stops" in err, err

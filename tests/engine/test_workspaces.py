@@ -60,3 +60,17 @@ def test_the_replay_allocates_and_frees_each_scratch_allocation_in_turn():
     model = replay_trace(log.events)
     assert model["peak_allocated_bytes"] == 5 * MIB and model["reserved_bytes"] == 20 * MIB
     assert tracker.peak == tracker.current + 5 * MIB
+
+
+def test_a_read_only_cache_folder_keeps_what_was_measured_for_this_process(tmp_path, monkeypatch):
+    """docs/operators.md: a read-only home costs the measurement at each start. Saving the table failed with the
+    measurement in hand, and the op stayed unmeasured (the caller gave up on it) every time."""
+    import torch
+
+    from experiments.estimate import workspaces
+
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a folder cannot be made under a file: mkdir fails as on a read-only home
+    monkeypatch.setattr(workspaces, "measure", lambda sig, device: (4096,))
+    got = workspaces.measure_all(["op-a"], torch.device("cpu"), blocked / "cache" / "table.json")
+    assert got == {"op-a": (4096,)}

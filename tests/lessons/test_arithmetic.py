@@ -43,3 +43,18 @@ def test_a_wrong_term_or_total_is_caught():
     assert not arithmetic.wrong_sums("4 (parameter) + 4 (gradient) + 8 (Adam) = 16 bytes")
     assert not arithmetic.wrong_sums("60.1 GiB (15.0 + 29.9 + 15.2)")  # rounded to the figure's decimals
     assert arithmetic.wrong_sums("60.1 GiB (15.0 + 29.9 + 16.2)")
+
+
+def test_a_sum_off_by_less_than_its_figure_shows_passes_and_more_fails():
+    """The figure is rounded to its own decimals: 60.1 takes a sum of 60.05 to 60.15, not 60.3."""
+    assert not arithmetic.wrong_sums("60.1 GiB (15.0 + 29.9 + 15.24)")
+    assert arithmetic.wrong_sums("60.1 GiB (15.0 + 29.9 + 15.4)")
+    assert arithmetic.wrong_sums("16 bytes (4 + 4 + 9)")
+
+
+def test_a_sum_written_as_code_gives_its_figure_in_its_unit():
+    assert not arithmetic.wrong_sums("`20 × (2048 × 2048 + 2048)` = 83,927,040 parameters")
+    assert arithmetic.wrong_sums("`20 × (2048 × 2048 + 2048)` = 83,972,040 parameters")
+    assert not arithmetic.wrong_sums("`20 × 2048 × 4` bytes = `160 KiB` per sample")
+    assert arithmetic.wrong_sums("`20 × 2048 × 4` bytes = `320 KiB` per sample")
+    assert arithmetic.wrong_sums("`20 × 2048 × 4` 字节 = `160 MiB`")

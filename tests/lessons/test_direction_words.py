@@ -11,7 +11,7 @@ import re
 import pytest
 
 from course import content, directions
-from course.directions import OPPOSITE, WORDS, contradictions, direction, unnamed_wholes
+from course.directions import OPPOSITE, WORDS, contradictions, direction, unbacked, unnamed_wholes
 
 LESSONS = sorted(
     d.name
@@ -29,8 +29,8 @@ def lesson_facts(lesson: str) -> dict:
 def texts(lesson: str, lang: str) -> list[str]:
     """The lesson's prose in one language: its Markdown, and every {en, zh} text of its meta and strings."""
     out = []
-    md = content.lessons_dir() / lesson / f"lesson.{lang}.md"
-    if md.exists():
+    # The lesson, and an exercise's hints and answer: every Markdown page of the lesson in that language.
+    for md in sorted((content.lessons_dir() / lesson).glob(f"*.{lang}.md")):
         out.append(md.read_text(encoding="utf-8"))
 
     def walk(node):
@@ -159,3 +159,49 @@ def test_a_share_edited_to_another_whole_is_caught_in_both_languages():
     assert unnamed_wholes("gradients were {{c}} % of the peak", cat, "en")
     assert not unnamed_wholes("激活值占峰值的 {{c}} %", cat, "zh")
     assert unnamed_wholes("梯度占峰值的 {{c}} %", cat, "zh")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_direction_said_is_fixed_by_the_facts_bounds(lesson, lang):
+    """A clause that says "slower" beside a time ratio whose bounds allow either side is not checked by its data: a
+    fact's "min" loosened from 1.5 to 0.5 under such a sentence fails here."""
+    wrong = findings(unbacked, lesson, lang)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_bounds_loosened_under_a_stated_direction_are_caught():
+    facts = {"t": {"metric": "paired_ratio", "min": 1.5}}
+    text = "It was slower in every round (between {{t.lo}}× and {{t.hi}}×)."
+    assert not unbacked(text, facts, "en")
+    assert unbacked(text, {"t": {"metric": "paired_ratio", "min": 0.5}}, "en")
+
+
+@pytest.mark.parametrize(
+    "text,lang",
+    [
+        ("ZeRO-3's peak is {{s}} % above DDP's.", "en"),
+        ("ZeRO-3 的峰值比 DDP 高 {{s}} %。", "zh"),
+        ("| preset | **faster**: about {{t}}× the fp32 time |", "en"),
+        ("| 预设 | **更快**：耗时约是 fp32 的 {{t}} 倍 |", "zh"),
+        ("It took {{t}} times as long, and was faster in every round (between {{t.lo}} and {{t.hi}} times).", "en"),
+        ("用时是它的 {{t}} 倍，而且每一轮都更快（在 {{t.lo}} 到 {{t.hi}} 倍之间）。", "zh"),
+        (
+            "- **AMP is faster** at this size, in every round, by less: about {{t}}× (between {{t.lo}}× and {{t.hi}}×).",
+            "en",
+        ),
+    ],
+)
+def test_a_direction_in_a_comparison_a_table_label_or_beside_a_spread_is_caught(text, lang):
+    facts = {"s": {"metric": "peak_saving_pct", "min": 10}, "t": {"metric": "paired_ratio", "min": 1.0}}
+    assert contradictions(text, facts, lang), text
+    for a, b in (("above", "below"), ("高", "低"), ("faster", "slower"), ("更快", "更慢")):
+        text = text.replace(a, b)
+    assert not contradictions(text, facts, lang), text
+
+
+def test_a_label_about_the_other_setup_says_its_direction():
+    """ "**faster**: fp32 took {{t}}× as long" says AMP is faster with fp32's time ratio: "subject": "other"."""
+    text = "| **faster**: fp32 took about {{t}}× as long |"
+    assert contradictions(text, {"t": {"metric": "paired_ratio", "min": 3}}, "en")
+    assert not contradictions(text, {"t": {"metric": "paired_ratio", "min": 3, "subject": "other"}}, "en")

@@ -160,3 +160,44 @@ def test_the_estimate_is_the_measured_peak_on_every_cpu_recording(sid):
     low = result["estimate"]["peak_bytes"]
     high = result["estimate"].get("peak_high_bytes") or low
     assert low <= measured <= high + ESTIMATE_GAP_BYTES, (sid, measured, low, high)
+
+
+def _rank_view(result: dict | None, k: int) -> dict | None:
+    """A data-parallel result as rank k saw it: its top-level figures (rank 0's) replaced by rank k's own."""
+    if result is None or not result.get("ranks"):
+        return result
+    rank = result["ranks"][k]
+    return {**result, **{key: v for key, v in rank.items() if key != "rank"}}
+
+
+def rank_findings(name: str, spec: dict, load) -> list[str]:
+    """A fact the prose quotes "per rank" (one figure for a rank) is every rank's: each rank's value holds, and shows as
+    the quoted one. A fact of one rank says which ("rank": 0) and is read off that rank alone."""
+    result = load(spec.get("run"))
+    if result is None or not result.get("ranks") or "rank" in spec:
+        return []
+    number = facts.value(spec, load)
+    if number is None:
+        return []
+    quoted = facts.formatted(spec, number)
+    out = []
+    for k in range(len(result["ranks"])):
+        number = facts.value(spec, lambda rid, k=k: _rank_view(load(rid), k))
+        shown = facts.formatted(spec, number)
+        if shown != quoted or not facts.holds(spec, number):
+            out.append(
+                f"{name}: rank {k} shows {shown}, the page quotes {quoted} ({spec.get('min')}..{spec.get('max')})"
+            )
+    return out
+
+
+@pytest.mark.parametrize("name", _fact_cases())
+def test_a_per_rank_fact_holds_on_every_rank(name):
+    assert not rank_findings(name, M["facts"][name], load_recorded)
+
+
+def test_a_rank_other_than_rank_0_changed_is_caught():
+    spec = M["facts"]["ddp_peak_mib"]
+    run = json.loads(json.dumps(load_recorded(spec["run"])))
+    run["ranks"][1]["peak_bytes"] += 400 * 2**20
+    assert rank_findings("ddp_peak_mib", spec, lambda rid: run if rid == spec["run"] else load_recorded(rid))

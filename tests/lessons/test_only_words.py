@@ -86,3 +86,19 @@ def test_compare_says_accumulation_keeps_full_size_gradients_where_the_recording
     said = {lang: re.sub(r"\s+", " ", "\n".join(texts("compare", lang))) for lang in ("en", "zh")}
     assert "full-size gradients now stay alive" in said["en"]
     assert "完整大小的梯度如今在各个微批次之间一直保留" in said["zh"]
+
+
+def test_a_category_that_fell_by_a_few_percent_of_the_saving_must_be_named():
+    """NEGLIGIBLE is 2 % of the net saving: a category that fell by 5 % of it is part of the saving, one that fell by
+    1 % is not."""
+    facts = {"s": {"metric": "peak_saving_pct", "run": "r", "baseline": "b", "min": 5}}
+    base = {"peak_bytes": 2000, "breakdown": {"activations": 1500, "temporaries": 100, "parameters": 400}}
+    for fell, named_needed in ((50, True), (10, False)):
+        run = {
+            "peak_bytes": 1000,
+            "breakdown": {"activations": 600 - 50 + fell, "temporaries": 100 - fell, "parameters": 400},
+        }
+        run["peak_bytes"] = sum(run["breakdown"].values())
+        load = {"b": base, "r": run}.get
+        found = unnamed("It saves {{s}} %, only the activations.", facts, "en", load)
+        assert bool(found) == named_needed, (fell, found)
