@@ -20,7 +20,7 @@ from experiments.estimate.replay import replay
 from experiments.estimate.unpredictable import CannotPredict
 from experiments.training.finetune import attention_targets
 from experiments.training.models import build_model, spec_for
-from tests.engine.test_source_models import fake_grouped_mm_refuses_fp32, same, tiny
+from tests.engine.test_source_models import same, tiny
 
 LORA = {"finetune": "lora"}
 
@@ -301,8 +301,8 @@ def test_the_4bit_base_equals_a_hand_count(double_quant):
 def test_qlora_at_full_size_holds_the_base_in_4_bits_and_the_embeddings_in_fp32():
     """Llama-3-8B on CUDA (the replay on fake tensors): the 4-bit base is about a quarter of LoRA's bf16 base, but
     prepare_model_for_kbit_training upcasts the embeddings and the head (128256 x 4096 each) to fp32, so the frozen
-    weights hold more than a quarter. Mixtral's fused experts, upcast to fp32 too, meet grouped_mm's bf16-only fake
-    kernel and are named as not predicted where this torch's fake kernel refuses fp32 (up to 2.14)."""
+    weights hold more than a quarter. Mixtral's fused experts, upcast to fp32 too, replay as a real CPU step runs them
+    (grouped_mm in fp32: experiments/estimate/cpu_kernels.py)."""
     base = {"model_source": "preset:llama3-8b", "batch": 1, "seq_len": 256}
     lora = estimate(tiny("llama3-8b", **LORA).replace(**base), device_type="cuda")
     qlora = estimate(tiny("llama3-8b", finetune="qlora").replace(**base), device_type="cuda")
@@ -310,12 +310,7 @@ def test_qlora_at_full_size_holds_the_base_in_4_bits_and_the_embeddings_in_fp32(
     assert lora["steady"]["parameters"] > 2 * (lora["parameters"] - lora["trainable_parameters"])  # bf16, 2 B each
     assert qlora["steady"]["parameters"] > 4 * embeddings  # the fp32 embeddings and head alone
     assert qlora["steady"]["parameters"] < 0.55 * lora["steady"]["parameters"]
-    mixtral = tiny("mixtral-8x7b", finetune="qlora")
-    if fake_grouped_mm_refuses_fp32():
-        with pytest.raises(CannotPredict, match="grouped_mm"):
-            replay(mixtral)
-    else:  # torch 2.15's fake kernel takes fp32, as the CPU kernel does
-        same(mixtral)
+    same(tiny("mixtral-8x7b", finetune="qlora"))  # the CPU estimate answers grouped_mm in fp32 as the CPU kernel does
 
 
 @pytest.mark.parametrize("preset,levers", [("llama3-8b", {}), ("gpt2", {"lora_targets": "all_linear"})])
