@@ -295,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _output(args, result: dict, own: bool) -> int:
     """Print the result (a person's summary, or with --json the whole of it) and return the exit status, the same in
-    both: 3 where an estimate cannot be predicted, 1 where the gradients differ."""
+    both: 3 where an estimate cannot be predicted, 1 where the gradients (or the data-parallel update) differ, 4 where
+    a rank failed."""
     predicted = result.get("predicted", True)
     if args.json:
         json.dump(result, sys.stdout, default=str)
@@ -314,6 +315,11 @@ def _output(args, result: dict, own: bool) -> int:
         return 3  # a script can tell "cannot be predicted" from an estimate
     if args.command == "guard" and not result.get("ok", True):
         return 1  # the gradients differ: a script (or CI) must be able to tell
+    if result.get("kind") == "distributed":
+        if result.get("errors"):
+            return 4  # a rank failed, as a model's own error in a run is
+        if not (result.get("update_check") or {}).get("ok", True):
+            return 1  # the ranks' update differs from one device's, as guard's gradients
     return 0
 
 

@@ -484,3 +484,23 @@ def test_fits_methods_prints_each_refusal_whole_under_the_table(capsys):
     out = capsys.readouterr().out.splitlines()
     assert [line for line in out if line.startswith("int8")][0].endswith("not predicted (1)")
     assert out.count(f"(1) {why}") == 1 and not any(line.startswith("(2)") for line in out)
+
+
+def test_cli_distributed_exit_status_says_a_failed_rank_or_a_differing_update(capsys, monkeypatch):
+    """A script must tell a data-parallel run that failed or whose update differs from one device's from one that
+    held: exit status 4 for a rank's error, 1 for the update check, 0 otherwise; the same with --json."""
+    from experiments.distributed import launch
+
+    base = {"kind": "distributed", "device": {"type": "cpu", "name": "cpu", "torch_version": "x"}, "backend": "gloo"}
+    base |= {"strategy": "ddp", "world_size": 2, "per_rank_batch": 4, "global_batch": 8, "ranks": [], "estimate": None}
+    cases = [
+        ({"errors": [], "update_check": {"ok": True, "max_abs_diff": 0.0, "max_update": 1.0}}, 0),
+        ({"errors": [], "update_check": {"ok": False, "max_abs_diff": 0.5, "max_update": 1.0}}, 1),
+        ({"errors": ["rank 1: RuntimeError: gloo connection closed"], "update_check": None}, 4),
+    ]
+    for extra, expected in cases:
+        monkeypatch.setattr(launch, "run_distributed", lambda spread, progress=None, r=base | extra: r)
+        for json_flag in ([], ["--json"]):
+            args = ["distributed", "--device", "cpu", "--world-size", "2", "--layers", "2", "--width", "16", *json_flag]
+            code, out, _ = _cli(capsys, *args)
+            assert code == expected, (extra, json_flag, out)
