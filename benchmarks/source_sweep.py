@@ -87,18 +87,25 @@ def source_args(model_type: str, head: str | None, overrides: dict, levers: list
     return args + LEVERS + levers
 
 
-def case(model_type: str, head: str | None, overrides: dict, levers: list[str], timeout: float) -> dict:
+def without_unknown_settings(command: str, model_type: str, head, overrides: dict, levers: list[str], timeout: float):
+    """`command`'s result with the overrides the model type has no such setting for dropped, one at a time: (the
+    result, its arguments, the overrides kept, the ones dropped)."""
     overrides, dropped = dict(overrides), []
     while True:
         args = source_args(model_type, head, overrides, levers)
-        est = call("estimate", args, timeout)
-        msg = " ".join(est.get("stderr", []) + [est.get("stdout", "")])
+        result = call(command, args, timeout)
+        msg = " ".join(result.get("stderr", []) + [result.get("stdout", "")])
         m = re.search(r"(\w+): \w+ has no such setting", msg)
-        if est.get("rc") and m and m.group(1) in overrides:
-            dropped.append(m.group(1))
-            overrides.pop(m.group(1))
-            continue
-        break
+        if not (result.get("rc") and m and m.group(1) in overrides):
+            return result, args, overrides, dropped, msg
+        dropped.append(m.group(1))
+        overrides.pop(m.group(1))
+
+
+def case(model_type: str, head: str | None, overrides: dict, levers: list[str], timeout: float) -> dict:
+    est, args, overrides, dropped, msg = without_unknown_settings(
+        "estimate", model_type, head, overrides, levers, timeout
+    )
     out = {"type": model_type, "head": head, "overrides": overrides, "dropped": dropped, "levers": levers}
     out["estimate_s"] = est["seconds"]
     if est.get("timeout"):
@@ -137,17 +144,7 @@ def judge(e: dict, run: dict) -> dict:
 def quick_case(model_type: str, head: str | None, overrides: dict, levers: list[str], timeout: float) -> dict:
     """`run --json` first: a run that its estimate predicts carries that estimate (the one `estimate` prints), so one
     process gives both; only where the run refuses are `estimate` and a forced run asked for."""
-    overrides, dropped = dict(overrides), []
-    while True:
-        args = source_args(model_type, head, overrides, levers)
-        run = call("run", args, timeout)
-        msg = " ".join(run.get("stderr", []) + [run.get("stdout", "")])
-        m = re.search(r"(\w+): \w+ has no such setting", msg)
-        if run.get("rc") and m and m.group(1) in overrides:
-            dropped.append(m.group(1))
-            overrides.pop(m.group(1))
-            continue
-        break
+    run, _, overrides, dropped, _ = without_unknown_settings("run", model_type, head, overrides, levers, timeout)
     out = {"type": model_type, "head": head, "overrides": overrides, "dropped": dropped, "levers": levers}
     if run.get("rc") == 0 and "json" in run and run["json"].get("estimate", {}).get("phases"):
         return out | judge(run["json"]["estimate"], run)
