@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from .core import leak_scenarios
-from .core.config import CHOICES, RANGES, WORLD_SIZE, ConfigError, DistributedConfig
+from .core.config import CHOICES, RANGES, WORLD_SIZE, ConfigError, DistributedConfig, not_integer
 
 # fits' own numbers: the card's memory in GiB, the largest batch searched, the most GPUs tried.
 CAPACITY_GIB = (0.001, 100_000)
@@ -31,9 +31,7 @@ def integer(name: str, raw, lo: int, hi: int) -> int:
     try:
         value = int(str(raw).strip())
     except ValueError:
-        raise ConfigError(
-            name, f"must be an integer in [{lo}, {hi}], got {raw!r}", "range", value=raw, lo=lo, hi=hi
-        ) from None
+        raise ConfigError(name, not_integer(raw, lo, hi), "range", value=raw, lo=lo, hi=hi) from None
     if not lo <= value <= hi:
         raise ConfigError(name, f"got {value}; allowed range is [{lo}, {hi}]", "range", value=value, lo=lo, hi=hi)
     return value

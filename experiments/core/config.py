@@ -141,14 +141,14 @@ def _coerce(name: str, value):
     if name in RANGES:
         lo, hi = RANGES[name]
         if isinstance(value, bool):
-            raise ConfigError(name, _not_integer(value, lo, hi), "range", value=value, lo=lo, hi=hi)
+            raise ConfigError(name, not_integer(value, lo, hi), "range", value=value, lo=lo, hi=hi)
         if isinstance(value, float) and value.is_integer():
             return int(value)
         if isinstance(value, str):
             try:
                 return int(value.strip())
             except ValueError:
-                raise ConfigError(name, _not_integer(value, lo, hi), "range", value=value, lo=lo, hi=hi) from None
+                raise ConfigError(name, not_integer(value, lo, hi), "range", value=value, lo=lo, hi=hi) from None
         return value
     if name in BOOLS and isinstance(value, str):
         lowered = value.strip().lower()
@@ -165,7 +165,7 @@ def _coerce(name: str, value):
         except ValueError:
             raise ConfigError(
                 name,
-                f"must be a number of megabytes in [{BUDGET_MB[0]}, {BUDGET_MB[1]}], or none; got {value!r}",
+                not_megabytes(value, *BUDGET_MB),
                 "range",
                 value=value,
                 lo=BUDGET_MB[0],
@@ -174,8 +174,12 @@ def _coerce(name: str, value):
     return value
 
 
-def _not_integer(value, lo: int, hi: int) -> str:
+def not_integer(value, lo: int, hi: int) -> str:  # the command line's words too (cli_checks.py)
     return f"must be an integer in [{lo}, {hi}], got {value!r}"
+
+
+def not_megabytes(value, lo: int, hi: int) -> str:
+    return f"must be a number of megabytes in [{lo}, {hi}], or none; got {value!r}"
 
 
 def validate(cfg: ExperimentConfig, single: str | None = None) -> None:
@@ -260,7 +264,7 @@ def _validate_budget(cfg) -> None:
         if isinstance(cfg.budget_mb, bool) or not isinstance(cfg.budget_mb, (int, float)):
             raise ConfigError(
                 "budget_mb",
-                f"must be a number of megabytes in [{lo}, {hi}], or none; got {cfg.budget_mb!r}",
+                not_megabytes(cfg.budget_mb, lo, hi),
                 "range",
                 value=cfg.budget_mb,
                 lo=lo,
@@ -390,7 +394,7 @@ class DistributedConfig:
                 extra["world_size"] = int(extra["world_size"])
             except ValueError:
                 n, (lo, hi) = extra["world_size"], WORLD_SIZE
-                raise ConfigError("world_size", _not_integer(n, lo, hi), "range", value=n, lo=lo, hi=hi) from None
+                raise ConfigError("world_size", not_integer(n, lo, hi), "range", value=n, lo=lo, hi=hi) from None
         if isinstance(extra.get("check_update"), str):
             extra["check_update"] = extra["check_update"].strip().lower() in ("1", "true", "yes", "on")
         return cls(ExperimentConfig.from_dict(data), **extra)
