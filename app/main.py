@@ -118,7 +118,9 @@ def refuse_a_broken_limits_file() -> bool:
         return False
     if not _TOLD:
         _TOLD.append(True)
-        print(f"GPU Memory Lab: {problem}. The server stops: fix the setting named and start it again.", file=sys.stderr)
+        print(
+            f"GPU Memory Lab: {problem}. The server stops: fix the setting named and start it again.", file=sys.stderr
+        )
         # Streamlit shuts its server down on SIGTERM: no class is served with a limit the operator did not mean.
         # Only a server that `streamlit run` started (its bootstrap module) stops: a test's script runner shares its
         # process with the tests.

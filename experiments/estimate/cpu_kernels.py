@@ -1,7 +1,7 @@
 """Fake kernels stricter than the CPU's real kernels, answered as the CPU kernel answers, in a CPU estimate only.
 
 aten._grouped_mm (transformers' default MoE experts, `experts_implementation="grouped_mm"`): up to torch 2.14 its meta
-kernel implements CUDA's checks, bf16 inputs only, so an MoE model in fp32 (or with fp32 experts under AMP) could not be
+kernel implements CUDA's checks, bf16 inputs only (2.15 takes fp32 and fp16 on both: meta_grouped_mm_takes_fp32), so an MoE model in fp32 (or with fp32 experts under AMP) could not be
 replayed while a real CPU run trains it. The CPU kernel takes fp32 and fp16 too and returns a new contiguous tensor of
 the meta kernel's output shape, in the inputs' dtype (checked against the real kernel for the four 2-D/3-D layouts
 forward and backward: tests/engine/test_source_moe.py). A CUDA estimate keeps the meta kernel's refusal, named: the
@@ -11,6 +11,7 @@ real CUDA kernel refuses those inputs too (experiments/estimate/unpredictable.py
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -40,6 +41,17 @@ class _CpuGroupedMm(TorchDispatchMode):
             if a.dtype == b.dtype and a.dtype in (torch.float32, torch.float16) and bias is None:
                 return torch.empty(grouped_mm_size(a, b, offs), dtype=out_dtype, device=a.device)
         return func(*args, **kwargs)
+
+
+@functools.cache
+def meta_grouped_mm_takes_fp32() -> bool:
+    """Whether this torch's fake kernel (and so its CUDA kernel, whose checks it copies) takes fp32 inputs."""
+    a, b = torch.empty(8, 16, device="meta"), torch.empty(2, 16, 4, device="meta")
+    try:
+        _GROUPED_MM(a, b, offs=torch.tensor([3, 8], dtype=torch.int32, device="meta"))
+    except RuntimeError:
+        return False
+    return True
 
 
 @contextlib.contextmanager

@@ -31,7 +31,8 @@ instead: it takes SDPA's math path and breaks checkpointing.
    CUDA's checks (bf16 only), so transformers' default MoE experts (grouped_mm) in fp32 or AMP (fp32 expert weights)
    could not be replayed, while a real CPU run works. A CPU estimate answers it as the CPU kernel does
    (experiments/estimate/cpu_kernels.py); a CUDA estimate reports "cannot be predicted" with the kernel's message:
-   on CUDA the real kernel refuses those inputs too (experiments/estimate/unpredictable.py).
+   on CUDA the real kernel refuses those inputs too (experiments/estimate/unpredictable.py). From torch 2.15 both
+   kernels take fp32 and fp16, and a CUDA estimate predicts them (cpu_kernels.meta_grouped_mm_takes_fp32).
 5. oneDNN's LSTM (aten.mkldnn_rnn_layer, the CPU's LSTM in training) returns a workspace for backward that its fake
    kernel returns empty: 29 % of a small LSTM step's peak. `rnn_workspace_nbytes` reads its size off the real kernel,
    on zeros, once per shape (a CUDA estimate names cuDNN's RNN instead: experiments/estimate/cuda_kernels.py).
