@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import re
 
-from .directions import FACT, SENTENCE, clause, joined_lines
+from .directions import FACT
+from .sentences import clause, sentences
 
 COMPARATIVES = {
     "en": {
@@ -30,12 +31,6 @@ COMPARATIVES = {
     },
 }
 OTHER = {"less": "more", "more": "less"}
-
-
-def sentences(text: str):
-    text = joined_lines(text)
-    ends = [0, *(m.end() for m in SENTENCE.finditer(text)), len(text)]
-    return [text[a:b] for a, b in zip(ends, ends[1:], strict=False)]
 
 
 def _first(words: list[str], text: str) -> int | None:

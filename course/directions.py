@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from .sentences import SENTENCE, clause, joined_lines, sentence_of
+
 RATIOS = {
     "paired_ratio": "time",
     "step_time_ratio": "time",
@@ -128,27 +130,6 @@ def found(words: tuple[str, ...], text: str, lang: str) -> list[str]:
     return [w for w in words if w in text]
 
 
-# Where a clause ends: a sentence's punctuation, a comma ("fell by 950 MiB, more than Adam's two states": the second
-# part compares sizes, it states no direction), and a word that turns to another statement ("saves 20 MiB of
-# activations but adds weight copies").
-BOUNDARY = re.compile(r"[.;:!?。；：！？\n|,，]|\b(?:but|while|whereas)\b|却|而|但")
-
-
-# A bold label that leads its clause ("**slower**: about {{t}}×", "**更慢**：耗时约是 {{t}} 倍"): it states the clause's
-# direction, so the colon after it is no boundary.
-LABEL = re.compile(r"\*\*[^*\n]{1,24}\*\*\s*[:：]\s*$")
-
-
-def clause(text: str, start: int, end: int) -> str:
-    """The clause around text[start:end]: from the last boundary before it to the next one after it."""
-    a = max((m.end() for m in BOUNDARY.finditer(text, 0, start)), default=0)
-    label = LABEL.search(text, 0, a)
-    if label:
-        a = max((m.end() for m in BOUNDARY.finditer(text, 0, label.start())), default=0)
-    after = BOUNDARY.search(text, end)
-    return text[a : after.start() if after else len(text)]
-
-
 def contradictions(text: str, facts: dict, lang: str) -> list[str]:
     """Each clause of `text` that quotes a fact with a direction in the words of the opposite one."""
     out = []
@@ -215,20 +196,6 @@ CATEGORY_WORDS = {
         "other": ("不是张量", "非张量", "工作区"),
     },
 }
-# A sentence ends at its punctuation (a full stop before a space, not a decimal point), a paragraph or a list item; a
-# Markdown line break inside a paragraph is no end.
-SENTENCE = re.compile(r"[.!?](?=\s)|[;。；！？]|\n\s*\n|\n\s*[-*] ")
-
-
-# A sentence's statements: its end, or a word that turns to another statement.
-STATEMENT = re.compile(rf"{SENTENCE.pattern}|\b(?:but|while|whereas)\b|却|而|但")
-
-
-def sentence_of(text: str, at: int) -> str:
-    """The statement around text[at]: from the last sentence end (or turn) before it to the next one."""
-    a = max((m.end() for m in STATEMENT.finditer(text, 0, at)), default=0)
-    after = STATEMENT.search(text, at)
-    return text[a : after.start() if after else len(text)]
 
 
 def unnamed_wholes(text: str, facts: dict, lang: str) -> list[str]:
@@ -251,12 +218,6 @@ def unnamed_wholes(text: str, facts: dict, lang: str) -> list[str]:
                 f"{m.group(1)} ({metric}) does not say what it is a share of, or of which category: {here.strip()}"
             )
     return out
-
-
-def joined_lines(text: str) -> str:
-    """The text with each Markdown line break inside a paragraph made a space (a paragraph or a list item still ends
-    its sentence)."""
-    return re.sub(r"(?<!\n)\n(?!\s*\n|\s*[-*] )", " ", text)
 
 
 def mentions(words: tuple[str, ...], text: str, lang: str) -> bool:

@@ -15,7 +15,8 @@ import re
 
 from experiments.core import metrics
 
-from .directions import DIFFERENCES, FACT, SAVINGS, SENTENCE, joined_lines, mentions
+from .directions import DIFFERENCES, FACT, SAVINGS, mentions
+from .sentences import sentences
 
 NEGLIGIBLE = 0.02  # of the net saving: a category that fell by less need not be named
 # What each category of the tracker (experiments/core/vocabulary.py) is called; English matches a word's start.
@@ -59,11 +60,8 @@ def named(text: str, lang: str) -> set[str]:
 def claims(text: str, lang: str) -> list[tuple[list[str], set[str], str]]:
     """(the facts its sentence quotes, the categories the "only" names, the sentence) for each "only" that names a
     tensor category in a sentence quoting a fact."""
-    text = joined_lines(text)
-    ends = [0, *(m.end() for m in SENTENCE.finditer(text)), len(text)]
     out = []
-    for a, b in zip(ends, ends[1:], strict=False):
-        sentence = text[a:b]
+    for sentence in sentences(text):
         quoted = FACT.findall(sentence)
         for m in ONLY[lang].finditer(sentence):
             stop = SCOPE_END.search(sentence, m.end())

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from .sentences import sentences
+
 NAMES = {
     "en": {"optimizer_step": ("optimizer_step", "optimizer step"), "backward": ("backward",), "forward": ("forward",)},
     "zh": {"optimizer_step": ("优化器更新",), "backward": ("反向",), "forward": ("前向",)},
@@ -19,8 +21,6 @@ RULED_OUT = {"en": re.compile(r"\bnot (?:in |into |at )?(?:the )?$"), "zh": re.c
 PLACED = {"en": re.compile(r"(?:\bin|\binto|\(in)\s+(?:the\s+)?$"), "zh": re.compile(r"(?:在|到|落在|移到)[“\"]?$")}
 PEAK = {"en": re.compile(r"\bpeak", re.IGNORECASE), "zh": re.compile("峰值")}
 CONDITIONAL = {"en": re.compile(r"\b(?:when|if)\b", re.IGNORECASE), "zh": re.compile("时|如果")}
-# A colon introduces what the sentence says of the peak ("Find the tallest peak bar: it is in ..."): no end.
-SENTENCE = re.compile(r"[.!?](?=\s)|[;。；！？]")
 
 
 def _mentions(sentence: str, lang: str) -> list[tuple[int, str, bool]]:
@@ -39,9 +39,9 @@ def _mentions(sentence: str, lang: str) -> list[tuple[int, str, bool]]:
 
 def misplaced_peaks(text: str, allowed: set[str], lang: str) -> list[str]:
     """Each sentence of `text` that puts the peak in a phase outside `allowed` or rules out one inside it."""
-    out, start = [], 0
-    for end in [m.start() for m in SENTENCE.finditer(text)] + [len(text)]:
-        sentence, start = text[start:end], end + 1
+    out = []
+    # A colon introduces what the sentence says of the peak ("Find the tallest peak bar: it is in ..."): no end.
+    for sentence in sentences(text):
         if not PEAK[lang].search(sentence) or CONDITIONAL[lang].search(sentence):
             continue
         mentions = _mentions(sentence, lang)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from .directions import RATIOS
+from .sentences import CELL, sentences
 
 PLACEHOLDER = re.compile(r"\{\{(\w+)(?:\.(\w+))?\}\}")
 # The units a text writes after a figure, each under the unit it is; "x" and "times" are a ratio's "×".
@@ -75,18 +76,6 @@ def wrong_units(text: str, facts: dict) -> list[str]:
     return out
 
 
-# A sentence ends at its punctuation (not a decimal point), a paragraph or a table cell.
-SENTENCE = re.compile(r"[.!?](?=\s)|[;。；！？|]|\n\s*\n")
-
-
-def _sentences(text: str):
-    start = 0
-    for m in list(SENTENCE.finditer(text)) + [None]:
-        end = m.start() if m else len(text)
-        yield text[start:end]
-        start = m.end() if m else len(text)
-
-
 def _around(text: str, m) -> str:
     return " ".join(text[max(0, m.start() - 60) : m.end() + 30].split())
 
@@ -102,7 +91,7 @@ def _bound(before: str, end: str) -> bool:
 def misordered_ranges(text: str) -> list[str]:
     """Each sentence that shows a paired fact's spread with one end only (not as a bound) or the highest first."""
     out = []
-    for sentence in _sentences(text):
+    for sentence in sentences(text, CELL):
         ends: dict[str, list[tuple[int, str]]] = {}
         for m in PLACEHOLDER.finditer(sentence):
             if m.group(2) in ("lo", "hi"):
@@ -139,7 +128,7 @@ def _last(pattern_hits: list[tuple[int, str]]) -> str | None:
 def misnamed_moments(text: str, facts: dict, lang: str) -> list[str]:
     """Each fact read at a step and a phase whose sentence names another step or phase as the nearest before it."""
     out = []
-    for sentence in _sentences(text):
+    for sentence in sentences(text, CELL):
         for m in PLACEHOLDER.finditer(sentence):
             spec = facts.get(m.group(1)) or {}
             if m.group(2) or spec.get("phase") not in PHASE_NAMES[lang] or "versus_step" in spec:

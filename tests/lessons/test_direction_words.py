@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from course import content, directions
+from course import content, directions, sentences
 from course.directions import OPPOSITE, WORDS, contradictions, direction, unbacked, unnamed_wholes
 
 LESSONS = sorted(
@@ -72,7 +72,7 @@ def _stated(lang: str):
                 way = direction(facts.get(m.group(1)) or {})
                 if way is None:
                     continue
-                here = directions.clause(text, m.start(), m.end())
+                here = sentences.clause(text, m.start(), m.end())
                 for word in directions.found(WORDS[lang][way], here, lang):
                     yield lesson, here, word, way
 
