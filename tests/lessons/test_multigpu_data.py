@@ -13,7 +13,7 @@ from experiments.core.recorded import ROOT as RECORDED_ROOT
 from experiments.core.recorded import load_recorded
 from experiments.distributed.launch import DistributedConfig
 from tests.lessons import awaiting
-from tests.lessons.test_lesson_data import bare_numbers, prose_of
+from tests.lessons.prose import bare_numbers, prose_of
 
 LESSON = next(p.id for p in catalog.PAGES if p.data_parallel)
 LESSON_DIR = content.lessons_dir() / LESSON
