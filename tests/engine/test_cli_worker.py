@@ -9,18 +9,20 @@ import pytest
 
 from experiments import cli
 from experiments.jobs.worker import WorkerClient
+from tests.engine.cli_output import said
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _cli(capsys, *args) -> tuple[int, str, str]:
-    """`python -m experiments ARGS` in this process: (exit status, stdout, stderr)."""
+def _cli(capsys, *args, progress: bool = False) -> tuple[int, str, str]:
+    """`python -m experiments ARGS` in this process: (exit status, stdout, stderr less its progress lines unless
+    `progress`)."""
     try:
         code = cli.main(list(args))
     except SystemExit as stop:  # argparse's own errors and --help
         code = stop.code
     out = capsys.readouterr()
-    return code, out.out, out.err
+    return code, out.out, out.err if progress else said(out.err)
 
 
 def test_cli_json_is_the_run_itself(capsys):
@@ -408,9 +410,11 @@ def test_a_long_cli_run_shows_its_phases_on_stderr_and_keeps_stdout_for_the_resu
         "--timing-steps",
         "0",
         "--json",
+        progress=True,
     )
     assert code == 0 and json.loads(out)["peak_bytes"] > 0
     lines = [line for line in err.splitlines() if line.startswith("[")]
+    assert lines and said(err) == ""  # every line a phase's, which the other tests leave out
     assert any("forward" in line for line in lines) and any("backward" in line for line in lines)
     labels = [line.split("]", 1)[1].rsplit(None, 2)[0].strip() for line in lines]
     assert all(a != b for a, b in zip(labels, labels[1:], strict=False))  # one line per phase, not per update

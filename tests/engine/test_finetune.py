@@ -20,6 +20,7 @@ from experiments.estimate.replay import replay
 from experiments.estimate.unpredictable import CannotPredict
 from experiments.training.finetune import attention_targets
 from experiments.training.models import build_model, spec_for
+from tests.engine.cli_output import said
 from tests.engine.test_source_models import same, tiny
 
 LORA = {"finetune": "lora"}
@@ -227,7 +228,9 @@ def test_a_lever_whose_library_is_missing_is_one_refusal_in_the_estimate_and_the
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "experiments", *args], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-m", "experiments", *args], capture_output=True, text=True, timeout=300)
+    out.stderr = said(out.stderr)
+    return out
 
 
 def test_the_command_line_takes_the_levers_and_refuses_a_lora_flag_without_lora():

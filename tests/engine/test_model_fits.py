@@ -19,6 +19,7 @@ from experiments.distributed.model_fits import _Grid, crossing, fits_across, opt
 from experiments.estimate import fast_replay as fr
 from experiments.estimate.estimator import estimate_or_refusal, preset_defaults
 from experiments.estimate.replay import replay
+from tests.engine.cli_output import said
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -180,7 +181,7 @@ def test_fits_across_gpus_picks_the_fewest_ranks_for_a_model_of_ones_own():
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    out = subprocess.run(
         [sys.executable, "-m", "experiments", *args],
         cwd=ROOT,
         capture_output=True,
@@ -188,6 +189,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
         timeout=600,
         env={"PYTHONPATH": f"{ROOT}:{ROOT / 'tests' / 'engine'}", "PATH": "/usr/bin:/bin"},
     )
+    out.stderr = said(out.stderr)
+    return out
 
 
 def test_the_command_line_estimates_a_preset_as_json_and_refuses_bad_names_in_one_line():
