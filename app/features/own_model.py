@@ -40,11 +40,13 @@ def recorded(meta: dict, data=om, prefix: str = "ym", label=None) -> None:
     rows = pd.DataFrame(data.table_rows())
     if label is not None and "levers" in rows.columns:
         rows["levers"] = rows["levers"].map(label)
+    for column in rows.columns:  # a column's figures with as many decimals as the most precise was rounded to
+        decimals = max((len(f"{v:g}".partition(".")[2]) for v in rows[column] if isinstance(v, float)), default=0)
+        rows[column] = rows[column].map(lambda v, d=decimals: f"{v:.{d}f}" if isinstance(v, float) else v)
     rows = rows.rename(columns={c: t(f"{prefix}.col.{c}") for c in rows.columns})
-    if label is None:  # many short columns: a data grid scrolls them at 1024 px
-        st.dataframe(rows, hide_index=True)
-    else:  # a few columns and long setup names, which a data grid cut at 1440 px: a static table wraps them
-        st.table(rows.map(lambda v: f"{v:.2f}" if isinstance(v, float) else v), hide_index=True, border="horizontal")
+    # A static table wraps its cells to the column's width: a data grid cut long setup names at 1440 px and hid the
+    # peak behind a horizontal scroll, with no sign of it, at 1024 px.
+    st.table(rows, hide_index=True, border="horizontal")
     st.caption(t(f"{prefix}.recorded_caption"))
     values, verdicts = data.facts(meta), data.verdicts(meta)
     with st.container(border=True):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from course import own_model as om
 from experiments.core.config import ExperimentConfig
 from experiments.core.units import fmt_bytes
 from experiments.estimate.estimator import estimate
@@ -33,6 +34,11 @@ def test_the_page_estimates_a_tiny_preset_as_the_replay_does(lang):
     assert ":material/check_circle:" in _texts(at) and ":material/warning:" not in _texts(
         at
     )  # every checked sentence holds on the table it sits under
+    shown = at.table[0].value  # every recorded estimate and every column in view, none behind a scroll
+    rows = om.table_rows()
+    assert shown.shape == (len(rows), len(rows[0]))
+    assert list(shown.iloc[:, 4]) == [f"{r['peak_gib']:.2f}" for r in rows]
+    assert {f"{r['bytes_per_parameter']:.1f}" for r in rows} == set(shown.iloc[:, 5])
     at.button(key="ym.estimate").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert fmt_bytes(estimate(_cfg(), device_type="cuda")["peak_bytes"]) in _texts(at)  # the learner's GPU
