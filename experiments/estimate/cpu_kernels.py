@@ -1,11 +1,12 @@
 """Fake kernels stricter than the CPU's real kernels, answered as the CPU kernel answers, in a CPU estimate only.
 
 aten._grouped_mm (transformers' default MoE experts, `experts_implementation="grouped_mm"`): up to torch 2.14 its meta
-kernel implements CUDA's checks, bf16 inputs only (2.15 takes fp32 and fp16 on both: meta_grouped_mm_takes_fp32), so an MoE model in fp32 (or with fp32 experts under AMP) could not be
+kernel implements CUDA's checks, bf16 inputs only, so an MoE model in fp32 (or with fp32 experts under AMP) could not be
 replayed while a real CPU run trains it. The CPU kernel takes fp32 and fp16 too and returns a new contiguous tensor of
 the meta kernel's output shape, in the inputs' dtype (checked against the real kernel for the four 2-D/3-D layouts
 forward and backward: tests/engine/test_source_moe.py). A CUDA estimate keeps the meta kernel's refusal, named: the
-real CUDA kernel refuses those inputs too (experiments/estimate/unpredictable.py).
+real CUDA kernel refuses those inputs too (experiments/estimate/unpredictable.py). From torch 2.15 both kernels take
+fp32 and fp16 (meta_grouped_mm_takes_fp32), and a CUDA estimate predicts them.
 """
 
 from __future__ import annotations

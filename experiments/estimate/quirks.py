@@ -50,9 +50,9 @@ instead: it takes SDPA's math path and breaks checkpointing.
 12. Schedules a constructor computes on the host from numbers alone: ConvNeXt, PVT, CvT and a score of vision
    models build their drop-path rates as `torch.linspace(0, rate, depth, device="cpu")`, Hiera its stage ends as
    `torch.tensor(config.depths, device="cpu").cumsum(0)`, and read them back (`.tolist()`, `.item()`), which a fake
-   tensor cannot. Such a call (device "cpu", numbers only) is computed for
-   real, outside fake mode, as a `HostValues` tensor whose own operations stay real: the rates are Python floats
-   again, and the tracker sees the same small host tensors a real CPU run makes.
+   tensor cannot. Such a call (device "cpu", numbers only) is computed for real, outside fake mode, as a `HostValues`
+   tensor whose own operations stay real: the rates are Python floats again, and the tracker sees the same small host
+   tensors a real CPU run makes.
 13. Masks a model makes itself (`torch.ones(batch, seq)` where no mask is passed: every encoder-decoder's decoder),
    whose "does it pad anything?" question transformers skips on fake tensors and so builds the 4-D mask a real run
    skips: experiments/estimate/uniform_masks.py.
