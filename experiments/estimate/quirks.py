@@ -48,9 +48,10 @@ instead: it takes SDPA's math path and breaks checkpointing.
    allocator rounds each block to a power of two) and backward brings it back as a new device tensor. `offloaded`
    replays those hooks with the copy on the tracker's host ledger and a new device tensor in backward.
 12. Schedules a constructor computes on the host from numbers alone: ConvNeXt, PVT, CvT and a score of vision
-   models build their drop-path rates as `torch.linspace(0, rate, depth, device="cpu")` and read them back
-   (`.tolist()`, `.item()`), which a fake tensor cannot. Such a call (device "cpu", numbers only) is computed for
-   real, outside fake mode, as a `HostValues` tensor whose own operations stay real: the rates are Python floats
+   models build their drop-path rates as `torch.linspace(0, rate, depth, device="cpu")`, Hiera its stage ends as
+   `torch.tensor(config.depths, device="cpu").cumsum(0)`, and read them back (`.tolist()`, `.item()`), which a fake
+   tensor cannot. Such a call (device "cpu", numbers only; torch.tensor only while the model is built) is computed for
+   real, outside fake mode, as a `HostValues` tensor whose own operations stay real: the values are Python numbers
    again, and the tracker sees the same small host tensors a real CPU run makes.
 13. Masks a model makes itself (`torch.ones(batch, seq)` where no mask is passed: every encoder-decoder's decoder),
    whose "does it pad anything?" question transformers skips on fake tensors and so builds the 4-D mask a real run
@@ -66,6 +67,7 @@ import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, unset_fake_temporarily
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..training.source_models import SourceSpec
 from . import bnb_quirks, uniform_masks
 from .patching import is_fake, patched
 
@@ -237,16 +239,37 @@ class HostValues(torch.Tensor):
             return super().__torch_function__(func, types, args, kwargs or {})
 
 
-def _host_schedule(original):
-    def linspace(*args, **kwargs):
-        numbers = all(isinstance(a, (int, float)) for a in (*args, kwargs.get("start", 0), kwargs.get("end", 0)))
-        if numbers and str(kwargs.get("device")) == "cpu":
+def _numbers(value) -> bool:
+    """Python numbers, or lists and tuples of them at any depth."""
+    if isinstance(value, (list, tuple)):
+        return all(_numbers(v) for v in value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _host_schedule(original, data_args: int):
+    """`original` (torch.linspace, torch.tensor) computed for real where its first `data_args` arguments are numbers
+    and its device is "cpu"."""
+
+    def host(*args, **kwargs):
+        data = (*args[:data_args], *(kwargs[k] for k in ("start", "end", "data") if k in kwargs))
+        if _numbers(data) and str(kwargs.get("device")) == "cpu":
             with unset_fake_temporarily() as fake:
                 if fake is not None:  # inside a replay: the values, for real
                     return original(*args, **kwargs).as_subclass(HostValues)
         return original(*args, **kwargs)
 
-    return linspace
+    return host
+
+
+def _host_tensors_while_building(build):
+    """A model's construction with torch.tensor(numbers, device="cpu") computed for real. Only there: a forward that
+    makes such a tensor (Mixtral's attention) goes on to mix it with fake tensors, which a real one cannot join."""
+
+    def building(*args, **kwargs):
+        with patched(torch, "tensor", _host_schedule(torch.tensor, 1)):
+            return build(*args, **kwargs)
+
+    return building
 
 
 # Names of neutralisations switched off, for the tests that show what each one is for.
@@ -320,7 +343,8 @@ def neutralised(with_transformers: bool):
                         _patched_item(initialization.TORCH_INIT_FUNCTIONS, name, _skipping(name, fn, report))
                     )
         if "host_schedule" not in DISABLED:
-            stack.enter_context(patched(torch, "linspace", _host_schedule(torch.linspace)))
+            stack.enter_context(patched(torch, "linspace", _host_schedule(torch.linspace, 3)))
+            stack.enter_context(patched(SourceSpec, "build", _host_tensors_while_building(SourceSpec.build)))
         if with_transformers and "packed_sequence" not in DISABLED:
             module, fn = _packed_sequence(report)
             stack.enter_context(patched(module, "find_packed_sequence_indices", fn))

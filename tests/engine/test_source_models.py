@@ -402,12 +402,14 @@ def test_a_model_that_raises_on_its_configuration_is_one_line_saying_a_real_run_
     assert "batch_norm" in info["module"]
 
 
-@pytest.mark.parametrize("model_type", ["convnext", "pvt"])
-def test_quirk_host_schedule_drop_path_rates(model_type, disabled):
-    """ConvNeXt and PVT compute their drop-path rates with torch.linspace(..., device="cpu") and read them back with
-    .tolist(): computed for real, the replay equals a real CPU run; without it the model cannot be predicted."""
+@pytest.mark.parametrize(("model_type", "overrides"), [("convnext", ""), ("pvt", ""), ("hiera", "layers=2,hidden=16")])
+def test_quirk_host_schedule_drop_path_rates(model_type, overrides, disabled):
+    """ConvNeXt and PVT compute their drop-path rates with torch.linspace(..., device="cpu"), Hiera its stage ends with
+    torch.tensor(config.depths, device="cpu").cumsum(0), and read them back with .tolist(): computed for real, the
+    replay equals a real CPU run; without it the model cannot be predicted."""
     base = {"model_source": f"hf:{model_type}", "device": "cpu", "steps": 2, "timing_steps": 0, "batch": 1}
-    cfg = ExperimentConfig.from_dict({**base, "precision": "fp32", "optimizer": "adamw", "image_size": 224})
+    levers = {"precision": "fp32", "optimizer": "adamw", "image_size": 224, "model_overrides": overrides}
+    cfg = ExperimentConfig.from_dict({**base, **levers})
     same(cfg)
     disabled("host_schedule")
     with pytest.raises(CannotPredict) as e:
