@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from .cli_checks import ACROSS, CAPACITY_GIB, MAX_BATCH
+from .core import library_names
 from .core.config import ConfigError
 from .core.model_sources import (
     HF_TASKS,
@@ -100,6 +101,10 @@ def model_fields(args) -> tuple[dict, object]:
         source = f"preset:{args.model_preset}" + (":tiny" if args.tiny else "")
         return {**preset_defaults(source), "model_source": source, "model_overrides": overrides}, None
     kind = "hf" if chosen[0] == "model_type" else "torchvision"
+    if kind == "hf":  # the libraries' own checks import torch: a typo or a missing package answers before that
+        library_names.check_model_type(args.model_type)
+    else:
+        library_names.check_torchvision()
     source = f"{kind}:{getattr(args, chosen[0])}" + (f":{head}" if head else "")
     return {"model_source": source, "model_overrides": overrides}, None
 
@@ -273,6 +278,11 @@ def print_fits(r: dict) -> None:
         print(
             "largest batch: with PyTorch's default allocator; expandable: with "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+        )
+    if r.get("unmeasured_ops"):
+        print(
+            f"not counted: the scratch of {', '.join(r['unmeasured_ops'])} (cuDNN's workspaces, measured only on a GPU "
+            "and per shape): a convolutional model's largest batch may be above what runs"
         )
     c = r["cheapest"]
     print(

@@ -2,6 +2,7 @@
 status 2, before torch is imported; every subcommand says what it does and every number its range and default; a flag
 that means nothing without another is refused, not dropped; text is a person's summary, --json one object."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -49,7 +50,11 @@ BAD = [
     (["estimate", "--loss", "ce"], "loss", "--import"),
     (["estimate", "--import", "nocolon"], "import", "package.module:factory"),
     (["estimate", "--import", "a:b", "--loss", "nope"], "loss", "model, ce, mse, mean"),
+    (["estimate", "--model-type", "lama"], "model_source", "close matches: llama"),
+    (["fits", "--model-type", "no-such-type", "--capacity-gib", "24"], "model_source", "python -m experiments models"),
 ]
+if importlib.util.find_spec("torchvision") is None:  # CI's environment has none; a newcomer's may
+    BAD.append((["estimate", "--torchvision", "resnet18"], "model_source", "torchvision is not installed"))
 
 
 @pytest.mark.parametrize("args, field, allowed", BAD, ids=[" ".join(a) for a, _, _ in BAD])
