@@ -33,11 +33,20 @@ sys.path.insert(0, str(ROOT))
 
 
 def config(preset: str, levers: dict, batch: int | None = None):
+    """A cell's configuration. `preset` is a preset's name, a model source (hf:TYPE:HEAD, torchvision:NAME), or
+    "builtin" for the built-in families; `levers` may set any configuration field (model, layers, seq_len,
+    model_overrides...), so a cell can be a model the repository has no preset of."""
     from experiments.core.config import ExperimentConfig
     from experiments.estimate.estimator import preset_defaults
 
-    source = f"preset:{preset}"
-    data = {**preset_defaults(source), "model_source": source, **levers, "device": "cuda", "steps": 2}
+    source = "" if preset == "builtin" else preset if ":" in preset else f"preset:{preset}"
+    data = {
+        **(preset_defaults(source) if source else {}),
+        "model_source": source,
+        **levers,
+        "device": "cuda",
+        "steps": 2,
+    }
     data["timing_steps"] = 0
     if batch is not None:
         data["batch"] = batch
@@ -101,8 +110,18 @@ def trial(params: dict, card_bytes: int, expandable: bool, outside: dict | None 
         "exclusive": outside is None,
         "seconds": round(time.perf_counter() - t0, 2),
         "torch": torch.__version__,
+        "transformers": _version("transformers"),  # a model's code changes between its releases
         "device": torch.cuda.get_device_name(dev),
     }
+
+
+def _version(package: str) -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 class GpuMemory:

@@ -72,8 +72,12 @@ def plan(args) -> None:
 
     rng = random.Random(args.seed)
     cards = [c for c in CARDS if c["id"] in args.cards.split(",")] if args.cards else CARDS
-    cells = []
-    for preset in args.presets.split(","):
+    # Cells written out (any model source, any configuration field among the levers) instead of the seeded grid: a
+    # list of them, or a plan whose cells are answered again (on another machine, with another library's release).
+    given = json.loads(Path(args.cells).read_text()) if args.cells else []
+    given = given["cells"] if isinstance(given, dict) else given
+    cells = [{k: c[k] for k in ("preset", "card", "levers")} for c in given]
+    for preset in [] if args.cells else args.presets.split(","):
         for card in cards:
             for _ in range(args.per_card):
                 levers = {k: rng.choice(v) for k, v in LEVERS.items()}
@@ -230,6 +234,9 @@ def main() -> None:
     pl.add_argument("--workers", type=int, default=2)
     pl.add_argument("--quick", action="store_true", help="start points from the allocated peak alone")
     pl.add_argument("--finetune", default="", help="fine-tuning methods to draw from, e.g. lora,qlora")
+    pl.add_argument(
+        "--cells", default="", help="a JSON list of cells {preset, card, levers}, or a plan, instead of the grid"
+    )
     pl.add_argument("--out", required=True)
     tr = sub.add_parser("trials")
     tr.add_argument("plan", nargs="+")

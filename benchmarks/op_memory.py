@@ -27,8 +27,9 @@ def config(preset: str, levers: dict, batch: int, overrides: str, device: str):
     from experiments.core.config import ExperimentConfig
     from experiments.estimate.estimator import preset_defaults
 
-    source = f"preset:{preset}"
-    data = {**preset_defaults(source), "model_source": source, **levers, "device": device, "steps": 2}
+    source = "" if preset == "builtin" else preset if ":" in preset else f"preset:{preset}"  # as boundary_trial
+    data = {**(preset_defaults(source) if source else {}), "model_source": source, **levers, "device": device}
+    data["steps"] = 2
     data.update(batch=batch, timing_steps=0, model_overrides=overrides)
     return ExperimentConfig.from_dict(data)
 

@@ -4,11 +4,13 @@ would send a learner into an out-of-memory error: it fails here. One below it by
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from pathlib import Path
 
 import pytest
 
+from benchmarks import boundary_trial
 from experiments.core.cards import card, overhead_bytes
 from experiments.core.config import ExperimentConfig
 from experiments.distributed.model_fits import allocated_largest_batch, largest_that_runs
@@ -18,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def boundaries() -> dict[tuple, int]:
-    """(preset, card, levers, expandable) -> the largest batch that ran, where the next one was tried and failed."""
+    """(preset, card, levers, expandable) -> the largest batch that ran, where the next one was tried and failed. A
+    cell's preset is a preset's name, a model source or "builtin" (benchmarks/boundary_trial.config)."""
     tried: dict[tuple, dict[int, bool]] = {}
     for path in sorted((ROOT / "docs" / "benchmarks").glob("fits-trials-*.jsonl")):
         for line in path.read_text().splitlines():
@@ -27,6 +30,8 @@ def boundaries() -> dict[tuple, int]:
                 continue
             key = (r["preset"], r["card"], json.dumps(r["levers"], sort_keys=True), r["expandable"])
             tried.setdefault(key, {})[r["batch"]] = r["ran"]
+            if r.get("transformers"):
+                TRANSFORMERS[key] = r["transformers"]
     out = {}
     for key, runs in tried.items():
         largest = max((b for b, ran in runs.items() if ran), default=0)
@@ -35,6 +40,7 @@ def boundaries() -> dict[tuple, int]:
     return out
 
 
+TRANSFORMERS: dict[tuple, str] = {}  # the release a cell's trials ran with, where they recorded it
 BOUNDARIES = boundaries()
 
 
@@ -74,10 +80,52 @@ KNOWN_MISSES = {
 }
 
 
+# Cells the repository had no preset or plan of (docs/benchmarks/fits-plan-unseen.json, trials on an H100): the
+# answers where they were not tuned. Measured 2026-12-06.
+_WORKSPACE = "cuDNN's convolution workspaces are not in the search (measured only on a GPU, per signature)"
+KNOWN_MISSES |= {
+    ("builtin", "rtx-3060-12gb", None, False): f"CNN 8 x 128 at 224 px, bf16: answers 192, 181 ran ({_WORKSPACE})",
+    ("builtin", "rtx-3060-12gb", None, True): "CNN 8 x 128 at 224 px, bf16, expandable: answers 205, 208 ran",
+    ("builtin", "rtx-4060-8gb", None, False): "CNN 6 x 64 at 128 px, strict fp32: answers 406, 412 ran",
+    ("builtin", "rtx-4060-8gb", None, True): "CNN 6 x 64 at 128 px, strict fp32, expandable: answers 429, 436 ran",
+    ("builtin", "t4-16gb", None, False): "transformer 12 x 768, AMP bf16: answers 144, 148 ran",
+    ("builtin", "t4-16gb", None, True): "transformer 12 x 768, AMP bf16, expandable: answers 149, 151 ran",
+    ("hf:gpt_neox:causal_lm", "rtx-4060-8gb", None, False): "GPT-NeoX 6 x 768, AMP fp16: answers 4, 7 ran",
+    ("hf:bert:sequence_classification", "t4-16gb", None, False): "BERT classifier AMP fp16: answers 552, 587 ran",
+    ("hf:bert:sequence_classification", "t4-16gb", None, True): "BERT classifier, expandable: answers 621, 629 ran",
+    (
+        "hf:swin:image_classification",
+        "rtx-3060-12gb",
+        None,
+        False,
+    ): "Swin-T AMP bf16: answers 128, 167 ran (the CUDA replay is 20 % above a plain loop at batch 128)",
+    ("hf:swin:image_classification", "rtx-3060-12gb", None, True): "Swin-T AMP bf16, expandable: answers 136, 170 ran",
+}
+
+
+# Models whose memory changed between the transformers release of their trials and later ones: their boundary holds
+# for that release only (the other cells' answers were the same with 5.17 and 5.25).
+CODE_CHANGED = {
+    "hf:t5:seq2seq_lm": "T5's position bias reaches attention as a contiguous mask since transformers 5.2x (CUDA's "
+    "math path before: experiments/estimate/cuda_kernels.py); it answered 19 with 5.17 and 33 with 5.25",
+}
+
+
 def _marks(key) -> list:
     preset, card_id, levers, expandable = key
+    recorded, installed = TRANSFORMERS.get(key), _installed("transformers")
+    if preset in CODE_CHANGED and recorded and recorded != installed:
+        why = f"{CODE_CHANGED[preset]}: measured with transformers {recorded}, installed {installed}"
+        return [pytest.mark.skip(reason=why)]
     why = KNOWN_MISSES.get((preset, card_id, json.loads(levers).get("finetune"), expandable))
     return [pytest.mark.xfail(strict=True, reason=why)] if why else []
+
+
+def _installed(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 @pytest.mark.parametrize(
@@ -87,10 +135,7 @@ def _marks(key) -> list:
 )
 def test_the_answer_is_the_measured_boundary_or_one_below(key):
     preset, card_id, levers, expandable = key
-    source = f"preset:{preset}"
-    cfg = ExperimentConfig.from_dict(
-        {"model_source": source, **preset_defaults(source), **json.loads(levers), "device": "cuda", "steps": 2}
-    )
+    cfg = boundary_trial.config(preset, json.loads(levers))
     c = card(card_id)
     answer = largest_that_runs(cfg, c["total_bytes"], overhead_bytes(c), expandable=expandable)["largest_batch"]
     assert BOUNDARIES[key] - 1 <= answer <= BOUNDARIES[key], (key, answer, BOUNDARIES[key])
