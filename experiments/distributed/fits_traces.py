@@ -15,6 +15,8 @@ A search tries a dozen batches per combination; each replay of a full-size model
 
 from __future__ import annotations
 
+import json
+
 from ..core.config import ExperimentConfig
 from ..core.errors import CannotPredict
 from ..estimate import depth_line
@@ -23,6 +25,7 @@ from ..estimate.estimator import cuda_config
 from ..estimate.fast_replay import SAMPLES as DEPTHS
 from ..estimate.fast_replay import layers_of, replays_whole, with_layers
 from ..estimate.replay import replay
+from ..estimate.workspaces import uncounted
 from .optimizer_alone import parameter_shapes, spliced_trace, splices, step_events
 
 SAMPLES = (2, 3, 4)  # not batch 1: a single sample may take another path (a squeezed dimension)
@@ -31,11 +34,24 @@ CHECK_DEPTH = 7  # two layers past the samples: a rule that skips a layer would 
 
 
 REPLAYS = ("replays",)  # the cache's count of the replays it made
+UNMEASURED = ("unmeasured",)  # the ops whose kernel scratch the traces lack (neither measured nor computed)
 
 
 def replays_made(cache: dict) -> int:
     """How many replays (whole runs, or an optimizer alone) the cache's traces took; spliced and drawn ones take none."""
     return cache.get(REPLAYS, 0)
+
+
+def unmeasured_ops(cache: dict) -> list[str]:
+    """The ops (aten names) whose kernel scratch is in none of the cache's traces: a convolution's cuDNN workspace
+    where the device has not measured it (experiments/estimate/workspaces.py). The traces count none of it."""
+    return sorted(cache.get(UNMEASURED, ()))
+
+
+def _note(r: dict, transients, cache: dict) -> dict:
+    ops = {json.loads(sig)["op"] for sig in uncounted(r.get("signatures", ()), transients)}
+    cache[UNMEASURED] = cache.get(UNMEASURED, set()) | ops
+    return r
 
 
 def json_key(cfg: ExperimentConfig) -> tuple:
@@ -72,7 +88,9 @@ def replayed(cfg: ExperimentConfig, transients, cache: dict, rows: bool = False)
             cache[steps_key] = step_events(run_cfg, BLOCK, shapes(run_cfg, cache), steps, transients, memo=cache)
         got = {"events": spliced_trace(donor["events"], donor["steps"], cache[steps_key])}
     else:
-        r = _drawn(run_cfg, transients, cache) or replay(run_cfg, block=BLOCK, transients=transients, keep_events=True)
+        r = _drawn(run_cfg, transients, cache) or _note(
+            replay(run_cfg, block=BLOCK, transients=transients, keep_events=True), transients, cache
+        )
         cache[REPLAYS] = replays_made(cache) + 1
         got = {"events": r["events"], "phases": r["phases"]}
         if splices(run_cfg):
@@ -126,7 +144,7 @@ def _drawn(run_cfg: ExperimentConfig, transients, cache: dict) -> dict | None:
     depths = _depths(run_cfg)
     if depths is None:
         return None
-    shallow = _at_depth(run_cfg, depths[0], transients)
+    shallow = _note(_at_depth(run_cfg, depths[0], transients), transients, cache)
     # A batch may take another path than the first (a single sample squeezes a dimension): each path's fit is kept.
     fits = (depth_line.resized(f, shallow["events"]) for f in cache.get(family, ()))
     fit = next((f for f in fits if f is not None), None)

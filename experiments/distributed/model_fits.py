@@ -28,7 +28,7 @@ from ..estimate.allocator_limit import first_oom, reserved_through
 from ..estimate.estimator import cuda_config, estimate_or_refusal
 from ..estimate.fast_replay import fast_replay, replays_whole
 from .estimate import what_fits as fits_across_ranks
-from .fits_traces import drawable, peak_or_none, phase_rows, replayed_events, replays_made, shapes
+from .fits_traces import drawable, peak_or_none, phase_rows, replayed_events, replays_made, shapes, unmeasured_ops
 from .fits_traces import events as _events
 from .optimizer_alone import optimizer_extras, parameter_shapes
 from .search import below, crossing
@@ -292,6 +292,8 @@ def what_fits(
         "grid": rows,
         "cheapest": cheapest,
         "replays": grid.replays + replays_made(traces),
+        # Kernel scratch the answers do not count (a convolution's cuDNN workspace, unmeasured without this GPU).
+        "unmeasured_ops": unmeasured_ops(traces) if cuda else [],
         "seconds": round(time.perf_counter() - t0, 2),
     }
 

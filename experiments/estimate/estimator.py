@@ -28,7 +28,7 @@ from .explain import terms
 from .fast_replay import fast_replay
 from .replay import replay
 from .unpredictable import CannotPredict
-from .workspaces import missing
+from .workspaces import missing, uncounted
 
 METHODS = ("auto", "replay", "replay_device")
 # What the formula calculators assume for mixed-precision Adam: 2 + 2 bytes of bf16/fp16 weights and gradients, 12
@@ -156,7 +156,7 @@ def estimate(
         step=r["step"],
         signatures=r["signatures"] if cuda else [],
         unmeasured=unmeasured,
-        not_predicted=["cudnn_workspace"] if unmeasured else [],
+        not_predicted=["cudnn_workspace"] if cuda and uncounted(r["signatures"], transients) else [],
         neutralised=r.get("neutralised"),
         path=r["path"],
         method=method,

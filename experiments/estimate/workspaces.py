@@ -103,6 +103,17 @@ def missing(signatures, transients) -> list[str]:
     return [s for s in signatures if s not in (transients or {}) and not computed(s)]
 
 
+# Ops whose scratch a CUDA replay gives by rule where the device has not measured it (cuda_kernels.scratch_as_cuda:
+# layer norm's backward as norm_scratch.py computes it for the card list's GPUs); a measurement still replaces it.
+RULED = frozenset({"native_layer_norm_backward"})
+
+
+def uncounted(signatures, transients) -> list[str]:
+    """The signatures whose scratch an estimate does not count at all: unmeasured, and no rule gives it (a
+    convolution's cuDNN workspace, a sum past 32-bit indexing)."""
+    return [s for s in missing(signatures, transients) if json.loads(s)["op"] not in RULED]
+
+
 def _materialize(desc, device):
     if isinstance(desc, dict) and "shape" in desc:
         dtype = getattr(torch, desc["dtype"])
