@@ -271,7 +271,7 @@ def show_fits(res: dict) -> None:
     st.markdown(f"**{t('ym.fits_saves_title', batch=res['batch'])}**")
     st.table(fits.shown(fits.saves_table(df, res["batch"])), hide_index=True, border="horizontal")
     if res.get("unmeasured_ops"):
-        st.warning(t("ym.fits_uncounted", ops=", ".join(res["unmeasured_ops"])))
+        st.warning(t("ym.fits_uncounted", ops=t("list.sep").join(f"`{op}`" for op in res["unmeasured_ops"])))
     if all(r["largest_batch"] == 0 for r in res["grid"]):
         st.warning(t("ym.fits_never"))
         return

@@ -54,6 +54,21 @@ def test_the_page_finds_what_fits_and_runs_a_tiny_preset_beside_its_estimate():
     assert "The estimate equals the measured peak." in _texts(at)
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_what_fits_says_it_did_not_count_a_convolutions_workspace(lang):
+    """A CNN's answer leaves out cuDNN's workspaces (measured only on a GPU): said beside it, naming the ops; a
+    transformer's answer has nothing left out and says nothing."""
+    card = {"ym_card": "other", "ym_capacity": 0.86}
+    at = open_page("yourmodel", lang, state={"ym_preset": "resnet50", "ym_size": "tiny", **card})
+    at.button(key="ym.fits").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    warned = [w.value for w in at.warning if "convolution_backward" in w.value]
+    assert len(warned) == 1 and ("cuDNN" in warned[0]) and ("Not counted" in warned[0] or "未计入" in warned[0])
+    at = open_page("yourmodel", lang, state={**TINY, **card})
+    at.button(key="ym.fits").click().run()
+    assert at.table and not [w.value for w in at.warning if "cuDNN" in w.value]
+
+
 def test_a_model_type_transformers_does_not_have_is_one_line_naming_the_field():
     at = open_page("yourmodel", "en", state={"ym_source": "hf", "ym_model_type": "lama"})
     at.button(key="ym.estimate").click().run()
