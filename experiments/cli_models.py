@@ -281,8 +281,8 @@ def print_fits(r: dict) -> None:
         )
     if r.get("unmeasured_ops"):
         print(
-            f"not counted: the scratch of {', '.join(r['unmeasured_ops'])} (cuDNN's workspaces, measured only on a GPU "
-            "and per shape): a convolutional model's largest batch may be above what runs"
+            f"not counted: the scratch of {', '.join(r['unmeasured_ops'])} (kernel scratch such as cuDNN's workspaces, "
+            "measured only on a GPU and per shape): the largest batch may be above what runs"
         )
     c = r["cheapest"]
     print(
