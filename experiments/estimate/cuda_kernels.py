@@ -10,9 +10,12 @@ scores, their softmax and the dropout mask and keeps them for the backward: 12 G
 small at batch 8 x 1024. CUDA keeps its fused kernels for dropout: flash attention for 16-bit inputs without a mask,
 memory-efficient attention for fp32 or with a mask; each saves the output, a log-sum-exp row and the RNG state, not
 the scores. Under `cuda_kernels()` the replay calls the kernel CUDA would choose, through its own fake (meta)
-kernel and autograd formula, so the saved tensors are that kernel's. Cases where the CPU and CUDA already save the
-same tensors (a fused kernel on both, no dropout) are left to the CPU's own choice, as are the ones this module does
-not claim to know (a head size that CUDA pads).
+kernel and autograd formula, so the saved tensors are that kernel's. The same without dropout where the CPU would take
+the math path: a mask that needs its gradient (Swin's relative position bias, a learned parameter), which the CPU's
+flash kernel does not take and CUDA's memory-efficient one does (a Swin-T step at batch 128 on an H100 held 1.8 GB less
+than a replay that followed the CPU). Cases where the CPU and CUDA already save the same tensors (a fused kernel on
+both) are left to the CPU's own choice, as are the ones this module does not claim to know (a head size that CUDA
+pads).
 
 The other way round: grouped-query attention (`enable_gqa`, fewer K/V heads than query heads, what transformers
 passes for LLaMA-style models without a padding mask) in fp32, or 16-bit with a mask. The CPU's flash kernel takes
@@ -150,16 +153,23 @@ def _norm_scratch(args) -> tuple[int, ...]:
     return norm_scratch.buffers(tuple(x.shape), len(normalized), itemsize, *wanted)
 
 
+MEM_EFF_ALIGNMENT = 8  # torch's attention.cpp, preprocess_mask (16 in releases before 2.5)
+
+
 def _bias(attn_mask, dtype):
     """The additive bias CUDA's memory-efficient kernel takes: a boolean mask becomes 0 / -inf in the query's dtype,
-    and a last dimension that is not a multiple of 16 is padded (and viewed back), as torch's CUDA wrapper does."""
+    and a mask whose strides are not multiples of 8 (its last dimension's size among them) is padded to a multiple of
+    8 and viewed back, before it is expanded, as torch's `preprocess_mask` does (`aligned_tensor`, `pad_bias`). On an
+    NVIDIA H200 a Swin-T step at batch 16 padded its [1024, 3, 49, 49] bf16 mask to 56 columns (16,859,136 bytes,
+    docs/benchmarks/trial-history-h200/swin-16.json.gz)."""
     if attn_mask is None:
         return None
     if attn_mask.dtype is torch.bool:
         attn_mask = torch.where(attn_mask.logical_not(), float("-inf"), 0.0).to(dtype)
-    last = attn_mask.size(-1)
-    if last % 16:
-        attn_mask = F.pad(attn_mask, (0, 16 - last % 16))[..., :last]
+    aligned = attn_mask.stride(-1) == 1 and all(s % MEM_EFF_ALIGNMENT == 0 for s in attn_mask.stride()[:-1])
+    if not aligned:
+        last = attn_mask.size(-1)
+        attn_mask = F.pad(attn_mask, (0, MEM_EFF_ALIGNMENT - last % MEM_EFF_ALIGNMENT))[..., :last]
     return attn_mask
 
 
@@ -168,8 +178,12 @@ def sdpa_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa=Fal
     backend = cuda_backend(q, k, v, attn_mask, enable_gqa)
     if backend == "math":
         return _math_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
-    if dropout_p <= 0.0 or k.size(-3) != q.size(-3):  # a fused kernel on both devices saves the same tensors
-        return None  # (grouped-query attention with dropout: not claimed)
+    if k.size(-3) != q.size(-3):
+        return None  # grouped-query attention in a fused kernel: not claimed
+    if dropout_p <= 0.0 and _cpu_choice(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) == _FLASH:
+        return None  # a fused kernel on both devices saves the same tensors
+    # The CPU would take the math path: with dropout, or a mask that needs its gradient (Swin's relative position
+    # bias, a learned parameter: the CPU's flash kernel takes no gradient for a mask, CUDA's memory-efficient one does).
     if backend == "flash":
         return aten._scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, False, scale=scale)[0]
     if backend == "efficient":
@@ -199,13 +213,17 @@ def _probe(t):
     return base.as_strided(t.shape, [0] * (t.dim() - 1) + [t.stride(-1)] if t.dim() else [])
 
 
+def _cpu_choice(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> int:
+    """The backend the CPU's scaled_dot_product_attention chooses for these inputs (an SDPBackend's value)."""
+    with unset_fake_temporarily():  # a fake tensor's choice is the meta device's (math); the CPU's is wanted
+        probes = [_probe(t) for t in (q, k, v, attn_mask)]
+        return torch._fused_sdp_choice(*probes, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+
+
 def _cpu_sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     """The CPU's own scaled_dot_product_attention (its composite): the backend the CPU chooses, the boolean mask
     turned into an additive one in the query's dtype, then that backend's kernel."""
-    with unset_fake_temporarily():  # a fake tensor's choice is the meta device's (math); the CPU's is wanted
-        probes = [_probe(t) for t in (q, k, v, attn_mask)]
-        choice = torch._fused_sdp_choice(*probes, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
-    if choice != _FLASH:
+    if _cpu_choice(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) != _FLASH:
         return _math(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     if attn_mask is not None and attn_mask.dtype is torch.bool:
         attn_mask = torch.where(attn_mask.logical_not(), float("-inf"), 0.0).to(q.dtype)

@@ -88,6 +88,51 @@ def test_a_mask_not_contiguous_in_its_last_dimension_sends_cuda_to_the_math_path
     assert cuda_backend(q.half(), k.half(), v.half(), None) == "flash"
 
 
+def _saved_with_a_learned_bias(active: bool) -> list[tuple]:
+    """What attention with a mask that needs its gradient (Swin's relative position bias) keeps for its backward, on
+    fake CPU tensors, with the replay's CUDA kernels on or off. Window attention: 49 tokens, head size 32."""
+    import torch.nn.functional as F
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from experiments.estimate.cuda_kernels import cuda_kernels
+
+    saved = []
+
+    def pack(t):
+        saved.append((tuple(t.shape), t.dtype))
+        return t
+
+    with FakeTensorMode(), cuda_kernels(active), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        q, k, v = (torch.randn(64, 3, 49, 32, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+        bias = torch.randn(1, 3, 49, 49, dtype=torch.bfloat16, requires_grad=True)
+        F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    return saved
+
+
+def test_a_learned_bias_keeps_cudas_memory_efficient_kernel_not_the_cpus_math_path():
+    """The CPU's flash kernel takes no gradient for a mask, so the CPU keeps the math path's 64 x 3 x 49 x 49 scores for
+    a learned bias; CUDA's memory-efficient kernel takes it and keeps none (a Swin-T step at batch 128 on an H100 held
+    1.8 GB less than the replay that followed the CPU). CUDA pads the mask to a multiple of 8 columns (49 to 56: an
+    H200's allocation history) and keeps that padded mask for its backward."""
+    cpu = _saved_with_a_learned_bias(False)
+    cuda = _saved_with_a_learned_bias(True)
+    assert ((64, 3, 49, 49), torch.float32) in cpu  # the CPU's math path: the scores, in fp32
+    assert not [s for s, _ in cuda if s[-2:] == (49, 49) and s[0] == 64]
+    # the memory-efficient kernel's: the mask (a view of its padded copy), the output and a log-sum-exp row per query
+    assert ((1, 3, 49, 49), torch.bfloat16) in cuda and ((64, 3, 64), torch.float32) in cuda
+
+
+def test_the_efficient_kernels_mask_is_padded_to_eight_columns_where_it_is_not_aligned():
+    from experiments.estimate.cuda_kernels import MEM_EFF_ALIGNMENT, _bias
+
+    assert MEM_EFF_ALIGNMENT == 8
+    padded = _bias(torch.zeros(1, 3, 49, 49), torch.float32)
+    assert padded.shape == (1, 3, 49, 49) and padded.untyped_storage().nbytes() == 1 * 3 * 49 * 56 * 4
+    aligned = torch.zeros(2, 1, 64, 64)
+    assert _bias(aligned, torch.float32) is aligned  # strides all multiples of 8: used as it is
+    assert _bias(torch.zeros(2, 1, 8, 8).expand(2, 4, 8, 8), torch.float32).untyped_storage().nbytes() == 2 * 8 * 8 * 4
+
+
 def _attention_ops(run) -> tuple[list[str], list]:
     """The ops `run(q, k, v)` dispatches on plain CPU tensors (forward and backward), and its output and gradients."""
     ops = []
