@@ -110,12 +110,13 @@ def trial(params: dict, card_bytes: int, expandable: bool, outside: dict | None 
         "exclusive": outside is None,
         "seconds": round(time.perf_counter() - t0, 2),
         "torch": torch.__version__,
-        "transformers": _version("transformers"),  # a model's code changes between its releases
+        "transformers": version("transformers"),  # a model's code changes between its releases
         "device": torch.cuda.get_device_name(dev),
     }
 
 
-def _version(package: str) -> str | None:
+def version(package: str) -> str | None:
+    """An installed package's release, or None."""
     import importlib.metadata
 
     try:

@@ -24,14 +24,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def config(preset: str, levers: dict, batch: int, overrides: str, device: str):
-    from experiments.core.config import ExperimentConfig
-    from experiments.estimate.estimator import preset_defaults
+    """A boundary trial's configuration (benchmarks/boundary_trial.config: a preset, a model source or "builtin"),
+    with the preset's overrides, on `device`."""
+    from boundary_trial import config as cell_config
 
-    source = "" if preset == "builtin" else preset if ":" in preset else f"preset:{preset}"  # as boundary_trial
-    data = {**(preset_defaults(source) if source else {}), "model_source": source, **levers, "device": device}
-    data["steps"] = 2
-    data.update(batch=batch, timing_steps=0, model_overrides=overrides)
-    return ExperimentConfig.from_dict(data)
+    return cell_config(preset, {**levers, "model_overrides": overrides}, batch).replace(device=device)
 
 
 def _shapes(args) -> list:

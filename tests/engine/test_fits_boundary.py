@@ -4,7 +4,6 @@ would send a learner into an out-of-memory error: it fails here. One below it by
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 from pathlib import Path
 
@@ -114,19 +113,12 @@ CODE_CHANGED = {
 
 def _marks(key) -> list:
     preset, card_id, levers, expandable = key
-    recorded, installed = TRANSFORMERS.get(key), _installed("transformers")
+    recorded, installed = TRANSFORMERS.get(key), boundary_trial.version("transformers")
     if preset in CODE_CHANGED and recorded and recorded != installed:
         why = f"{CODE_CHANGED[preset]}: measured with transformers {recorded}, installed {installed}"
         return [pytest.mark.skip(reason=why)]
     why = KNOWN_MISSES.get((preset, card_id, json.loads(levers).get("finetune"), expandable))
     return [pytest.mark.xfail(strict=True, reason=why)] if why else []
-
-
-def _installed(package: str) -> str | None:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 @pytest.mark.parametrize(
