@@ -78,7 +78,8 @@ KNOWN_MISSES = {
     ("resnet50", "h200-141gb", None, False): "ResNet-50 AMP bf16 fused on the H200 itself: answers 2907, 3296 ran",
     # Above the boundary: a learner acting on these runs out of memory.
     # Traced on an H100 (docs/benchmarks/fits-boundary.md, last section): the replay sums each residual gradient out of
-    # place (autograd does under any dispatch mode) where the real run sums it in place, so its blocks land elsewhere.
+    # place (autograd does under any dispatch mode) where the real run sums it in place, so its blocks land elsewhere;
+    # summed in place, with cuDNN's workspaces by rule, it answered 828 ("Two steps tried and not kept").
     ("vit-b16", "t4-16gb", None, False): "ViT AMP, checkpointing: answers 803; the replay's out-of-place gradient sums",
     # On the H200 itself (docs/benchmarks/fits-boundary.md, "The H200's own card"): 61 ran out of memory asking for
     # 14.89 GiB with 26.11 GiB reserved but free; 60 ran. Not traced yet.
