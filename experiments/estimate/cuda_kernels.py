@@ -42,6 +42,7 @@ softmax backward inside the backward holds the peak) peaked 4.9 GB above a repla
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import warnings
 
@@ -173,14 +174,15 @@ def _bias(attn_mask, dtype):
     return attn_mask
 
 
-def sdpa_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa=False):
-    """scaled_dot_product_attention through the kernel CUDA would choose, or None where the CPU's is the same."""
+def sdpa_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, cpu_choice):
+    """scaled_dot_product_attention through the kernel CUDA would choose, or None where the CPU's is the same.
+    `cpu_choice()`: the CPU's backend for these inputs (asked once per call, _sdpa)."""
     backend = cuda_backend(q, k, v, attn_mask, enable_gqa)
     if backend == "math":
         return _math_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     if k.size(-3) != q.size(-3):
         return None  # grouped-query attention in a fused kernel: not claimed
-    if dropout_p <= 0.0 and _cpu_choice(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) == _FLASH:
+    if dropout_p <= 0.0 and cpu_choice() == _FLASH:
         return None  # a fused kernel on both devices saves the same tensors
     # The CPU would take the math path: with dropout, or a mask that needs its gradient (Swin's relative position
     # bias, a learned parameter: the CPU's flash kernel takes no gradient for a mask, CUDA's memory-efficient one does).
@@ -220,10 +222,10 @@ def _cpu_choice(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> 
         return torch._fused_sdp_choice(*probes, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
 
 
-def _cpu_sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+def _cpu_sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, cpu_choice):
     """The CPU's own scaled_dot_product_attention (its composite): the backend the CPU chooses, the boolean mask
     turned into an additive one in the query's dtype, then that backend's kernel."""
-    if _cpu_choice(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) != _FLASH:
+    if cpu_choice() != _FLASH:
         return _math(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     if attn_mask is not None and attn_mask.dtype is torch.bool:
         attn_mask = torch.where(attn_mask.logical_not(), float("-inf"), 0.0).to(q.dtype)
@@ -233,8 +235,10 @@ def _cpu_sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
 
 
 def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
-    out = sdpa_as_cuda(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
-    return _cpu_sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) if out is None else out
+    args = (q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    cpu_choice = functools.cache(functools.partial(_cpu_choice, *args))
+    out = sdpa_as_cuda(*args, cpu_choice)
+    return _cpu_sdpa(*args, cpu_choice) if out is None else out
 
 
 # CUDA runs these through cuDNN (aten._cudnn_rnn), which keeps a reserve space for backward and a re-flattened copy of
