@@ -29,18 +29,12 @@ from experiments.core.cards import card, overhead_bytes  # noqa: E402
 from experiments.distributed.fits_traces import replayed_events  # noqa: E402
 from experiments.distributed.model_fits import card_reserved  # noqa: E402
 from experiments.estimate.allocator_limit import first_oom, reserved_through  # noqa: E402
+from experiments.estimate.batch_line import phase_figures  # noqa: E402
 
 
 def allocated_peak(events: list) -> int:
-    live, now, peak = {}, 0, 0
-    for kind, key, nbytes in events:
-        if kind == "alloc":
-            live[key] = nbytes
-            now += nbytes
-            peak = max(peak, now)
-        elif kind == "free":
-            now -= live.pop(key, 0)
-    return peak
+    """The most bytes alive at once, unrounded (a closing mark makes the last phase count)."""
+    return max((peak for _, peak in phase_figures([*events, ("mark", 0, 0)], 1)), default=0)
 
 
 def verdicts(preset: str, card_id: str, levers: dict, batches, expandable: bool = False):
