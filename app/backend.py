@@ -14,6 +14,7 @@ from app.job_errors import Failure, classify
 from app.memo import Memo
 from course import catalog, facts
 from course.expectations import RANK_CATEGORIES
+from experiments.cli_command import fits_command  # noqa: F401 - the page shows it under What fits
 from experiments.core import config as _config
 from experiments.core import recorded as _recorded
 from experiments.core import timeline as _timeline

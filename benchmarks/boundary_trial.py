@@ -57,32 +57,23 @@ def config(preset: str, levers: dict, batch: int | None = None):
 
 
 def trial(params: dict, card_bytes: int, expandable: bool, outside: dict | None = None) -> dict:
-    """Runs in a fresh process (the allocator setting is read when CUDA starts). `outside`: what the process holds
-    outside the allocator, at the start and the end, from a trial of the same cell that had the GPU to itself; without
-    it the trial measures it from the driver's free memory, which is only right while no other process uses the
-    GPU."""
+    """Runs in a fresh process (the allocator setting is read when CUDA starts): the plain loop a user writes, for two
+    steps, on the card emulated as "What fits --measure" emulates it (experiments/measure/boundary.py). `outside`: what
+    the process holds outside the allocator, at the start and the end, from a trial of the same cell that had the GPU
+    to itself; without it the trial measures it from the driver's free memory, which is only right while no other
+    process uses the GPU."""
     import torch
     from model_presets import plain_step  # the same plain loop as the preset benchmark (this folder)
 
+    from experiments.measure.boundary import on_card
     from experiments.training.models import build_model, spec_for
     from experiments.training.strategies import AMP_DTYPES, float32_precision, make_optimizer
 
     cfg = config(params["preset"], params["levers"], params["batch"])
-    dev = torch.device("cuda", 0)  # set_per_process_memory_fraction takes a device with its index
-    total = torch.cuda.get_device_properties(dev).total_memory
-    for dtype in (torch.float32, torch.bfloat16):  # cuBLAS's handles and workspaces, as any first step makes them
-        w = torch.randn(64, 64, device=dev, dtype=dtype, requires_grad=True)
-        (w @ w).sum().backward()
-    torch.cuda.synchronize()
-    free, _ = torch.cuda.mem_get_info()
-    outside_start = outside["start"] if outside else total - free - torch.cuda.memory_reserved()
-    baseline_reserved = torch.cuda.memory_reserved()
-    torch.cuda.set_per_process_memory_fraction((card_bytes - outside_start) / total, dev)
-    spec = spec_for(cfg)
-    amp = AMP_DTYPES.get(cfg.precision)
-    oom = None
-    t0 = time.perf_counter()
-    try:
+
+    def work(dev) -> None:
+        spec = spec_for(cfg)
+        amp = AMP_DTYPES.get(cfg.precision)
         with float32_precision(cfg):
             torch.manual_seed(cfg.seed)
             model = build_model(cfg, dev, spec)  # the model phase's build: fine-tuning methods and checkpointing too
@@ -91,28 +82,9 @@ def trial(params: dict, card_bytes: int, expandable: bool, outside: dict | None 
             inputs, targets = spec.batch(cfg, dev, cfg.seed + 1)
             for _step in range(cfg.steps):
                 plain_step(cfg, spec, model, opt, scaler, (inputs, targets), amp, "cuda")
-            torch.cuda.synchronize()
-    except torch.OutOfMemoryError as e:
-        oom = str(e).splitlines()[0][:300]
-    free, _ = torch.cuda.mem_get_info()
-    outside_end = outside["end"] if outside else total - free - torch.cuda.memory_reserved()
-    peak_reserved = torch.cuda.max_memory_reserved()
-    held = peak_reserved + outside_end
-    return {
-        "ran": oom is None and held <= card_bytes,
-        "oom": oom,
-        "peak_reserved_bytes": peak_reserved,
-        "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
-        "baseline_reserved_bytes": baseline_reserved,
-        "outside_start_bytes": outside_start,
-        "outside_end_bytes": outside_end,
-        "held_bytes": held,
-        "exclusive": outside is None,
-        "seconds": round(time.perf_counter() - t0, 2),
-        "torch": torch.__version__,
-        "transformers": version("transformers"),  # a model's code changes between its releases
-        "device": torch.cuda.get_device_name(dev),
-    }
+
+    row = on_card(work, card_bytes, outside)
+    return dict(row, transformers=version("transformers"))  # a model's code changes between its releases
 
 
 def version(package: str) -> str | None:
@@ -156,6 +128,9 @@ class _Held:
         with self.pool.cond:
             self.pool.free += self.nbytes
             self.pool.cond.notify_all()
+
+
+MAX_SEARCHED = 65536
 
 
 class OutOfTime(Exception):
@@ -246,30 +221,11 @@ class Grid:
         return self.done[k]["ran"]
 
     def boundary(self, cell: dict, expandable: bool) -> int:
-        """The largest batch that runs, bisected from the answer: b and b+1 first, then steps that double."""
+        """The largest batch that runs, searched from the answer as `fits --measure` searches it."""
+        from experiments.measure.boundary import largest_from
+
         start = max(1, cell["answer"]["expandable" if expandable else "default"])
-
-        def runs(b: int) -> bool:
-            return self.runs(cell, expandable, b)
-
-        if runs(start):
-            lo, step = start, 1
-            while runs(lo + step):
-                lo, step = lo + step, step * 2
-            hi = lo + step
-        else:  # down in steps that double, down to batch 1
-            hi, step = start, 1
-            while True:
-                lo = max(1, hi - step)
-                if runs(lo):
-                    break
-                if lo == 1:
-                    return 0
-                hi, step = lo, step * 2
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if runs(mid) else (lo, mid)
-        return lo
+        return largest_from(lambda b: self.runs(cell, expandable, b), start, MAX_SEARCHED)
 
 
 if __name__ == "__main__":

@@ -76,7 +76,27 @@ def _fits(data: dict) -> dict:
         _choices(cheapest, "cheapest.")
         for k in ("accum", "peak_bytes"):
             _need(cheapest, k, int, "cheapest.")
+    if "measured" in data:
+        _measured(_need(data, "measured", dict))
     return data
+
+
+def _measured(m: dict) -> None:
+    """`fits --measure`'s trials: per allocator the estimate, the largest batch that ran, and every trial."""
+    _need(m, "device", str, "measured.")
+    _need(m, "emulated", bool, "measured.")
+    for key in ("default", "expandable"):
+        if key not in m:
+            continue
+        where = f"measured.{key}."
+        r = _need(m, key, dict, "measured.")
+        _need(r, "estimate", int, where)
+        _need(r, "largest_batch", (int, type(None)), where)
+        for i, trial in enumerate(_need(r, "trials", list, where)):
+            if not isinstance(trial, dict):
+                raise NotAResult(f"{where}trials[{i}]: expected an object")
+            _need(trial, "batch", int, f"{where}trials[{i}].")
+            _need(trial, "ran", (bool, type(None)), f"{where}trials[{i}].")
 
 
 def _choices(row: dict, where: str) -> None:

@@ -156,11 +156,20 @@ def add_fits_parser(sub) -> argparse.ArgumentParser:
         help="instead: which fine-tuning method (full, lora, qlora, int8; with and without checkpointing) runs on the "
         "card at --batch and --seq-len, and the first that does, least compromise first",
     )
+    p.add_argument(
+        "--measure",
+        action="store_true",
+        help="then confirm the largest batch at your levers by real trials on this GPU (two steps a trial, each in "
+        "its own process, the card emulated where it is smaller)",
+    )
     return p
 
 
 def run_fits(cfg, args) -> dict:
+    from . import cli_measure
     from .core import cards
+
+    cli_measure.check(args)
 
     capacity, overhead = args.capacity_gib, None
     if args.card:
@@ -213,6 +222,8 @@ def run_fits(cfg, args) -> dict:
         out["card"] = args.card
     if args.across:
         out["across_gpus"] = fits_across(cfg, int(capacity * GIB), args.across, args.device_type)
+    if args.measure:
+        out["measured"] = cli_measure.measure(out, cfg, args)
     return out
 
 
@@ -295,6 +306,10 @@ def print_fits(r: dict) -> None:
         a = r["across_gpus"]
         print("across GPUs: none fits" if a is None else f"across GPUs: {a['world_size']} x {a['strategy']}")
     print(f"{r['replays']} replays, {r['seconds']} s")
+    if "measured" in r:
+        from .cli_measure import print_measured
+
+        print_measured(r["measured"])
 
 
 def print_estimate(r: dict) -> None:

@@ -144,8 +144,9 @@ def show_estimate(est: dict) -> None:
     layout.altair(breakdown.estimate_chart(breakdown.frame(None, est["categories"])))
 
 
-def _card(meta: dict) -> tuple[str, int, dict]:
-    """(the card's name, its memory in bytes, its overhead {"bytes", "source", ...}) as the learner picks it."""
+def _card(meta: dict) -> tuple[str, int, dict, str | None]:
+    """(the card's name, its memory in bytes, its overhead {"bytes", "source", ...}, its id or None for a size of the
+    learner's own) as the learner picks it."""
     ids = [c["id"] for c in CARDS] + ["other"]
     names = {c["id"]: c["name"][lang()] for c in CARDS} | {"other": t("ym.card.other")}
     k = widget_state.labelled(f"{NS}_card")
@@ -154,17 +155,17 @@ def _card(meta: dict) -> tuple[str, int, dict]:
     urlstate.sync(k, chosen, "h200-141gb")
     if chosen != "other":
         card = next(c for c in CARDS if c["id"] == chosen)
-        return names[chosen], card["total_bytes"], overhead(card["arch"])
+        return names[chosen], card["total_bytes"], overhead(card["arch"]), chosen
     k = f"{NS}_capacity"
     urlstate.init(k, float(meta["capacity_gib"]), float)
     gib = st.number_input(t("ym.capacity"), 0.01, 100000.0, key=k, persist_state="session")
     urlstate.sync(k, gib, float(meta["capacity_gib"]))
-    return t("ym.card.other").rstrip("…."), int(gib * GIB), overhead(None)
+    return t("ym.card.other").rstrip("…."), int(gib * GIB), overhead(None), None
 
 
 def what_fits(meta: dict, cfg) -> None:
     st.subheader(t("ym.fits"))
-    name, total, over = _card(meta)
+    name, total, over, card_id = _card(meta)
     note_source = t("ym.overhead_assumed") if over.get("assumed_for") else t("ym.overhead_measured")
     st.caption(
         t(
@@ -195,6 +196,7 @@ def what_fits(meta: dict, cfg) -> None:
     res = _kept_result(f"{NS}.fits_result", cfg)
     if res is not None:
         show_fits(res)
+        measure_command(cfg, card_id, total)
     if cfg.model_source.startswith(("preset:", "hf:")):
         methods(cfg, name, total, over["bytes"])
 
@@ -263,6 +265,48 @@ def methods(cfg, card: str, total: int, overhead: int) -> None:
         st.success(t("ym.methods_first", method=method, checkpoint=checkpoint, peak=fmt_bytes(first["peak_bytes"])))
 
 
+def measure_command(cfg, card_id: str | None, total: int) -> None:
+    """The command that confirms the answer by real trials on a GPU (experiments/measure/boundary.py)."""
+    command = backend.fits_command(cfg.to_dict(), card=card_id, capacity_gib=round(total / GIB, 3))
+    if command is None:  # a model of one's own code is named on the command line by its import path only
+        return
+    with st.expander(t("ym.measure_cmd_title")):
+        st.caption(t("ym.measure_cmd"))
+        st.code(command, language="bash", wrap_lines=True)
+
+
+def show_measured(m: dict) -> None:
+    """`fits --measure`'s trials, as a command-line result opened here carries them."""
+    emulated = t("ym.measured_emulated") if m["emulated"] else ""
+    for key in ("default", "expandable"):
+        if key not in m:
+            continue
+        r, allocator = m[key], t(f"ym.alloc.{key}")
+        if r["largest_batch"] is None:
+            st.warning(t("ym.measured_failed", device=m["device"], allocator=allocator))
+            st.text(next((str(x.get("error"))[:300] for x in r["trials"] if x["ran"] is None), ""))
+            continue
+        listed = {
+            ran: t("list.sep").join(
+                str(x["batch"]) for x in sorted(r["trials"], key=lambda x: x["batch"]) if x["ran"] is ran
+            )
+            or t("ym.measured_none")
+            for ran in (True, False)
+        }
+        st.success(
+            t(
+                "ym.measured",
+                device=m["device"],
+                emulated=emulated,
+                allocator=allocator,
+                largest=r["largest_batch"],
+                estimate=r["estimate"],
+                ran=listed[True],
+                failed=listed[False],
+            )
+        )
+
+
 def show_fits(res: dict) -> None:
     df = fits.frame(res)
     # Static tables: their columns wrap in a projector's half page (1024 px) where a data grid hid its last ones.
@@ -272,6 +316,8 @@ def show_fits(res: dict) -> None:
     st.table(fits.shown(fits.saves_table(df, res["batch"])), hide_index=True, border="horizontal")
     if res.get("unmeasured_ops"):
         st.warning(t("ym.fits_uncounted", ops=t("list.sep").join(f"`{op}`" for op in res["unmeasured_ops"])))
+    if res.get("measured"):
+        show_measured(res["measured"])
     if all(r["largest_batch"] == 0 for r in res["grid"]):
         st.warning(t("ym.fits_never"))
         return

@@ -93,3 +93,47 @@ def test_the_page_shows_an_opened_estimate_and_what_fits_and_refuses_a_bad_file(
     assert any(list(t.value[c].astype(str)) == largest for t in at.table for c in t.value.columns)
     at.file_uploader(key="ym.open").upload("bad.json", b'{"phases": "x"}', "application/json").run()
     assert not at.exception and any("peak_bytes: expected int" in e.value for e in at.error)
+
+
+MEASURED = {
+    "device": "NVIDIA H200",
+    "emulated": True,
+    "default": {
+        "estimate": 9,
+        "largest_batch": 8,
+        "trials": [{"batch": 9, "ran": False}, {"batch": 8, "ran": True}, {"batch": 7, "ran": True}],
+    },
+    "expandable": {"estimate": 12, "largest_batch": None, "trials": [{"batch": 12, "ran": None, "error": "boom"}]},
+}
+
+
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        (lambda m: m.update(emulated="yes"), "measured.emulated"),
+        (lambda m: m["default"]["trials"][0].update(ran="no"), r"measured.default.trials\[0\].ran"),
+        (lambda m: m["default"].pop("estimate"), "measured.default.estimate"),
+    ],
+)
+def test_a_tampered_measurement_is_refused_naming_the_field(written, change, field):
+    data = json.loads(written["fits"])
+    data["measured"] = json.loads(json.dumps(MEASURED))
+    change(data["measured"])
+    with pytest.raises(cli_result.NotAResult, match=f"^{field}"):
+        cli_result.read(json.dumps(data).encode())
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_an_opened_fits_result_with_trials_shows_the_measured_largest_batch_beside_the_estimate(written, lang):
+    data = json.loads(written["fits"]) | {"measured": MEASURED}
+    at = open_page("yourmodel", lang)
+    at.file_uploader(key="ym.open").upload("fits.json", json.dumps(data).encode(), "application/json").run()
+    assert not at.exception
+    said = [s.value for s in at.success]
+    measured = {
+        "en": "the largest batch that ran is **8** (the estimate: 9). Ran at 7, 8; out of memory at 9.",
+        "zh": "能跑通的最大批大小是 **8**（估算：9）。跑通的批大小：7、8；显存不足的批大小：9。",
+    }[lang]
+    assert any(measured in s and "NVIDIA H200" in s for s in said), said
+    assert any("NVIDIA H200" in w.value for w in at.warning)  # the expandable search stopped on a failed trial
+    assert "boom" in "\n".join(x.value for x in at.text)

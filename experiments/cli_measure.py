@@ -1,0 +1,111 @@
+"""`fits --measure`: the estimate's largest batch at the learner's own levers, confirmed by real trials on this GPU
+(experiments/measure/boundary.py), the card emulated where it is smaller than this GPU."""
+
+from __future__ import annotations
+
+import sys
+
+from .core.errors import ConfigError
+from .core.units import GIB
+
+
+def check(args) -> None:
+    """--measure's conditions, before any replay: a GPU here, a CUDA answer, a card no larger than this GPU."""
+    if not args.measure:
+        return
+    if args.methods or args.across or args.device_type != "cuda":
+        raise ConfigError(
+            "measure",
+            "--measure confirms the largest batch of the CUDA answer at your levers; leave out --methods, --across "
+            "and --device-type cpu",
+            "one_of",
+            fields="measure,methods",
+        )
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError("measure", "--measure runs real trials and needs a GPU here", "needs_cuda")
+
+
+def own_row(result: dict, cfg) -> dict | None:
+    """The grid's row of the learner's own precision, optimizer implementation and checkpointing."""
+    from .estimate.estimator import cuda_config
+
+    impl = cuda_config(cfg).optimizer_impl
+    return next(
+        (
+            r
+            for r in result["grid"]
+            if (r["precision"], r["optimizer_impl"], r["checkpoint"]) == (cfg.precision, impl, cfg.checkpoint)
+        ),
+        None,
+    )
+
+
+def measure(result: dict, cfg, args) -> dict:
+    """Real trials from the estimate's answers, default allocator first, then expandable segments where the estimate
+    answers differently for them. Added to the result as "measured"."""
+    import torch
+
+    from .estimate.estimator import cuda_config
+    from .measure.boundary import measure_largest
+
+    card_bytes = result["capacity_bytes"]
+    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    if card_bytes > total:
+        raise ConfigError(
+            "capacity_gib",
+            f"a card of {card_bytes / GIB:.2f} GiB cannot be emulated on this GPU's {total / GIB:.2f} GiB",
+            "range",
+            value=round(card_bytes / GIB, 3),
+            lo=0.001,
+            hi=round(total / GIB, 3),
+        )
+    row = own_row(result, cfg)
+    if row is None:
+        raise ConfigError(
+            "measure",
+            "--measure confirms a row of the grid: checkpointing none or per_layer",
+            "choice",
+            value=cfg.checkpoint,
+            allowed="none,per_layer",
+        )
+    config = cuda_config(cfg).to_dict()
+    quiet = args.json
+
+    def show(line: str) -> None:
+        if not quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    out, outside = {"device": torch.cuda.get_device_name(), "emulated": card_bytes < total}, None
+    for key, expandable in (("default", False), ("expandable", True)):
+        start = row["largest_batch_expandable" if expandable else "largest_batch"]
+        if expandable and start == row["largest_batch"]:
+            continue
+        show(f"measuring on this GPU, {'expandable segments' if expandable else 'default allocator'}:")
+        m = measure_largest(config, card_bytes, start, expandable, args.max_batch, show, outside)
+        outside = m["outside"]
+        out[key] = {"estimate": start, **m}
+    return out
+
+
+def print_measured(m: dict) -> None:
+    where = f"{m['device']}, the card emulated" if m["emulated"] else m["device"]
+    for key, label in (("default", "default allocator"), ("expandable", "expandable segments")):
+        if key not in m:
+            continue
+        r = m[key]
+        ran = sorted(t["batch"] for t in r["trials"] if t.get("ran"))
+        failed = sorted(t["batch"] for t in r["trials"] if t.get("ran") is False)
+        if r["largest_batch"] is None:
+            bad = next(t for t in r["trials"] if t.get("ran") is None)
+            print(f"measured ({label}, {where}): a trial failed for another reason than memory: {bad.get('error')}")
+            continue
+        print(
+            f"measured ({label}, {where}): largest batch {r['largest_batch']} (the estimate: {r['estimate']}); "
+            f"ran at {_batches(ran)}, out of memory at {_batches(failed)}"
+        )
+
+
+def _batches(batches: list[int]) -> str:
+    return ", ".join(map(str, batches)) or "none tried"
