@@ -57,10 +57,12 @@ def config_flags(config: dict) -> list[str] | None:
 
 
 def fits_command(config: dict, card: str | None = None, capacity_gib: float | None = None, measure: bool = True):
-    """`python -m experiments fits ...` for this configuration on a card by name (or of `capacity_gib`), with
+    """`.venv/bin/python -m experiments fits ...` (README's environment) for this configuration on a card by name (or of `capacity_gib`), with
     --measure; None where the model cannot be named on a command line."""
     flags = config_flags(config)
     if flags is None:
         return None
     where = ["--card", card] if card else ["--capacity-gib", f"{capacity_gib:g}"]
-    return shlex.join(["python", "-m", "experiments", "fits", *where, *flags, *(["--measure"] if measure else [])])
+    return shlex.join(
+        [".venv/bin/python", "-m", "experiments", "fits", *where, *flags, *(["--measure"] if measure else [])]
+    )

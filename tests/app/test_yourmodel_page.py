@@ -50,8 +50,10 @@ def test_the_page_finds_what_fits_and_runs_a_tiny_preset_beside_its_estimate():
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.table and "Cheapest for batch 2" in _texts(at)
     # the command that confirms the answer by real trials on a GPU: the page's model, card and levers
-    (command,) = [c.value for c in at.code if c.value.startswith("python -m experiments fits")]
-    assert command == "python -m experiments fits --capacity-gib 0.86 --model-preset llama3-8b --tiny --measure"
+    (command,) = [c.value for c in at.code if c.value.startswith(".venv/bin/python -m experiments fits")]
+    assert (
+        command == ".venv/bin/python -m experiments fits --capacity-gib 0.86 --model-preset llama3-8b --tiny --measure"
+    )
     at.button(key="ym.run").click().run()
     at = run_until(at, lambda a: "Measured peak" in _texts(a))
     assert "The estimate equals the measured peak." in _texts(at)

@@ -50,7 +50,7 @@ def as_the_page_has_it(given: dict) -> dict:
 
 def parsed(command: str) -> dict:
     words = shlex.split(command)
-    assert words[:4] == ["python", "-m", "experiments", "fits"] and words[-1] == "--measure"
+    assert words[:4] == [".venv/bin/python", "-m", "experiments", "fits"] and words[-1] == "--measure"
     args = cli.build_parser().parse_args(words[3:])
     return cli._config(args).to_dict()
 
@@ -70,7 +70,7 @@ def test_a_card_of_another_size_and_a_model_of_ones_own_code():
     cfg = as_the_page_has_it({"model_source": "preset:gpt2"})
     assert (
         fits_command(cfg, capacity_gib=11.5)
-        == "python -m experiments fits --capacity-gib 11.5 --model-preset gpt2 --measure"
+        == ".venv/bin/python -m experiments fits --capacity-gib 11.5 --model-preset gpt2 --measure"
     )
     assert fits_command({**cfg, "model_source": "import:pkg.mod:make"}, card="t4-16gb") is None
 
