@@ -57,8 +57,8 @@ def config_flags(config: dict) -> list[str] | None:
 
 
 def fits_command(config: dict, card: str | None = None, capacity_gib: float | None = None, measure: bool = True):
-    """`.venv/bin/python -m experiments fits ...` (README's environment) for this configuration on a card by name (or of `capacity_gib`), with
-    --measure; None where the model cannot be named on a command line."""
+    """`.venv/bin/python -m experiments fits ...` (README's environment) for this configuration on a card by name (or
+    of `capacity_gib`), with --measure; None where the model cannot be named on a command line."""
     flags = config_flags(config)
     if flags is None:
         return None
