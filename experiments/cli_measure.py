@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 
 from .core.errors import ConfigError
-from .core.units import GIB
 
 
 def check(args) -> None:
@@ -45,22 +44,11 @@ def own_row(result: dict, cfg) -> dict | None:
 def measure(result: dict, cfg, args) -> dict:
     """Real trials from the estimate's answers, default allocator first, then expandable segments where the estimate
     answers differently for them. Added to the result as "measured"."""
-    import torch
-
     from .estimate.estimator import cuda_config
     from .measure.boundary import measure_largest
 
+    # No CUDA call here: a context this process held would count, in the first trial, as the trial's own.
     card_bytes = result["capacity_bytes"]
-    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-    if card_bytes > total:
-        raise ConfigError(
-            "capacity_gib",
-            f"a card of {card_bytes / GIB:.2f} GiB cannot be emulated on this GPU's {total / GIB:.2f} GiB",
-            "range",
-            value=round(card_bytes / GIB, 3),
-            lo=0.001,
-            hi=round(total / GIB, 3),
-        )
     row = own_row(result, cfg)
     if row is None:
         raise ConfigError(
@@ -77,7 +65,7 @@ def measure(result: dict, cfg, args) -> dict:
         if not quiet:
             print(line, file=sys.stderr, flush=True)
 
-    out, outside = {"device": torch.cuda.get_device_name(), "emulated": card_bytes < total}, None
+    out, outside = {}, None
     for key, expandable in (("default", False), ("expandable", True)):
         start = row["largest_batch_expandable" if expandable else "largest_batch"]
         if expandable and start == row["largest_batch"]:
@@ -86,6 +74,14 @@ def measure(result: dict, cfg, args) -> dict:
         m = measure_largest(config, card_bytes, start, expandable, args.max_batch, show, outside)
         outside = m["outside"]
         out[key] = {"estimate": start, **m}
+        trial = next((t for t in m["trials"] if "device" in t), None)
+        if trial is not None:
+            out |= {"device": trial["device"], "emulated": card_bytes < trial["gpu_total_bytes"]}
+    if "device" not in out:  # no trial got as far as the GPU (a card larger than it, a refused configuration)
+        first = out["default"]["trials"][0]
+        raise ConfigError(
+            "measure", f"no trial ran: {first.get('error')}", "model_spec", detail=str(first.get("error"))
+        )
     return out
 
 

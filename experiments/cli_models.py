@@ -188,7 +188,12 @@ def run_fits(cfg, args) -> dict:
 
         if not torch.cuda.is_available():
             raise ConfigError("capacity_gib", "no GPU here: give --capacity-gib or --card", "needs_cuda")
-        capacity = torch.cuda.mem_get_info()[1] / GIB
+        if args.measure:  # read without a context in this process (experiments/measure/boundary.py)
+            from .measure.boundary import gpu_total_bytes
+
+            capacity = gpu_total_bytes() / GIB
+        else:
+            capacity = torch.cuda.mem_get_info()[1] / GIB
     lo, hi = CAPACITY_GIB
     if not lo <= capacity <= hi:  # a GPU's own, or a card's
         raise ConfigError(

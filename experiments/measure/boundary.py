@@ -27,7 +27,8 @@ TRIAL_TIMEOUT_S = 600
 def on_card(work: Callable, card_bytes: int, outside: dict | None = None) -> dict:
     """Runs `work(device)` in this process as on a card of `card_bytes` (a fresh process: the allocator's setting is
     read when CUDA starts). `outside`: what the process holds outside the allocator at the start and the end, from an
-    earlier trial that had the GPU to itself; None measures it here."""
+    earlier trial that had the GPU to itself; None measures it here. The process that starts the trials must hold no
+    CUDA context of its own, or the first trial counts it as its own."""
     import torch
 
     dev = torch.device("cuda", torch.cuda.current_device())
@@ -63,6 +64,7 @@ def on_card(work: Callable, card_bytes: int, outside: dict | None = None) -> dic
         "exclusive": outside is None,
         "seconds": round(time.perf_counter() - t0, 2),
         "device": torch.cuda.get_device_name(dev),
+        "gpu_total_bytes": total,
         "torch": torch.__version__,
     }
 
@@ -109,6 +111,14 @@ def run_trial(config: dict, card_bytes: int, expandable: bool, outside: dict | N
     if r.returncode or not lines:
         return {"ran": None, "error": (r.stderr.strip().splitlines() or ["no output"])[-1][:300]}
     return json.loads(lines[-1])
+
+
+def gpu_total_bytes() -> int:
+    """This GPU's memory as the driver reports its total, read in a child process: a CUDA context in the process that
+    starts the trials would count, in the first trial, as the trial's own."""
+    code = "import torch; print(torch.cuda.mem_get_info()[1])"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    return int(r.stdout.strip().splitlines()[-1])
 
 
 def _root() -> str:
@@ -203,4 +213,8 @@ if __name__ == "__main__":
 
     a = json.loads(sys.argv[1])
     gc.collect()
-    print(json.dumps(on_card(train_on(a["config"]), a["card_bytes"], a.get("outside"))))
+    try:
+        row = on_card(train_on(a["config"]), a["card_bytes"], a.get("outside"))
+    except ValueError as e:  # a card larger than this GPU, a configuration the engine refuses: no trial, one line
+        row = {"ran": None, "error": str(e)[:300]}
+    print(json.dumps(row))

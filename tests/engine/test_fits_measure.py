@@ -108,3 +108,30 @@ def test_measure_with_what_it_cannot_confirm_is_refused_before_any_replay(capsys
     code, out, err = _cli(capsys, "fits", "--capacity-gib", "24", "--measure", *extra)
     assert code == 2 and out == ""
     assert err.startswith("error: measure: --measure confirms the largest batch") and err.count("\n") == 1
+
+
+def test_no_trial_that_reached_the_gpu_is_one_line_with_the_trials_reason(monkeypatch):
+    too_large = "card_bytes: 200 is more than this GPU's 100 bytes; it cannot be emulated here"
+    monkeypatch.setattr(boundary, "run_trial", lambda *a: {"ran": None, "error": too_large})
+    from experiments.core.config import ExperimentConfig
+    from experiments.core.errors import ConfigError
+
+    cfg = ExperimentConfig.from_dict({"precision": "fp32", "optimizer_impl": "foreach", "checkpoint": "none"})
+    result = {
+        "capacity_bytes": 200,
+        "grid": [
+            {
+                "precision": "fp32",
+                "optimizer_impl": "foreach",
+                "checkpoint": "none",
+                "largest_batch": 4,
+                "largest_batch_expandable": 4,
+            }
+        ],
+    }
+
+    class Args:
+        json, max_batch = True, 64
+
+    with pytest.raises(ConfigError, match=f"^measure: no trial ran: {too_large}"):
+        cli_measure.measure(result, cfg, Args())
