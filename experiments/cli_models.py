@@ -229,6 +229,10 @@ def run_fits(cfg, args) -> dict:
         out["across_gpus"] = fits_across(cfg, int(capacity * GIB), args.across, args.device_type)
     if args.measure:
         out["measured"] = cli_measure.measure(out, cfg, args)
+    elif args.device_type == "cuda":
+        import torch
+
+        out["gpu_here"] = torch.cuda.is_available()
     return out
 
 
@@ -315,6 +319,8 @@ def print_fits(r: dict) -> None:
         from .cli_measure import print_measured
 
         print_measured(r["measured"])
+    elif r.get("gpu_here"):
+        print("a GPU is here: --measure confirms the largest batch at your levers by real trials on it")
 
 
 def print_estimate(r: dict) -> None:
