@@ -99,7 +99,7 @@ def print_measured(m: dict) -> None:
             continue
         print(
             f"measured ({label}, {where}): largest batch {r['largest_batch']} (the estimate: {r['estimate']}); "
-            f"ran at {_batches(ran)}, out of memory at {_batches(failed)}"
+            f"ran at {_batches(ran)}; did not run at {_batches(failed)}"
         )
 
 

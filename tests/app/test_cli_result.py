@@ -131,8 +131,8 @@ def test_an_opened_fits_result_with_trials_shows_the_measured_largest_batch_besi
     assert not at.exception
     said = [s.value for s in at.success]
     measured = {
-        "en": "the largest batch that ran is **8** (the estimate: 9). Ran at 7, 8; out of memory at 9.",
-        "zh": "能跑通的最大批大小是 **8**（估算：9）。跑通的批大小：7、8；显存不足的批大小：9。",
+        "en": "the largest batch that ran is **8** (the estimate: 9). Ran at 7, 8; did not run at 9 (out of memory,",
+        "zh": "能跑通的最大批大小是 **8**（估算：9）。跑通的批大小：7、8；没有跑通的批大小：9（显存不足，",
     }[lang]
     assert any(measured in s and "NVIDIA H200" in s for s in said), said
     assert any("NVIDIA H200" in w.value for w in at.warning)  # the expandable search stopped on a failed trial

@@ -90,7 +90,7 @@ def test_the_summary_names_the_measured_batch_beside_the_estimate(capsys):
     cli_measure.print_measured(m)
     assert capsys.readouterr().out == (
         "measured (default allocator, NVIDIA H200, the card emulated): largest batch 8 (the estimate: 9); "
-        "ran at 7, 8, out of memory at 9\n"
+        "ran at 7, 8; did not run at 9\n"
     )
 
 
@@ -135,3 +135,10 @@ def test_no_trial_that_reached_the_gpu_is_one_line_with_the_trials_reason(monkey
 
     with pytest.raises(ConfigError, match=f"^measure: no trial ran: {too_large}"):
         cli_measure.measure(result, cfg, Args())
+
+
+def test_a_trial_past_the_card_without_an_error_is_said_to_be_so_not_called_out_of_memory():
+    t = {"batch": 144, "ran": False, "oom": None, "held_bytes": 8_328_642_560, "seconds": 8.0}
+    assert boundary.trial_line(t, 8_321_499_136) == (
+        "  batch 144: did not run, held 7.76 GiB, more than the card's 7.75 GiB"
+    )
