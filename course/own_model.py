@@ -13,6 +13,7 @@ min/max pin what the sentence around the number states (course/facts.py's rule).
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 
 from course import content
@@ -39,6 +40,14 @@ METRICS = (
     "reserved_diff_percent",
     "scratch_peak_diff_percent",
     "parameters_b",
+    # The default allocator's verdict batch by batch near a card's limit (lessons/yourmodel/band_h100.json).
+    "first_failure",
+    "runs_from",
+    "runs_to",
+    "larger_ran",
+    "tried_above",
+    "over_card_mb_max",
+    "oom_errors",
 )
 
 
@@ -88,11 +97,42 @@ def diffs(row: dict) -> dict:
     return out
 
 
+def band() -> dict:
+    return _data("band_h100.json")
+
+
+def band_value(metric: str) -> float | None:
+    """A figure of the recorded trials batch by batch, computed from their verdicts: the first batch that did not run
+    above one that did; the run of consecutive batches tried and run after it (its first and last); how many larger
+    batches were tried and how many of them ran; how far past the card the failures ended (MB) and how many raised an out-of-memory error."""
+    trials = {t["batch"]: t for t in band().get("trials", [])}
+    batches = sorted(trials)
+    fail = next((b for a, b in itertools.pairwise(batches) if trials[a]["ran"] and not trials[b]["ran"]), None)
+    if fail is None:
+        return None
+    start = next((b for b in batches if b > fail and trials[b]["ran"]), None)
+    end = start
+    while end is not None and end + 1 in trials and trials[end + 1]["ran"]:
+        end += 1
+    failed = [trials[b] for b in batches if not trials[b]["ran"]]
+    return {
+        "first_failure": fail,
+        "runs_from": start or 0,  # 0: none ran above it (the sentence's claim is then false, not unrecorded)
+        "runs_to": end or 0,
+        "larger_ran": sum(trials[b]["ran"] for b in batches if b > fail),
+        "tried_above": sum(b > fail for b in batches),
+        "over_card_mb_max": max((t["held_bytes"] - band()["card_bytes"]) / 1e6 for t in failed),
+        "oom_errors": sum(bool(t["oom"]) for t in failed),
+    }[metric]
+
+
 def value(spec: dict) -> float | None:
     """The fact's number, or None where its data is not recorded (yet)."""
     metric = spec.get("metric")
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; allowed: {', '.join(METRICS)}")
+    if "band" in spec:
+        return band_value(metric)
     if "h200" in spec:
         row = h200_rows().get(spec["h200"])
         if row is None or row.get("measured_peak_bytes") is None:

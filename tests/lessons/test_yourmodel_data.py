@@ -72,3 +72,27 @@ def test_a_recorded_difference_is_recomputed_from_its_bytes(monkeypatch):
     assert om.value(spec) == pytest.approx(want, abs=1e-4)
     row["estimate_peak_bytes"] = int(row["measured_peak_bytes"] * 0.97)  # an estimate 3 % under
     assert om.verdicts(META)["h200_vit_diff"] is False
+
+
+def test_the_band_is_read_off_the_trials_and_fails_where_they_say_otherwise(monkeypatch):
+    """The trials batch by batch (lessons/yourmodel/band_h100.json): the figures by hand from their verdicts, and the
+    sentence's claim (a larger batch ran where a smaller one did not) false on trials that are a threshold."""
+    card = 1000
+    trials = [
+        {"batch": 10, "ran": True, "oom": None, "held_bytes": 990},
+        {"batch": 11, "ran": False, "oom": None, "held_bytes": 1000 + 4_000_000},
+        {"batch": 12, "ran": True, "oom": None, "held_bytes": 995},
+        {"batch": 13, "ran": True, "oom": None, "held_bytes": 999},
+        {"batch": 14, "ran": False, "oom": "CUDA out of memory", "held_bytes": 900},
+        {"batch": 15, "ran": True, "oom": None, "held_bytes": 999},
+    ]
+    monkeypatch.setattr(om, "band", lambda: {"card_bytes": card, "trials": trials})
+    got = {m: om.band_value(m) for m in ("first_failure", "runs_from", "runs_to", "larger_ran", "tried_above")}
+    assert got == {"first_failure": 11, "runs_from": 12, "runs_to": 13, "larger_ran": 3, "tried_above": 4}
+    assert om.band_value("over_card_mb_max") == 4.0 and om.band_value("oom_errors") == 1
+    verdicts = om.verdicts(META)
+    assert verdicts["band_oom_errors"] is False and verdicts["band_larger_ran"] is True
+    for t in trials[2:]:
+        t["ran"] = False  # a threshold: nothing above the first failure runs
+    verdicts = om.verdicts(META)
+    assert verdicts["band_larger_ran"] is False and verdicts["band_from"] is False
