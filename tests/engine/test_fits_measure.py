@@ -142,3 +142,11 @@ def test_a_trial_past_the_card_without_an_error_is_said_to_be_so_not_called_out_
     assert boundary.trial_line(t, 8_321_499_136) == (
         "  batch 144: did not run, held 7.76 GiB, more than the card's 7.75 GiB"
     )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the child's answer on a machine without a GPU")
+def test_a_trial_that_cannot_start_is_one_line_from_its_own_process():
+    """The real child process (python -m experiments.measure.boundary): where it cannot run (no GPU here) the trial is
+    neither a run nor an out-of-memory failure, and says why in one line."""
+    r = boundary.run_trial({"batch": 1}, 2**30, False, None)
+    assert r["ran"] is None and r["error"] and "\n" not in r["error"]
