@@ -20,16 +20,14 @@ from __future__ import annotations
 import datetime as _dt
 import gc
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import torch
 
 from ..core.config import BUDGET_MB, ConfigError
 from ..core.units import MIB
 from ..measure.device import device_info, resolve_device
+from ..measure.fresh_process import run_module
 
 PATTERNS = ("growing", "holes", "carved")
 ALLOCATORS = ("standard", "expandable")
@@ -95,26 +93,8 @@ def _in_fresh_process(dev, pattern: str, expandable: bool, steps: int, size_mb: 
     """One allocator setting in a new process on the same GPU. A process that ran anything before holds cached
     blocks (a segment kept by one live tensor keeps its free part), which would serve the pattern's requests and
     hide the fragmentation; and PYTORCH_CUDA_ALLOC_CONF, set here as a learner would, is read at process start."""
-    root = Path(__file__).resolve().parents[2]
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    index = visible.split(",")[dev.index] if visible else str(dev.index)
-    env = dict(
-        os.environ,
-        CUDA_VISIBLE_DEVICES=index,
-        PYTORCH_CUDA_ALLOC_CONF=f"expandable_segments:{'True' if expandable else 'False'}",
-        PYTHONPATH=os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p),
-    )
-    args = json.dumps(
-        {"pattern": pattern, "expandable": expandable, "steps": steps, "size_mb": size_mb, "budget_mb": budget_mb}
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "experiments.labs.fragmentation", args],
-        env=env,
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    args = {"pattern": pattern, "expandable": expandable, "steps": steps, "size_mb": size_mb, "budget_mb": budget_mb}
+    done = run_module("experiments.labs.fragmentation", args, expandable, timeout=300, device_index=dev.index)
     if done.returncode != 0:
         raise RuntimeError(f"the fragmentation run failed: {done.stderr.strip()[-600:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

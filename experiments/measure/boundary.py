@@ -14,11 +14,12 @@ the driver's free memory, so the first trial needs the GPU to itself; the others
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+
+from .fresh_process import run_module
 
 STEPS = 2
 TRIAL_TIMEOUT_S = 600
@@ -91,20 +92,9 @@ def train_on(config: dict) -> Callable:
 
 def run_trial(config: dict, card_bytes: int, expandable: bool, outside: dict | None) -> dict:
     """One trial in a fresh process with the allocator setting asked for."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-    if expandable:
-        env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
-    arg = json.dumps({"config": config, "card_bytes": card_bytes, "outside": outside})
+    arg = {"config": config, "card_bytes": card_bytes, "outside": outside}
     try:
-        r = subprocess.run(
-            [sys.executable, "-m", "experiments.measure.boundary", arg],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=TRIAL_TIMEOUT_S,
-            cwd=_root(),
-        )
+        r = run_module("experiments.measure.boundary", arg, expandable, TRIAL_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return {"ran": None, "error": f"the trial took longer than {TRIAL_TIMEOUT_S} s"}
     lines = r.stdout.strip().splitlines()
@@ -119,12 +109,6 @@ def gpu_total_bytes() -> int:
     code = "import torch; print(torch.cuda.mem_get_info()[1])"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     return int(r.stdout.strip().splitlines()[-1])
-
-
-def _root() -> str:
-    from pathlib import Path
-
-    return str(Path(__file__).resolve().parents[2])
 
 
 def largest_from(runs: Callable[[int], bool | None], start: int, max_batch: int) -> int | None:
