@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from ..core.units import GIB
 from .fresh_process import run_module
 
 STEPS = 2
@@ -184,14 +185,13 @@ def measure_largest(
 def trial_line(t: dict, card_bytes: int) -> str:
     if t.get("ran") is None:
         return f"  batch {t['batch']}: failed ({t.get('error')})"
-    gib = 2**30
-    held = f"held {t['held_bytes'] / gib:.2f} GiB"
+    held = f"held {t['held_bytes'] / GIB:.2f} GiB"
     if t["ran"]:
         return f"  batch {t['batch']}: ran, {held}, {t['seconds']} s"
     if t["oom"]:
         return f"  batch {t['batch']}: out of memory ({t['oom'][:120]})"
     # No error: the allocator gave cached blocks back at its cap, but the process ended up holding more than the card.
-    return f"  batch {t['batch']}: did not run, {held}, more than the card's {card_bytes / gib:.2f} GiB"
+    return f"  batch {t['batch']}: did not run, {held}, more than the card's {card_bytes / GIB:.2f} GiB"
 
 
 if __name__ == "__main__":
