@@ -41,6 +41,19 @@ def own_row(result: dict, cfg) -> dict | None:
     )
 
 
+def own_answer(result: dict, cfg) -> dict:
+    """The estimate's answers at levers the grid does not search (checkpointing in segments): the same search, for
+    the learner's configuration as it is."""
+    from .distributed.model_fits import largest_that_runs
+    from .estimate.estimator import cuda_config
+
+    own = cuda_config(cfg)
+    card, over = result["capacity_bytes"], result["overhead_bytes"]
+    default = largest_that_runs(own, card, over)["largest_batch"]
+    expandable = largest_that_runs(own, card, over, expandable=True, hint=default)["largest_batch"]
+    return {"largest_batch": default, "largest_batch_expandable": expandable}
+
+
 def measure(result: dict, cfg, args) -> dict:
     """Real trials from the estimate's answers, default allocator first, then expandable segments where the estimate
     answers differently for them. Added to the result as "measured"."""
@@ -49,15 +62,7 @@ def measure(result: dict, cfg, args) -> dict:
 
     # No CUDA call here: a context this process held would count, in the first trial, as the trial's own.
     card_bytes = result["capacity_bytes"]
-    row = own_row(result, cfg)
-    if row is None:
-        raise ConfigError(
-            "measure",
-            "--measure confirms a row of the grid: checkpointing none or per_layer",
-            "choice",
-            value=cfg.checkpoint,
-            allowed="none,per_layer",
-        )
+    row = own_row(result, cfg) or own_answer(result, cfg)
     config = cuda_config(cfg).to_dict()
     quiet = args.json
 

@@ -150,3 +150,35 @@ def test_a_trial_that_cannot_start_is_one_line_from_its_own_process():
     neither a run nor an out-of-memory failure, and says why in one line."""
     r = boundary.run_trial({"batch": 1}, 2**30, False, None)
     assert r["ran"] is None and r["error"] and "\n" not in r["error"]
+
+
+def test_levers_the_grid_does_not_search_are_measured_from_their_own_answer(monkeypatch):
+    """Checkpointing in segments is no row of the grid: the trials start from the same search for the learner's own
+    configuration (here on a CPU with a fake trial: the start is what the search answers)."""
+    from experiments.core.config import ExperimentConfig
+    from experiments.distributed.model_fits import largest_that_runs
+
+    cfg = ExperimentConfig.from_dict(
+        {"layers": 4, "width": 256, "batch": 8, "checkpoint": "segments", "segments": 2, "optimizer_impl": "foreach"}
+    )
+    card, over = 64 * 2**20, 8 * 2**20
+    result = {"capacity_bytes": card, "overhead_bytes": over, "grid": []}
+    starts = []
+
+    def fake(config, card_bytes, expandable, outside):
+        starts.append((config["batch"], expandable, config["checkpoint"], config["segments"]))
+        return {"ran": False, "oom": "x", "outside_start_bytes": 1, "outside_end_bytes": 1, "held_bytes": 0}
+
+    monkeypatch.setattr(boundary, "run_trial", fake)
+
+    class Args:
+        json, max_batch = True, 64
+
+    from experiments.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="^measure: no trial ran"):  # the fake trials name no GPU
+        cli_measure.measure(result, cfg, Args())
+    from experiments.estimate.estimator import cuda_config
+
+    want = largest_that_runs(cuda_config(cfg), card, over)["largest_batch"]
+    assert starts[0] == (min(max(1, want), 64), False, "segments", 2)
