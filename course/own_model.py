@@ -104,7 +104,8 @@ def band() -> dict:
 def band_value(metric: str) -> float | None:
     """A figure of the recorded trials batch by batch, computed from their verdicts: the first batch that did not run
     above one that did; the run of consecutive batches tried and run after it (its first and last); how many larger
-    batches were tried and how many of them ran; how far past the card the failures ended (MB) and how many raised an out-of-memory error."""
+    batches were tried and how many of them ran; how far past the card the failures ended (MB) and how many raised
+    an out-of-memory error."""
     trials = {t["batch"]: t for t in band().get("trials", [])}
     batches = sorted(trials)
     fail = next((b for a, b in itertools.pairwise(batches) if trials[a]["ran"] and not trials[b]["ran"]), None)

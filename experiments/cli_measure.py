@@ -9,16 +9,21 @@ from .core.errors import ConfigError
 
 
 def check(args) -> None:
-    """--measure's conditions, before any replay: a GPU here, a CUDA answer, a card no larger than this GPU."""
+    """--measure's conditions, before any replay: a CUDA answer at the learner's levers, and a GPU here (whether the
+    card fits on it, the trials say)."""
     if not args.measure:
         return
-    if args.methods or args.across or args.device_type != "cuda":
+    other = next(
+        (f for f, given in (("methods", args.methods), ("across", args.across)) if given),
+        "device_type" if args.device_type != "cuda" else None,
+    )
+    if other is not None:
         raise ConfigError(
             "measure",
             "--measure confirms the largest batch of the CUDA answer at your levers; leave out --methods, --across "
             "and --device-type cpu",
             "one_of",
-            fields="measure,methods",
+            fields=f"measure,{other}",
         )
     import torch
 

@@ -162,12 +162,12 @@ def measure_largest(
     estimate's `start`. {"largest_batch", "trials": [{"batch", "ran", ...}], "outside"}. `progress(line)` after each
     trial."""
     trials: dict[int, dict] = {}
-    held_outside = {"figures": outside}
 
     def runs(batch: int) -> bool | None:
-        r = run_trial({**config, "batch": batch, "accum": 1}, card_bytes, expandable, held_outside["figures"])
-        if held_outside["figures"] is None and r.get("ran") is not None:
-            held_outside["figures"] = {"start": r["outside_start_bytes"], "end": r["outside_end_bytes"]}
+        nonlocal outside
+        r = run_trial({**config, "batch": batch, "accum": 1}, card_bytes, expandable, outside)
+        if outside is None and r.get("ran") is not None:
+            outside = {"start": r["outside_start_bytes"], "end": r["outside_end_bytes"]}
         trials[batch] = {"batch": batch, **r}
         if progress is not None:
             progress(trial_line(trials[batch], card_bytes))
@@ -178,7 +178,7 @@ def measure_largest(
         "largest_batch": largest,
         "expandable": expandable,
         "trials": [trials[b] for b in sorted(trials)],
-        "outside": held_outside["figures"],
+        "outside": outside,
     }
 
 
