@@ -4,16 +4,17 @@ The jobs here are stand-ins (experiments.jobs.kinds.execute replaced) so that th
 what is tested, in milliseconds; real jobs through the same client are tested in test_cli_worker.py.
 """
 
+import dataclasses
 import sys
 import threading
 import time
 
 import pytest
 
-from experiments.core.config import ConfigError
+from experiments.core.config import ConfigError, ExperimentConfig
 from experiments.core.limits import Limits
+from experiments.jobs import admission, lanes, worker
 from experiments.jobs import kinds as jobs
-from experiments.jobs import lanes, worker
 
 
 class FakeJobs:
@@ -243,14 +244,37 @@ def test_two_different_requests_never_share_a_cached_result(fake):
     parameters of another kind, or with one more parameter, run on their own."""
     client = worker.WorkerClient(inline=True)
     fake.go("k")
-    first = client.submit("run", {"name": "k"}, owner="A")
+    first = client.submit("run", {"name": "k", "batch": 1}, owner="A")
     _wait(lambda: client.status(first)["state"] == "done")
-    assert client.status(client.submit("run", {"name": "k"}, owner="B"))["cached"]
-    for kind, params in (("guard", {"name": "k"}), ("run", {"name": "k", "seed": 1})):
+    assert client.status(client.submit("run", {"batch": 1, "name": "k"}, owner="B"))["cached"]
+    others = (
+        ("guard", {"name": "k", "batch": 1}),
+        ("run", {"name": "k", "batch": 2}),
+        ("run", {"name": "k", "batch": 1, "seed": 1}),
+    )
+    for kind, params in others:
         ticket = client.submit(kind, params, owner="B")
         _wait(lambda t=ticket: client.status(t)["state"] == "done")
         assert not client.status(ticket)["cached"], (kind, params)
-    assert fake.started == ["k", "k", "k"]
+    assert fake.started == ["k", "k", "k", "k"]
+
+
+def test_every_parameter_of_a_real_configuration_is_part_of_the_jobs_key():
+    """A page's run is one ExperimentConfig: a key that left out any of its fields would serve one learner's result
+    for another's configuration."""
+    params = dataclasses.asdict(ExperimentConfig())
+    key = admission.job_key("run", params)
+    for name, value in params.items():
+        changed = dict(params, **{name: _another(value)})
+        assert admission.job_key("run", changed) != key, name
+
+
+def _another(value):
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    return f"{value}-other"
 
 
 def test_a_poll_waits_for_the_end_and_returns_the_moment_it_comes(fake):
