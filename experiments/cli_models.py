@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from .cli_checks import ACROSS, CAPACITY_GIB, MAX_BATCH
+from .cli_progress import Heartbeat
 from .core import library_names
 from .core.config import ConfigError
 from .core.model_sources import (
@@ -226,7 +227,8 @@ def run_fits(cfg, args) -> dict:
     if args.card:
         out["card"] = args.card
     if args.across:
-        out["across_gpus"] = fits_across(cfg, int(capacity * GIB), args.across, args.device_type)
+        with Heartbeat(f"searching across {args.across} GPUs"):
+            out["across_gpus"] = fits_across(cfg, int(capacity * GIB), args.across, args.device_type)
     if args.measure:
         out["measured"] = cli_measure.measure(out, cfg, args)
     elif args.device_type == "cuda":

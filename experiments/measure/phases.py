@@ -43,6 +43,11 @@ class PhaseRecorder:
         if self.should_cancel and self.should_cancel():
             raise Cancelled()
 
+    def timing_progress(self, i: int, n: int) -> None:
+        """Within the one unit of the timing steps: a line at every tenth of them, not one per step."""
+        if self.progress and i % max(1, n // 10) == 0:
+            self.progress(self.done_units, self.total_units, f"timing: {i} of {n} steps")
+
     @contextlib.contextmanager
     def __call__(self, name: str, step: int, micro: int | None = None):
         self.current = (name, step)

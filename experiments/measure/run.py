@@ -167,7 +167,7 @@ def _measure(
         result["memory_summary"] = torch.cuda.memory_summary(device, abbreviated=True)
 
     if cfg.timing_steps:
-        result["step_ms"] = step_stats(time_steps(state, cfg.timing_steps, rec.should_cancel))
+        result["step_ms"] = step_stats(time_steps(state, cfg.timing_steps, rec.should_cancel, rec.timing_progress))
         rec.tick("timing")
     with FlopCounterMode(display=False) as counter:
         train_step(state)

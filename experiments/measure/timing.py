@@ -26,13 +26,16 @@ from .phases import Cancelled
 MAX_STRATEGIES = 12
 
 
-def time_steps(state: TrainState, n: int, should_cancel=None) -> list[float]:
+def time_steps(state: TrainState, n: int, should_cancel=None, on_step=None) -> list[float]:
     """Un-instrumented steps for the step time. A Cancel is honoured between steps (every 10th on CUDA, where
-    the check is host time between launches): a long timing run used to ignore it until its end."""
+    the check is host time between launches): a long timing run used to ignore it until its end. `on_step(i, n)` hears
+    of each step's launch, so a long timing run shows progress (on CUDA the device may still be behind)."""
 
     def check(i: int, every: int) -> None:
         if should_cancel is not None and i % every == 0 and should_cancel():
             raise Cancelled()
+        if on_step is not None and i:
+            on_step(i, n)
 
     if state.device.type == "cuda":
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]

@@ -180,3 +180,19 @@ def test_an_import_that_returns_no_module_names_the_import_flag(capsys):
     """It named a field "source", which no flag is called."""
     code, _, err = _cli(capsys, "estimate", "--import", "os:getcwd", "--inputs", "x:float[B,4]", "--device", "cpu")
     assert code == 2 and said(err) == "error: import: os:getcwd returned str, not an nn.Module\n", err
+
+
+def test_the_search_across_gpus_says_it_is_still_working(capsys, monkeypatch):
+    """`fits --across 8` was silent for 79 s after its table: the search across GPUs runs under a heartbeat."""
+    import time
+
+    from experiments import cli_models
+    from experiments.cli_progress import Heartbeat
+    from experiments.distributed import model_fits
+    from tests.engine.test_cli_worker import _cli
+
+    monkeypatch.setattr(model_fits, "what_fits", lambda *a, **k: {"rows": []})
+    monkeypatch.setattr(model_fits, "fits_across", lambda *a: time.sleep(0.3) or {"gpus": 2})
+    monkeypatch.setattr(cli_models, "Heartbeat", lambda label: Heartbeat(label, after=0.05, every=0.05))
+    code, _, err = _cli(capsys, "fits", "--capacity-gib", "24", "--across", "2", "--json", progress=True)
+    assert code == 0 and "searching across 2 GPUs: 0 s" in err, err

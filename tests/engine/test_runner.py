@@ -130,6 +130,17 @@ def test_cancel_stops_the_timing_steps_too():
     assert time.perf_counter() - cancel_at[0] < 5.0
 
 
+def test_the_timing_steps_report_progress_a_tenth_at_a_time():
+    """A run's timing phase was one silent unit (66 s between two lines on a busy CPU): it now reports every tenth of
+    its steps, inside that unit (the done count neither moves back nor passes the total)."""
+    calls = []
+    run_experiment(ExperimentConfig(**dict(SMALL, timing_steps=20)), progress=lambda *c: calls.append(c))
+    timing = [label for _, _, label in calls if label.startswith("timing:")]
+    assert timing == [f"timing: {i} of 20 steps" for i in range(2, 20, 2)]
+    done = [d for d, _, _ in calls]
+    assert done == sorted(done) and all(d <= t for d, t, _ in calls)
+
+
 def test_losses_match_a_plain_pytorch_loop():
     cfg = ExperimentConfig(**dict(SMALL, optimizer="sgd", timing_steps=0, steps=3))
     r = run_experiment(cfg)
