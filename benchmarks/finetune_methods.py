@@ -58,6 +58,7 @@ METHODS = {
     "int8": {"finetune": "int8"},  # on CUDA the estimate names LLM.int8's outliers as not predicted
     "full-8bit": {"optimizer": "adamw8bit"},
     "full-paged8bit": {"optimizer": "paged_adamw8bit"},
+    "lora-paged32": {"finetune": "lora", "optimizer": "paged_adamw"},  # LoRA's: a paged state small beside the card
 }
 CASES = {f"{p}-{m}": (p, levers) for p in ("llama3-8b", "mistral-7b") for m, levers in METHODS.items()}
 # The "Fine-tuning memory" lesson's estimates (CPU replays for CUDA, lessons/finetune/estimates.json): one model, each
