@@ -10,6 +10,8 @@ from app.ui import widget_state
 from course.fit import largest_fitting_batch
 from course.units import fmt_bytes
 
+BESIDE = {"paged_memory": "error.paged_memory", "pinned_memory": "error.pinned_memory"}
+
 
 def job_failed(status: dict, label: str | None = None, config: dict | None = None, ns: str | None = None) -> None:
     """A finished job that gave no result: the engine's message; a run refused as too large is explained."""
@@ -18,6 +20,11 @@ def job_failed(status: dict, label: str | None = None, config: dict | None = Non
     kind, code = (failure.type, failure.code) if failure else (None, None)
     if kind == "WouldNotFit" and code == "max_peak_gib":
         st.warning(t("error.operator_cap", limit=f"{backend.operator_cap_gib():g} GiB"))
+        return
+    if kind == "WouldNotFit" and code in BESIDE and failure.params:
+        # Memory beside the device's allocator: forcing the run does not lift it, so no force hint.
+        need, free = (fmt_bytes(failure.params.get(k) or 0) for k in ("peak_bytes", "available_bytes"))
+        st.warning(f"{label}: " * bool(label) + t(BESIDE[code], need=need, free=free))
         return
     if kind == "WouldNotFit" and config and refused(config, label, ns):
         return

@@ -69,8 +69,9 @@ class ConfigError(_Picklable):
 
 class WouldNotFit(_Picklable):
     """The estimate says it will not fit. `code` says against what (jobs' structured errors carry it):
-    "max_peak_gib" the operator's limit, "host_memory" a forced CPU run past the machine's memory, "capacity" the
-    memory available (or a leak run's bound); `params` the figures, in bytes."""
+    "max_peak_gib" the operator's limit, "host_memory" a forced CPU run past the machine's memory, "pinned_memory" a
+    CUDA run's offloaded activations past it, "paged_memory" a paged optimizer's managed memory past the GPU's free
+    memory, "capacity" the memory available (or a leak run's bound); `params` the figures, in bytes."""
 
     def __init__(self, message: str, estimate: dict, code: str = "capacity", **params):
         super().__init__(message)

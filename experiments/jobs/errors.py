@@ -2,7 +2,8 @@
 always read) and carries `error_info = {"type", "code", "params"}`, built here and nowhere else, so a page words it
 from its type and code instead of matching the message's text.
 
-    WouldNotFit   the estimate says it will not fit; code "capacity" | "host_memory" | "max_peak_gib" (bytes in params)
+    WouldNotFit   the estimate says it will not fit; code "capacity" | "host_memory" | "paged_memory" | "pinned_memory"
+                  | "max_peak_gib"
     QueueFull     refused at submit; code "full" | "per_session"
     ConfigError   a value the engine refuses; its code (experiments/core/config.py ERROR_CODES), params with "field"
     OutOfMemory   the device ran out of memory outside a run that reports it as a result

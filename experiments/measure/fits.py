@@ -103,6 +103,8 @@ def check_fits(cfg: ExperimentConfig, device: torch.device, copies: int = 1, spe
             peak_bytes=need,
             limit_bytes=int(cap * GIB),
         )
+    if device.type == "cuda":
+        beside_the_allocator(est, need, device, copies)
     host = cpu_available_bytes() if device.type == "cpu" else None
     margin = process_margin_bytes(need)
     # A budget whose use still leaves the worker's own margin free makes the tracker raise a simulated
@@ -132,3 +134,38 @@ def check_fits(cfg: ExperimentConfig, device: torch.device, copies: int = 1, spe
             available_bytes=capacity,
         )
     return capacity, est
+
+
+def beside_the_allocator(est: dict, need: int, device: torch.device, copies: int = 1) -> None:
+    """What a CUDA run takes outside PyTorch's allocator, refused forced or not. A paged optimizer's state is CUDA
+    managed memory: asked past what the GPU has free, it can stall the GPU for every process on it, which no
+    out-of-memory error reports. Offloaded activations are pinned host memory, which the system cannot swap out: past
+    the machine's free memory the worker is killed."""
+    paged = copies * int(est.get("paged_bytes") or 0)
+    if paged:
+        free, _total = torch.cuda.mem_get_info(device)
+        free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        if need + paged > free:
+            raise WouldNotFit(
+                f"the paged optimizer's state ({fmt_gib(paged)}, CUDA managed memory) beside the estimated peak "
+                f"{fmt_gib(need)} is past the {fmt_gib(free)} this GPU has free; managed memory asked past that can "
+                "stall the GPU for every process on it, so this is refused even when forced: lower the batch or the "
+                "sequence, or take a non-paged optimizer",
+                est,
+                "paged_memory",
+                peak_bytes=need + paged,
+                available_bytes=free,
+            )
+    pinned = copies * int(est.get("host_peak_bytes") or 0)
+    if pinned:
+        host = cpu_available_bytes()
+        if pinned + process_margin_bytes(pinned) > host:
+            raise WouldNotFit(
+                f"the offloaded activations ({fmt_gib(pinned)} of pinned host memory) do not fit the "
+                f"{fmt_gib(host)} of memory this machine has free; pinned memory cannot be swapped out, and past it "
+                "the system stops the run: lower the batch or the sequence, or checkpoint instead of offloading",
+                est,
+                "pinned_memory",
+                peak_bytes=pinned,
+                available_bytes=host,
+            )

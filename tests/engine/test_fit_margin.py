@@ -66,3 +66,51 @@ def test_the_margin_is_the_measured_one():
     free = 4 * 2**30  # the page's "fits" and the runner's refusal meet at the same tensor bytes
     t = capacity.cpu_free_for_tensors(free)
     assert t + capacity.process_margin_bytes(t) <= free < t + 2 + capacity.process_margin_bytes(t + 2)
+
+
+GPU = torch.device("cuda", 0)
+
+
+def _gpu(monkeypatch, free, reserved=0, allocated=0, host=64 << 30):
+    monkeypatch.setattr(fits.torch.cuda, "mem_get_info", lambda device=None: (int(free), 80 << 30))
+    monkeypatch.setattr(fits.torch.cuda, "memory_reserved", lambda device=None: reserved)
+    monkeypatch.setattr(fits.torch.cuda, "memory_allocated", lambda device=None: allocated)
+    _free(monkeypatch, host)
+
+
+def test_a_paged_optimizers_managed_memory_past_the_gpus_free_memory_is_refused_even_when_forced(monkeypatch):
+    """Paged state is CUDA managed memory, outside the allocator's figures: asked past the GPU's free memory it can
+    stall the GPU for every process on it (no out-of-memory error says so), so the check adds it to the peak and no
+    force lifts it. The allocator's cached blocks count as free, as for the peak."""
+    est = {"peak_bytes": 30 << 30, "paged_bytes": 16 << 30, "host_peak_bytes": 0}
+    _gpu(monkeypatch, free=40 << 30, reserved=4 << 30, allocated=1 << 30)  # 43 GiB free with the cache
+    with pytest.raises(fits.WouldNotFit) as refused:
+        fits.beside_the_allocator(est, est["peak_bytes"], GPU)
+    assert refused.value.code == "paged_memory" and "even when forced" in str(refused.value)
+    assert refused.value.params == {"peak_bytes": 46 << 30, "available_bytes": 43 << 30}
+    _gpu(monkeypatch, free=46 << 30)
+    fits.beside_the_allocator(est, est["peak_bytes"], GPU)  # exactly what is free: runs
+    with pytest.raises(fits.WouldNotFit):  # two copies of the state (a graded run beside its baseline)
+        fits.beside_the_allocator(est, 2 * est["peak_bytes"], GPU, copies=2)
+    fits.beside_the_allocator(dict(est, paged_bytes=0), 45 << 30, GPU)  # no paged state: the capacity check's
+
+
+def test_offloaded_activations_past_the_hosts_free_memory_are_refused(monkeypatch):
+    est = {"peak_bytes": 10 << 30, "paged_bytes": 0, "host_peak_bytes": 8 << 30}
+    pinned_need = (8 << 30) + fits.process_margin_bytes(8 << 30)
+    _gpu(monkeypatch, free=80 << 30, host=pinned_need - 1)
+    with pytest.raises(fits.WouldNotFit) as refused:
+        fits.beside_the_allocator(est, est["peak_bytes"], GPU)
+    assert refused.value.code == "pinned_memory" and refused.value.params["peak_bytes"] == 8 << 30
+    _gpu(monkeypatch, free=80 << 30, host=pinned_need)
+    fits.beside_the_allocator(est, est["peak_bytes"], GPU)
+
+
+def test_the_fit_check_of_a_cuda_run_asks_what_is_beside_the_allocator(monkeypatch):
+    est = {"peak_bytes": 30 << 30, "paged_bytes": 16 << 30, "host_peak_bytes": 0, "unmeasured": []}
+    monkeypatch.setattr(fits, "capacity_bytes", lambda cfg, device: 40 << 30)
+    monkeypatch.setattr(fits, "estimate", lambda *a, **k: est)
+    _gpu(monkeypatch, free=40 << 30)
+    with pytest.raises(fits.WouldNotFit) as refused:
+        fits.check_fits(ExperimentConfig(device="cuda", force=True), GPU)
+    assert refused.value.code == "paged_memory"
