@@ -18,11 +18,11 @@ import traceback
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._pytree import tree_flatten
-from torch.utils.flop_counter import flop_registry
 
 from ..core.config import ExperimentConfig
 from ..core.finetune import PAGED_OPTIMIZERS
 from ..core.workspace_table import sizes
+from ..measure.flops import formulas
 from ..measure.phases import PhaseRecorder
 from ..measure.tracker import MemoryTracker
 from ..training import fp32_math
@@ -38,6 +38,7 @@ from .cuda_kernels import cuda_kernels, scratch_as_cuda
 from .unpredictable import CannotPredict, NotPredicted, classify
 from .workspaces import signature
 
+FLOP_FORMULAS = formulas()
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 _FULL_SIZE_REDUCTIONS = {torch.ops.aten.mse_loss.default}
 # cuDNN's ops: with PyTorch's defaults their fp32 arithmetic runs in TF32 while matmuls' does not.
@@ -135,7 +136,7 @@ class StepCounter:
             self.kernels += 1
             self.bytes_moved += _tensor_bytes((args, kwargs)) + _tensor_bytes(out)
             # FlopCounterMode's own formulas, without its module hooks (they would change what autograd keeps).
-            count = flop_registry.get(func._overloadpacket)
+            count = FLOP_FORMULAS.get(func._overloadpacket)
             if count is not None:
                 n = count(*args, **kwargs, out_val=out)
                 self.flops += n

@@ -9,7 +9,6 @@ import time
 import traceback
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from ..core.config import ExperimentConfig
 from ..core.units import GIB, KIB, MIB
@@ -17,6 +16,7 @@ from ..training.step import TrainState, train, train_step
 from ..training.strategies import float32_precision
 from .device import device_info, resolve_device, warm_up_cuda
 from .fits import check_fits
+from .flops import flop_counter
 from .history import Recording
 from .phases import Cancelled, PhaseRecorder
 from .timing import step_stats, time_steps
@@ -169,7 +169,7 @@ def _measure(
     if cfg.timing_steps:
         result["step_ms"] = step_stats(time_steps(state, cfg.timing_steps, rec.should_cancel, rec.timing_progress))
         rec.tick("timing")
-    with FlopCounterMode(display=False) as counter:
+    with flop_counter() as counter:
         train_step(state)
     result["flops_per_step"] = int(counter.get_total_flops())
     rec.tick("flops")
