@@ -72,10 +72,12 @@ def main() -> None:
     # The page's language is a plain session key, never a widget's: Streamlit may drop a widget's state (a page
     # change, a stale-widget cleanup) and a radio recreated without it shows its first option, Chinese. The radio
     # below only proposes a change, through its callback.
+    unusable = None
     if "lang" not in st.session_state:
         # A shared link's ?lang= wins over the browser's language; later the radio decides.
         wanted = st.query_params.get("lang")
         st.session_state["lang"] = wanted if wanted in LANGS else browser_language()
+        unusable = None if wanted is None or wanted in LANGS else str(wanted)[:80]
     st.session_state[LANG_CHOICE] = st.session_state["lang"]
     with st.sidebar:
         st.radio(
@@ -88,6 +90,9 @@ def main() -> None:
         )
     if st.query_params.get("lang") != st.session_state["lang"]:
         st.query_params["lang"] = st.session_state["lang"]
+    if unusable is not None:  # said, as any other link value that is replaced (app/ui/urlstate.py)
+        why = t("config.err.choice", value=unusable, allowed=", ".join(LANGS))
+        st.warning(t("url.replaced", field="lang", value=unusable, fallback=st.session_state["lang"], why=why))
 
     pages = {
         p.id: st.Page(

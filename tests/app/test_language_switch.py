@@ -106,3 +106,10 @@ def test_the_default_language_is_english_and_a_link_or_the_radio_changes_it():
     zh = open_page("home", lang=None, query={"lang": "zh"})
     assert zh.session_state["lang"] == "zh" and zh.radio(key="lang_choice").value == "zh"
     assert lang() == "en" and t("nav.lessons") == "Lessons"
+
+
+def test_a_links_unusable_language_is_said_not_silently_replaced():
+    at = open_page("home", lang=None, query={"lang": "fr"})
+    assert at.session_state["lang"] == "en" and at.query_params["lang"] == "en"
+    assert any("“fr”" in w.value and "lang" in w.value and "zh, en" in w.value for w in at.warning), at.warning
+    assert not [w for w in open_page("home", lang=None, query={"lang": "zh"}).warning if "lang" in w.value]
