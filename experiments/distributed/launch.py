@@ -160,6 +160,7 @@ def _spawn(
     )
     got = [{"results": {}, "update": None, "errors": {}, "cancelled": False} for _ in plans]
     failed_at = None
+    died: dict[int, int] = {}  # rank -> its exit status, where it ended with one other than 0
     while True:
         try:
             kind, rank, i, payload = out.get(timeout=0.1)
@@ -178,11 +179,15 @@ def _spawn(
             continue
         except _queue.Empty:
             pass
+        # A rank that died (killed, or by the OOM killer) is seen from its exit, not when its peers' collective
+        # times out two minutes later: they are stopped after a short grace, freeing the lane. Its exit is kept from
+        # before that stop, so that the run names the rank that died, not a survivor's complaint about it.
+        for r, p in enumerate(ctx.processes):
+            if p.exitcode not in (None, 0):
+                died.setdefault(r, p.exitcode)
         if all(not p.is_alive() for p in ctx.processes):
             break
-        # A rank that died (killed, or by the OOM killer) is seen from its exit, not when its peers' collective
-        # times out two minutes later: they are stopped after a short grace, freeing the lane.
-        if failed_at is None and any(p.exitcode not in (None, 0) for p in ctx.processes):
+        if failed_at is None and died:
             failed_at = time.monotonic()
         cancel = should_cancel is not None and should_cancel()
         # A rank that failed leaves the others waiting in a collective: stop them after a short grace.
@@ -193,11 +198,28 @@ def _spawn(
             break
     for p in ctx.processes:
         p.join()
+    pending = [g for g in got if len(g["results"]) < world] or got[-1:]
+    if died and not pending[0]["cancelled"]:
+        pending[0]["died"] = sorted(died)
+        for r, code in died.items():
+            pending[0]["errors"].setdefault(r, _death(code))
     for g in got:
         if not g["cancelled"] and not g["errors"] and len(g["results"]) < world:
             codes = sorted({p.exitcode for p in ctx.processes})
             g["errors"][-1] = f"not every rank reported (exit status {codes})"
     return got
+
+
+def errors_in_order(got: dict) -> list[str]:
+    """The ranks that died first: a survivor's error (gloo's "connection closed by peer") follows from theirs."""
+    died = set(got.get("died", ()))
+    ordered = sorted(got["errors"].items(), key=lambda rm: (rm[0] not in died, rm[0]))
+    return [f"rank {r}: {m}" if r >= 0 else m for r, m in ordered]
+
+
+def _death(code: int) -> str:
+    how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+    return f"the process died ({how}); the other ranks' errors follow from it"
 
 
 def _stop(processes) -> None:
@@ -256,7 +278,7 @@ def _assemble(dcfg: DistributedConfig, device_type: str, got: dict, est: dict, s
         "device": device_info(device_type),
         "ranks": ranks,
         "update_check": got["update"],
-        "errors": [f"rank {r}: {m}" if r >= 0 else m for r, m in sorted(got["errors"].items())],
+        "errors": errors_in_order(got),
         "cancelled": got["cancelled"],
         "estimate": est,
         "started_at": started.isoformat(timespec="seconds"),

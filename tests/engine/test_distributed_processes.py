@@ -87,6 +87,8 @@ def test_a_dead_rank_is_seen_from_its_exit_not_from_gloos_timeout():
     # the survivor waits at the rendezvous for a peer that will never come: before, until gloo's 120 s timeout
     assert took < 40, f"the dead rank was noticed after {took:.0f} s"
     assert got[0]["errors"] and not got[0]["cancelled"]
+    # The rank that died is named for what happened to it, not by its survivor's gloo error about it.
+    assert got[0]["died"] == [1] and got[0]["errors"][1].startswith("the process died (killed by SIGKILL)")
     assert _wait(lambda: not ranks(), 10)
 
 
@@ -195,3 +197,12 @@ def test_a_launch_no_rank_can_hold_is_refused_before_any_rank_starts(monkeypatch
         fit_check.check_ranks_fit(dcfg, est, "cuda")
     assert on_gpu.value.code == "capacity" and "GPU 7" in str(on_gpu.value)
     fit_check.check_ranks_fit(dcfg, {"peak_bytes": 2**30}, "cuda")  # one that fits goes on
+
+
+def test_the_rank_that_died_is_named_before_the_survivors_complaints():
+    got = {"errors": {0: "RuntimeError: gloo: Connection closed by peer", 3: "the process died (killed by SIGKILL)"}}
+    assert launch.errors_in_order(got | {"died": [3]}) == [
+        "rank 3: the process died (killed by SIGKILL)",
+        "rank 0: RuntimeError: gloo: Connection closed by peer",
+    ]
+    assert launch.errors_in_order(got)[0].startswith("rank 0")  # no death: rank order
