@@ -73,6 +73,8 @@ LESSON_ESTIMATES = {
     "qlora-ckpt": {"finetune": "qlora", "checkpoint": "per_layer"},
     "lora-s512": {"finetune": "lora", "seq_len": 512},
     "qlora-s512": {"finetune": "qlora", "seq_len": 512},
+    "lora-paged32": {"finetune": "lora", "optimizer": "paged_adamw"},
+    "lora-all-paged32": {"finetune": "lora", "lora_targets": "all_linear", "optimizer": "paged_adamw"},
 }
 LESSON_PRESET = "llama3-8b"
 

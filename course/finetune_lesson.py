@@ -29,6 +29,7 @@ LESSON = "finetune"
 H200_FILE = "h200_methods.jsonl"
 ROUNDS_FILE = "h200_rounds.json"
 GB = 1e9  # the driver's view (nvidia-smi) is quoted in GB, as the recordings' text says
+MB = 1e6
 
 
 @functools.lru_cache(maxsize=4)
@@ -97,6 +98,7 @@ def _estimated(spec: dict, metric: str) -> float | None:
         "peak_gib": e["peak_bytes"] / GIB,
         "category_gib": e["categories"].get(spec.get("category"), 0) / GIB,
         "host_gib": (e.get("host_peak_bytes") or 0) / GIB,
+        "paged_mb": (e.get("paged_bytes") or 0) / MB,
         "trainable_pct": 100 * e["trainable_parameters"] / e["parameters"],
     }.get(metric)
 
@@ -119,6 +121,7 @@ METRICS = {
         "peak_gib",
         "category_gib",
         "host_gib",
+        "paged_mb",
         "trainable_pct",
         "saving_gib",
         "category_saving_gib",
