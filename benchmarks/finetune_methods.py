@@ -59,6 +59,8 @@ METHODS = {
     "full-8bit": {"optimizer": "adamw8bit"},
     "full-paged8bit": {"optimizer": "paged_adamw8bit"},
     "lora-paged32": {"finetune": "lora", "optimizer": "paged_adamw"},  # LoRA's: a paged state small beside the card
+    "lora-all-paged32": {"finetune": "lora", "lora_targets": "all_linear", "optimizer": "paged_adamw"},
+    "lora-offload": {"finetune": "lora", "offload_activations": True},  # offloading where nothing is recomputed
 }
 CASES = {f"{p}-{m}": (p, levers) for p in ("llama3-8b", "mistral-7b") for m, levers in METHODS.items()}
 # The "Fine-tuning memory" lesson's estimates (CPU replays for CUDA, lessons/finetune/estimates.json): one model, each
@@ -75,6 +77,7 @@ LESSON_ESTIMATES = {
     "qlora-s512": {"finetune": "qlora", "seq_len": 512},
     "lora-paged32": {"finetune": "lora", "optimizer": "paged_adamw"},
     "lora-all-paged32": {"finetune": "lora", "lora_targets": "all_linear", "optimizer": "paged_adamw"},
+    "lora-offload": {"finetune": "lora", "offload_activations": True},
 }
 LESSON_PRESET = "llama3-8b"
 

@@ -6,7 +6,10 @@ Pairs, on one model at full size (batch 1, seq 2048, pure bf16), written as benc
 loop (peft, bitsandbytes, transformers' own checkpointing):
 - offload: LoRA with checkpointing, each step with and without `save_on_cpu(pin_memory=True)` around the forward, on
   the same model and optimizer (the lever is a context, so both sides share everything else);
-- qlora: LoRA with checkpointing on the bf16 base against QLoRA with checkpointing (two models side by side, 30 GiB).
+- qlora: LoRA with checkpointing on the bf16 base against QLoRA with checkpointing (two models side by side, 30 GiB);
+- offload_alone: LoRA without checkpointing, each step with and without offloading (the same model);
+- offload_vs_ckpt: the two ways to the same device memory, LoRA offloading without checkpointing against LoRA
+  checkpointing without offloading (two models side by side, 32 GiB of weights).
 
     python benchmarks/finetune_rounds.py --out lessons/finetune/h200_rounds.json       # on the GPU
     python benchmarks/finetune_rounds.py --device cpu --tiny --rounds 3 --out x.json   # the same loop on a CPU
@@ -30,6 +33,7 @@ from finetune_methods import build, config, optimizer, step  # noqa: E402 - afte
 
 PRESET = "llama3-8b"
 LORA_CKPT = {"finetune": "lora", "checkpoint": "per_layer"}
+LORA = {"finetune": "lora"}
 QLORA_CKPT = {"finetune": "qlora", "checkpoint": "per_layer"}
 
 
@@ -99,7 +103,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--seed", type=int, default=8)
-    p.add_argument("--only", choices=("offload", "qlora"), action="append")
+    p.add_argument("--only", choices=("offload", "qlora", "offload_alone", "offload_vs_ckpt"), action="append")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     pairs = a.only or ["offload", "qlora"]
@@ -110,6 +114,26 @@ def main(argv=None) -> int:
         "device": torch.cuda.get_device_name() if a.device == "cuda" else "cpu",
         "pairs": {},
     }
+    if {"offload_alone", "offload_vs_ckpt"} & set(pairs):
+        plain = _side(LORA, a.tiny, a.device)
+        for name, versus in (("offload_alone", "lora"), ("offload_vs_ckpt", "lora-ckpt")):
+            if name not in pairs:
+                continue
+            other = plain if name == "offload_alone" else _side(LORA_CKPT, a.tiny, a.device)
+            r = paired(
+                lambda: _step(plain, True, a.device),
+                lambda o=other: _step(o, False, a.device),
+                a.rounds,
+                a.warmup,
+                a.seed,
+            )
+            out["pairs"][name] = {"a": "lora-offload", "b": versus, **r}
+            print(f"{name}: {r['median']}x (between {r['lo']} and {r['hi']} over {a.rounds} rounds)", flush=True)
+            _write(a.out, out)
+            del other
+        del plain
+        if not {"offload", "qlora"} & set(pairs):
+            return 0
     lora = _side(LORA_CKPT, a.tiny, a.device)
     if "offload" in pairs:
         r = paired(

@@ -9,8 +9,8 @@ under "model_facts":
     "max_peak_diff": {"h200_all": true, "metric": "max_abs_peak_diff_percent", "max": 1}
     "qlora_time": {"rounds": "qlora_over_lora", "metric": "paired_ratio", "format": ".2f", "min": 1}
 
-A time ratio comes from paired rounds (lessons/finetune/h200_rounds.json, written by benchmarks/finetune_rounds.py on
-the GPU): {{qlora_time}} is the median round's ratio, {{qlora_time.lo}}, {{qlora_time.hi}} and {{qlora_time.rounds}}
+A time ratio comes from paired rounds (lessons/finetune/h200_rounds.json, or h100_rounds.json where the fact says
+"recording": "h100_rounds.json"; written by benchmarks/finetune_rounds.py on the GPU): {{qlora_time}} is the median round's ratio, {{qlora_time.lo}}, {{qlora_time.hi}} and {{qlora_time.rounds}}
 its spread, and min/max hold for every round.
 
 min/max pin what the sentence around the number states (course/facts.py's rule). Torch-free."""
@@ -28,6 +28,7 @@ from course.units import GIB
 LESSON = "finetune"
 H200_FILE = "h200_methods.jsonl"
 ROUNDS_FILE = "h200_rounds.json"
+ROUNDS_FILES = (ROUNDS_FILE, "h100_rounds.json")  # paired rounds recorded on an H100 where no H200 was lent
 GB = 1e9  # the driver's view (nvidia-smi) is quoted in GB, as the recordings' text says
 MB = 1e6
 
@@ -132,8 +133,12 @@ METRICS = {
 
 
 def rounds_summary(spec: dict) -> dict | None:
-    """A paired fact's rounds: {"median", "lo", "hi", "rounds"} recomputed from the recorded ratios, or None."""
-    text = _text(ROUNDS_FILE)
+    """A paired fact's rounds: {"median", "lo", "hi", "rounds"} recomputed from the recorded ratios, or None. The
+    rounds are the H200's (h200_rounds.json) unless the fact names another GPU's recording ("recording")."""
+    recording = spec.get("recording", ROUNDS_FILE)
+    if recording not in ROUNDS_FILES:
+        raise ValueError(f"recording: got {recording!r}; allowed: {', '.join(ROUNDS_FILES)}")
+    text = _text(recording)
     pair = (json.loads(text)["pairs"] if text else {}).get(spec.get("rounds"))
     if not pair or not pair.get("ratios"):
         return None

@@ -23,3 +23,14 @@ def test_the_loop_runs_on_a_cpu(tmp_path):
     data = json.loads(out.read_text())
     assert set(data["pairs"]) == {"offload_over_plain", "qlora_over_lora"}
     assert all(p["rounds"] == 2 and p["median"] > 0 for p in data["pairs"].values())
+
+
+def test_offloading_against_its_alternatives_runs_on_a_cpu(tmp_path):
+    out = tmp_path / "rounds.json"
+    argv = ["--device", "cpu", "--tiny", "--rounds", "2", "--warmup", "1", "--out", str(out)]
+    assert finetune_rounds.main([*argv, "--only", "offload_alone", "--only", "offload_vs_ckpt"]) == 0
+    pairs = json.loads(out.read_text())["pairs"]
+    assert {k: (p["a"], p["b"]) for k, p in pairs.items()} == {
+        "offload_alone": ("lora-offload", "lora"),
+        "offload_vs_ckpt": ("lora-offload", "lora-ckpt"),
+    }

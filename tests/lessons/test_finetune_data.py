@@ -117,3 +117,19 @@ def test_the_exercise_card_takes_qlora_with_checkpointing_and_not_qlora_alone():
         assert [(r["finetune"], r["checkpoint"]) for r in res["methods"]] == [("qlora", checkpoint)]
         verdicts[checkpoint] = fl.exercise_verdict(EXERCISE, cfg.to_dict(), res)
     assert verdicts == {"none": (False, ["too_big"]), "per_layer": (True, [])}
+
+
+def test_a_ratio_recorded_on_another_gpu_is_read_from_that_recording(monkeypatch):
+    """Offloading instead of checkpointing was timed on an H100 (h100_rounds.json): the facts read that file, a round
+    where offloading was the faster side fails "slower than checkpointing", and an unknown recording is refused."""
+    import json
+
+    original = fl._text
+    data = json.loads(original("h100_rounds.json"))
+    assert data["device"].startswith("NVIDIA H100") and fl.verdicts(META)["offload_vs_ckpt_time"] is True
+    data["pairs"]["offload_vs_ckpt"]["ratios"][0] = 0.95
+    monkeypatch.setattr(fl, "_text", lambda name: json.dumps(data) if name == "h100_rounds.json" else original(name))
+    assert fl.verdicts(META)["offload_vs_ckpt_time"] is False
+    assert fl.verdicts(META)["offload_time"] is True  # the H200's rounds are another file
+    with pytest.raises(ValueError, match="recording"):
+        fl.rounds_summary({"rounds": "offload_alone", "recording": "../secrets.json"})
