@@ -302,7 +302,7 @@ def _output(args, result: dict, own: bool) -> int:
         json.dump(result, sys.stdout, default=str)
         print()
     elif args.command == "fits":
-        (cli_models.print_methods if "methods" in result else print_fits)(result)
+        (cli_print.print_methods if "methods" in result else print_fits)(result)
     elif args.command == "estimate":
         (print_estimate if own or not predicted else cli_print.print_family_estimate)(result)
     elif result.get("kind") == "distributed":

@@ -89,6 +89,10 @@ def fits_args(args, cfg) -> None:
         args.capacity_gib = number("capacity_gib", args.capacity_gib, *CAPACITY_GIB)
     args.max_batch = MAX_BATCH[1] if args.max_batch is None else integer("max_batch", args.max_batch, *MAX_BATCH)
     args.across = 0 if args.across is None else integer("across", args.across, *ACROSS)
+    if args.largest and not args.methods:
+        raise ConfigError(
+            "largest", "--largest searches each method of --methods; add --methods", "one_of", fields="largest,methods"
+        )
     if args.methods and not cfg.model_source.startswith(("preset:", "hf:")):
         raise ConfigError(
             "methods",

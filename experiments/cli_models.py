@@ -158,6 +158,12 @@ def add_fits_parser(sub) -> argparse.ArgumentParser:
         "card at --batch and --seq-len, and the first that does, least compromise first",
     )
     p.add_argument(
+        "--largest",
+        action="store_true",
+        help="with --methods: also the largest batch each method runs at on the card (a search per method: minutes "
+        "for a 7B model on a CPU)",
+    )
+    p.add_argument(
         "--measure",
         action="store_true",
         help="then confirm the largest batch at your levers by real trials on this GPU (two steps a trial, each in "
@@ -208,7 +214,7 @@ def run_fits(cfg, args) -> dict:
         from .distributed.method_fits import methods_on_card
 
         overhead = cards.overhead_bytes() if overhead is None else overhead
-        out = methods_on_card(cfg, int(capacity * GIB), overhead, progress=_progress(args))
+        out = methods_on_card(cfg, int(capacity * GIB), overhead, progress=_progress(args), largest=args.largest)
         return out | ({"card": args.card} if args.card else {})
     precisions = tuple(p for p in args.precisions.split(",") if p) or None
     for p in precisions or ():
@@ -248,30 +254,6 @@ def _progress(args):
         print(f"  {done} of {planned} lever combinations searched", file=sys.stderr, flush=True)
 
     return show
-
-
-def print_methods(r: dict) -> None:
-    card = f"{r['card']}: " if r.get("card") else ""
-    held = r["overhead_bytes"] / GIB
-    print(f"{card}{r['capacity_bytes'] / GIB:.2f} GiB, {held:.2f} GiB of it outside PyTorch's allocator")
-    print(f"{'method':8} {'checkpoint':10} {'peak GiB':>9}  runs")
-    reasons: list[str] = []  # each refusal once, whole, under the table (a cut one would hide the op it names)
-    for row in r["methods"]:
-        peak = "-" if row["peak_bytes"] is None else f"{row['peak_bytes'] / GIB:.3f}"
-        runs = {True: "yes", False: "no"}.get(row["runs"])
-        if runs is None:
-            why = row.get("cannot_predict") or "no reason given"
-            reasons += [] if why in reasons else [why]
-            runs = f"not predicted ({reasons.index(why) + 1})"
-        print(f"{row['finetune']:8} {row['checkpoint']:10} {peak:>9}  {runs}")
-    for i, why in enumerate(reasons, 1):
-        print(f"({i}) {why}")
-    f = r["first_that_runs"]
-    print(
-        "none of them runs on this card"
-        if f is None
-        else f"first that runs: {f['finetune']}, checkpoint {f['checkpoint']}"
-    )
 
 
 def print_fits(r: dict) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .core.units import MIB, fmt_bytes
+from .core.units import GIB, MIB, fmt_bytes
 
 
 def _mb(n) -> str:
@@ -93,3 +93,29 @@ def print_family_estimate(e: dict) -> None:
     if e.get("fits") is not None:
         print(f"fits the budget of {e['capacity_bytes'] / MIB:,.1f} MiB: {'yes' if e['fits'] else 'no'}")
     print("(--json for the whole estimate: each category's terms, the steady state, the method)")
+
+
+def print_methods(r: dict) -> None:
+    card = f"{r['card']}: " if r.get("card") else ""
+    held = r["overhead_bytes"] / GIB
+    print(f"{card}{r['capacity_bytes'] / GIB:.2f} GiB, {held:.2f} GiB of it outside PyTorch's allocator")
+    largest = any("largest_batch" in row for row in r["methods"])
+    print(f"{'method':8} {'checkpoint':10} {'peak GiB':>9}  " + ("largest batch  " if largest else "") + "runs")
+    reasons: list[str] = []  # each refusal once, whole, under the table (a cut one would hide the op it names)
+    for row in r["methods"]:
+        peak = "-" if row["peak_bytes"] is None else f"{row['peak_bytes'] / GIB:.3f}"
+        runs = {True: "yes", False: "no"}.get(row["runs"])
+        if runs is None:
+            why = row.get("cannot_predict") or "no reason given"
+            reasons += [] if why in reasons else [why]
+            runs = f"not predicted ({reasons.index(why) + 1})"
+        most = f"{row.get('largest_batch', '-'):>13}  " if largest else ""
+        print(f"{row['finetune']:8} {row['checkpoint']:10} {peak:>9}  {most}{runs}")
+    for i, why in enumerate(reasons, 1):
+        print(f"({i}) {why}")
+    f = r["first_that_runs"]
+    print(
+        "none of them runs on this card"
+        if f is None
+        else f"first that runs: {f['finetune']}, checkpoint {f['checkpoint']}"
+    )

@@ -13,7 +13,7 @@ from ..core.config import ExperimentConfig
 from ..core.errors import CannotPredict
 from ..core.finetune import BNB_OPTIMIZERS
 from .fits_traces import phase_rows, shapes
-from .model_fits import runs_on_card
+from .model_fits import largest_that_runs, runs_on_card
 
 # Least compromise first: what a learner gives up grows down the list (all weights trained, then adapters on exact
 # weights, then on quantized ones; recomputation last within each).
@@ -31,11 +31,18 @@ def method_config(cfg: ExperimentConfig, method: str, checkpoint: str) -> Experi
 
 
 def methods_on_card(
-    cfg: ExperimentConfig, card_bytes: int, overhead_bytes: int, progress=None, own_only: bool = False
+    cfg: ExperimentConfig,
+    card_bytes: int,
+    overhead_bytes: int,
+    progress=None,
+    own_only: bool = False,
+    largest: bool = False,
 ) -> dict:
     """One row per method x checkpointing: its estimated peak (or what cannot be predicted) and whether it runs on a
     card of `card_bytes` whose process holds `overhead_bytes` outside the allocator; and the first that runs.
-    `own_only`: one row, cfg itself with all its levers (an exercise's check of the learner's own choice)."""
+    `own_only`: one row, cfg itself with all its levers (an exercise's check of the learner's own choice). `largest`:
+    each predicted row also gets the largest batch it runs at on the card (the default allocator's, as "What fits"
+    searches it: model_fits.largest_that_runs)."""
     t0 = time.perf_counter()
     budget = max(0, card_bytes - overhead_bytes)
     rows, traces = [], {}
@@ -52,6 +59,8 @@ def methods_on_card(
             row["peak_bytes"] = peak
             row["trainable_parameters"] = sum(math.prod(shape) for shape, _ in shapes(choice, traces))
             row["runs"] = peak <= budget and runs_on_card(choice, budget, False, None, traces)
+            if largest:
+                row["largest_batch"] = largest_that_runs(choice, card_bytes, overhead_bytes)["largest_batch"]
         rows.append(row)
         if progress is not None:
             progress(len(rows), len(combos))

@@ -460,6 +460,7 @@ def test_help_and_a_bad_argument_answer_without_importing_torch():
         (["estimate", "--segments", "4"], "segments"),
         (["estimate", "--segments", "4", "--checkpoint", "per_layer"], "segments"),
         (["fits", "--card", "t4-16gb", "--capacity-gib", "15"], "card"),
+        (["fits", "--card", "t4-16gb", "--largest"], "largest"),
     ],
 )
 def test_flags_that_conflict_or_mean_nothing_are_one_line_naming_the_field(capsys, args, field):
@@ -468,7 +469,7 @@ def test_flags_that_conflict_or_mean_nothing_are_one_line_naming_the_field(capsy
 
 
 def test_fits_methods_prints_each_refusal_whole_under_the_table(capsys):
-    from experiments.cli_models import print_methods
+    from experiments.cli_print import print_methods
 
     why = "cannot be predicted: q_proj.base_layer makes a tensor whose shape depends on the data: int8_vectorwise_quant"
     row = {"peak_bytes": None, "runs": None, "cannot_predict": why}

@@ -35,3 +35,28 @@ def test_each_method_is_estimated_and_the_first_that_runs_is_the_least_compromis
     none = methods_on_card(cfg, 2**34, 2**34 - 1024)
     assert none["first_that_runs"] is None and not any(r["runs"] for r in none["methods"])
     assert [r["peak_bytes"] for r in none["methods"]] == [r["peak_bytes"] for r in roomy["methods"]]
+
+
+def test_each_predicted_method_gets_its_own_largest_batch_on_the_card(capsys, monkeypatch):
+    """--methods --largest: each predicted method's largest batch is the search of "What fits" (model_fits.
+    largest_that_runs, held to real boundaries by tests/engine/test_fits_boundary.py) for that method's configuration
+    on the card; a method that cannot be predicted has none; the table shows it as a column."""
+    from experiments.cli_print import print_methods
+    from experiments.distributed import method_fits
+
+    asked = []
+
+    def search(cfg, card_bytes, overhead_bytes):
+        asked.append((cfg.finetune, cfg.checkpoint, card_bytes, overhead_bytes))
+        return {"largest_batch": 10 * len(asked), "replays": 1}
+
+    monkeypatch.setattr(method_fits, "largest_that_runs", search)
+    cfg = tiny("gpt2", batch=2)
+    r = methods_on_card(cfg, 2**34, 2**30, largest=True)
+    predicted = [(row["finetune"], row["checkpoint"]) for row in r["methods"] if row["runs"] is not None]
+    assert [a[:2] for a in asked] == predicted and {a[2:] for a in asked} == {(2**34, 2**30)}
+    assert [row.get("largest_batch") for row in r["methods"]] == [10, 20, 30, 40, 50, 60, None, None]
+    print_methods(r)
+    table = capsys.readouterr().out.splitlines()
+    assert "largest batch" in table[1] and next(x for x in table if x.startswith("lora     none")).endswith(" 30  yes")
+    assert "largest_batch" not in methods_on_card(cfg, 2**34, 2**30)["methods"][0]  # only when asked: a search each
