@@ -221,6 +221,14 @@ def build_parser() -> argparse.ArgumentParser:
     fits_p = add_fits_parser(sub)
     _add_config_flags(fits_p)
     add_model_flags(fits_p)
+    _sub(
+        sub,
+        "limits",
+        "check the operator's limits file (GPU_MEMORY_LAB_LIMITS) and print the limits a class server would apply",
+        description="Check the operator's limits file (GPU_MEMORY_LAB_LIMITS, or GPU_MEMORY_LAB_MAX_JOB_SECONDS) and "
+        "print the limits a class server would apply; a broken file is one line naming the key, exit status 2. Run it "
+        "before `streamlit run`, which reads the file only when it serves its first page.",
+    )
     models_p = _sub(sub, "models", "the presets and the Hugging Face model types a model of your own can name")
     models_p.add_argument("--json", action="store_true", help="print one JSON object")
     guard_p = _sub(sub, "guard", "compare the configuration's gradients with the strict fp32 baseline (no TF32)")
@@ -249,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             load_limits()  # the operator's limits file, as the app reads it: a broken one is one line here too
         if args.command == "models":
             return cli_models.list_models(as_json=args.json) or 0
+        if args.command == "limits":
+            return cli_print.print_limits(load_limits())
         if args.command == "leak":
             params = cli_checks.leak_params(args)
             from .labs.leaks import run_leak

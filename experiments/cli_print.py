@@ -119,3 +119,17 @@ def print_methods(r: dict) -> None:
         if f is None
         else f"first that runs: {f['finetune']}, checkpoint {f['checkpoint']}"
     )
+
+
+def print_limits(limits) -> int:
+    """The limits in effect, one a line, and where they come from."""
+    import dataclasses
+    import os
+
+    from .core.limits import ENV, JOB_SECONDS_ENV
+
+    source = os.environ.get(ENV) or (os.environ.get(JOB_SECONDS_ENV) and JOB_SECONDS_ENV)
+    print(f"limits: {source or 'none set, the defaults'}")
+    for name, value in dataclasses.asdict(limits).items():
+        print(f"  {name:22} {'none' if value is None else f'{value:g}'}")
+    return 0

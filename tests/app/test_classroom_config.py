@@ -87,3 +87,20 @@ def test_a_bad_job_time_setting_or_a_file_of_no_keys_stops_the_server_like_a_bad
     assert "not ready" in shown and str(tmp_path) not in shown
     err = capsys.readouterr().err
     assert said in err and "The server stops" in err, err
+
+
+def test_the_operator_checks_the_limits_file_before_the_server_starts(tmp_path, monkeypatch, capsys):
+    """`python -m experiments limits` (docs/operators.md's start command runs it first): the limits in effect, or a
+    broken file in one line with exit status 2, so that `&& streamlit run` never starts a class with it."""
+    from experiments import cli
+
+    path = tmp_path / "limits.json"
+    path.write_text('{"max_peak_gib": 40, "max_queue": 50}')
+    monkeypatch.setenv("GPU_MEMORY_LAB_LIMITS", str(path))
+    assert cli.main(["limits"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"limits: {path}" and "  max_peak_gib           40" in out and "  max_queue              50" in out
+    path.write_text('{"max_peak_gb": 40}')
+    assert cli.main(["limits"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown key 'max_peak_gb'" in err

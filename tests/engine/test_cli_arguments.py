@@ -16,7 +16,7 @@ from tests.engine.cli_output import said
 from tests.engine.test_cli_worker import _cli
 
 ROOT = Path(__file__).resolve().parents[2]
-SUBCOMMANDS = ("run", "distributed", "estimate", "fits", "models", "guard", "leak")
+SUBCOMMANDS = ("run", "distributed", "estimate", "fits", "limits", "models", "guard", "leak")
 
 
 # (arguments, the field the line names, what the line must say it allows)
