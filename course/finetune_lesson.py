@@ -10,8 +10,9 @@ under "model_facts":
     "qlora_time": {"rounds": "qlora_over_lora", "metric": "paired_ratio", "format": ".2f", "min": 1}
 
 A time ratio comes from paired rounds (lessons/finetune/h200_rounds.json, or h100_rounds.json where the fact says
-"recording": "h100_rounds.json"; written by benchmarks/finetune_rounds.py on the GPU): {{qlora_time}} is the median round's ratio, {{qlora_time.lo}}, {{qlora_time.hi}} and {{qlora_time.rounds}}
-its spread, and min/max hold for every round.
+"recording": "h100_rounds.json"; written by benchmarks/finetune_rounds.py on the GPU): {{qlora_time}} is the median
+round's ratio, {{qlora_time.lo}}, {{qlora_time.hi}} and {{qlora_time.rounds}} its spread, and min/max hold for every
+round.
 
 min/max pin what the sentence around the number states (course/facts.py's rule). Torch-free."""
 
