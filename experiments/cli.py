@@ -1,5 +1,5 @@
-"""`python -m experiments run|distributed|estimate|fits|models|guard|leak` — everything the app shows, as text or JSON
-(--json). A model of one's own: `--model-preset llama3-8b`, `--model-type qwen2 --set layers=4`, `--import
+"""`python -m experiments run|distributed|estimate|fits|limits|models|guard|leak` — everything the app shows, as text
+or JSON (--json). A model of one's own: `--model-preset llama3-8b`, `--model-type qwen2 --set layers=4`, `--import
 pkg.mod:factory` (experiments/cli_models.py).
 
 `guard` exits 1 when the gradients differ beyond the precision's tolerance, so that a script can tell."""
