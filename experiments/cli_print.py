@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+
+from .core.limits import ENV, JOB_SECONDS_ENV
 from .core.units import GIB, MIB, fmt_bytes
 
 
@@ -123,11 +127,6 @@ def print_methods(r: dict) -> None:
 
 def print_limits(limits) -> int:
     """The limits in effect, one a line, and where they come from."""
-    import dataclasses
-    import os
-
-    from .core.limits import ENV, JOB_SECONDS_ENV
-
     source = os.environ.get(ENV) or (os.environ.get(JOB_SECONDS_ENV) and JOB_SECONDS_ENV)
     print(f"limits: {source or 'none set, the defaults'}")
     for name, value in dataclasses.asdict(limits).items():

@@ -53,11 +53,15 @@ def measure_workspaces_job(signatures) -> dict:
     return {"measured": len(measure_workspaces(signatures, device))}
 
 
+def _device_free(device: torch.device) -> tuple[int, int]:
+    """(what the driver has free on the GPU, what this process's allocator holds cached and unused)."""
+    free, _total = torch.cuda.mem_get_info(device)
+    return free, torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+
+
 def capacity_bytes(cfg: ExperimentConfig, device: torch.device) -> int | None:
     if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-        return capacity(cfg.budget_mb, free, cached)
+        return capacity(cfg.budget_mb, *_device_free(device))
     return capacity(cfg.budget_mb, cpu_free_for_tensors(cpu_available_bytes()))
 
 
@@ -143,8 +147,7 @@ def beside_the_allocator(est: dict, need: int, device: torch.device, copies: int
     the machine's free memory the worker is killed."""
     paged = copies * int(est.get("paged_bytes") or 0)
     if paged:
-        free, _total = torch.cuda.mem_get_info(device)
-        free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        free = sum(_device_free(device))
         if need + paged > free:
             raise WouldNotFit(
                 f"the paged optimizer's state ({fmt_gib(paged)}, CUDA managed memory) beside the estimated peak "
