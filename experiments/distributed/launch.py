@@ -173,8 +173,7 @@ def _spawn(
             elif kind == "update" and payload is not None:
                 got[i]["update"] = payload
             elif kind == "error":
-                pending = [g for g in got if len(g["results"]) < world] or got[-1:]
-                pending[0]["errors"][rank] = payload
+                _current(got, world)["errors"][rank] = payload
                 failed_at = failed_at or time.monotonic()
             continue
         except _queue.Empty:
@@ -198,16 +197,21 @@ def _spawn(
             break
     for p in ctx.processes:
         p.join()
-    pending = [g for g in got if len(g["results"]) < world] or got[-1:]
-    if died and not pending[0]["cancelled"]:
-        pending[0]["died"] = sorted(died)
+    current = _current(got, world)
+    if died and not current["cancelled"]:
+        current["died"] = sorted(died)
         for r, code in died.items():
-            pending[0]["errors"].setdefault(r, _death(code))
+            current["errors"].setdefault(r, _death(code))
     for g in got:
         if not g["cancelled"] and not g["errors"] and len(g["results"]) < world:
             codes = sorted({p.exitcode for p in ctx.processes})
             g["errors"][-1] = f"not every rank reported (exit status {codes})"
     return got
+
+
+def _current(got: list[dict], world: int) -> dict:
+    """The plan the ranks are on: the first without every rank's result (the last once all have reported)."""
+    return next((g for g in got if len(g["results"]) < world), got[-1])
 
 
 def errors_in_order(got: dict) -> list[str]:
@@ -219,7 +223,7 @@ def errors_in_order(got: dict) -> list[str]:
 
 def _death(code: int) -> str:
     how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
-    return f"the process died ({how}); the other ranks' errors follow from it"
+    return f"the process died ({how})"
 
 
 def _stop(processes) -> None:
