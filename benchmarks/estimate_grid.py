@@ -6,6 +6,11 @@
 Every configuration is run for real through the engine (two training steps, no timing) and compared
 with the estimate the app shows for that device. Sizes are drawn log-uniformly, so the grid spans small
 launch-bound runs to multi-GiB ones (on CPU kept to what two cores finish in seconds).
+
+On CUDA every row also holds the reserved figure: the run's largest `memory_reserved()` at a phase's end (the default
+allocator's reserved only grows) less the baseline's allocated bytes, as its peak is `max_memory_allocated()` less
+them, against the reserved figure of the estimate a GPU server shows (`replay_device`, with the scratch memory its
+worker measured). `--resume` continues a grid its --out file holds (the draws are replayed, not run, up to its last).
 """
 
 from __future__ import annotations
@@ -106,13 +111,24 @@ def main() -> None:
     ap.add_argument("--out")
     ap.add_argument("--rescore", help="a grid JSON measured on the GPU: recompute its estimates here (no GPU needed)")
     ap.add_argument("--workspaces", help="with --rescore: the scratch-memory table the GPU's runs measured")
+    ap.add_argument("--resume", action="store_true", help="continue the grid in --out (same --device and --seed)")
     args = ap.parse_args()
     if args.rescore:
         rescore(args)
         return
     rng = random.Random(args.seed)
-    rows, t_start = [], time.time()
+    rows, t_start, draws = [], time.time(), 0
+    if args.resume and args.out and Path(args.out).exists():
+        rows = json.loads(Path(args.out).read_text())["rows"]
+        while draws < rows[-1]["draw"]:  # the same random draws as the first part, none of them run again
+            draws += 1
+            try:
+                draw(rng, args.device)
+            except ConfigError:
+                pass
+        print(f"resumed after {len(rows)} rows (draw {draws})", flush=True)
     while len(rows) < args.n:
+        draws += 1
         try:
             cfg = draw(rng, args.device)
         except ConfigError:
@@ -144,6 +160,7 @@ def main() -> None:
             if v != ExperimentConfig().to_dict()[k] and k not in ("device", "steps", "timing_steps", "force", "seed")
         }
         row = {
+            "draw": draws,
             "config": changed,
             "measured_mib": measured / MIB,
             "measured_phase": result["peak_phase"]["phase"],
@@ -155,13 +172,21 @@ def main() -> None:
                 "phase": est["peak_phase"],
                 "error_pct": (est["peak_bytes"] - measured) / measured * 100,
             }
+        row["reserved"] = reserved_row(result, ests.get("replay_device"))
         rows.append(row)
         if args.out:  # after every row, so a run stopped at its time limit still leaves its rows
             Path(args.out).write_text(json.dumps({"rows": rows}, indent=1))
         print(
             f"{len(rows):3d} "
             + " ".join(f"{m} {row[m]['error_pct']:+7.2f}%" for m in ests)
-            + f"  measured {measured / MIB:10.2f} MiB  {changed}",
+            + f"  measured {measured / MIB:10.2f} MiB"
+            + (
+                f"  reserved {row['reserved']['error_pct']:+7.2f}% ({row['reserved']['diff_bytes'] / MIB:+.2f} MiB"
+                f" of {row['reserved']['measured_mib']:.0f})"
+                if row["reserved"]
+                else ""
+            )
+            + f"  {changed}",
             flush=True,
         )
     summary = {"device": args.device, "n": len(rows), "seed": args.seed, "seconds": round(time.time() - t_start, 1)}
@@ -169,6 +194,27 @@ def main() -> None:
     print(json.dumps(summary, indent=1))
     if args.out:
         Path(args.out).write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+
+
+def reserved_row(result: dict, est: dict | None) -> dict | None:
+    """The run's reserved peak over its baseline against the estimate's reserved figure (None on a CPU, or where the
+    estimate has none)."""
+    reserved = [p["reserved_bytes"] for p in result["phases"] if p.get("reserved_bytes") is not None]
+    if not reserved or not est or est.get("reserved_bytes") is None:
+        return None
+    measured = max(reserved) - result["baseline_bytes"]
+    return reserved_figures(measured, est["reserved_bytes"])
+
+
+def reserved_figures(measured: int, estimated: int) -> dict:
+    return {
+        "measured_bytes": measured,
+        "estimate_bytes": estimated,
+        "measured_mib": measured / MIB,
+        "estimate_mib": estimated / MIB,
+        "diff_bytes": estimated - measured,
+        "error_pct": (estimated - measured) / measured * 100 if measured else 0.0,
+    }
 
 
 def summarize(rows: list[dict], summary: dict) -> None:
@@ -185,6 +231,20 @@ def summarize(rows: list[dict], summary: dict) -> None:
             "within_2pct": sum(e <= 2 for e in errors),
             "within_10pct": sum(e <= 10 for e in errors),
             "median_abs_pct_by_model": {k: statistics.median(v) for k, v in by_model.items()},
+        }
+    res = [r["reserved"] for r in rows if r.get("reserved")]
+    if res:
+        errors = sorted(abs(r["error_pct"]) for r in res)
+        summary["reserved"] = {
+            "n": len(res),
+            "median_abs_pct": statistics.median(errors),
+            "p90_abs_pct": statistics.quantiles(errors, n=10, method="inclusive")[-1] if len(errors) > 1 else errors[0],
+            "worst_abs_pct": errors[-1],
+            "exact": sum(r["diff_bytes"] == 0 for r in res),
+            "within_2mib": sum(abs(r["diff_bytes"]) <= 2 * MIB for r in res),
+            "over": sum(r["diff_bytes"] > 0 for r in res),
+            "under": sum(r["diff_bytes"] < 0 for r in res),
+            "median_diff_mib": statistics.median(r["diff_bytes"] / MIB for r in res),
         }
 
 
@@ -224,6 +284,8 @@ def rescore(args) -> None:
             },
         )
         row.pop("replay_device", None)
+        if row.get("reserved") and est.get("reserved_bytes") is not None:  # the rescored estimate's, where measured
+            row["reserved"] = reserved_figures(row["reserved"]["measured_bytes"], est["reserved_bytes"])
         rows.append(row)
         print(
             f"{len(rows):3d} replay {row['replay']['error_pct']:+7.2f}%  analytic {row['analytic']['error_pct']:+7.2f}%"
