@@ -10,157 +10,19 @@ web server would corrupt each other's peaks.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import gc
 import logging
 import multiprocessing as mp
 import os
-import pickle
 import queue
-import tempfile
 import threading
 import time
+from dataclasses import dataclass
 
 from . import errors
+from .worker_process import PROGRESS_KINDS, RATE_KEYS, worker_main
 
-PROGRESS_KINDS = ("run", "timing_rounds", "distributed")  # jobs that report progress as they go
 ABANDON_CHECK_S = 2.0  # how often a running job checks that someone still waits for it
-
-_shared_device = False  # in the worker: another lab server's worker holds this GPU
-_device_lock = None
-
-
-def _report_device(events, rates: bool = True) -> None:
-    import torch
-
-    from ..estimate.calibration import calibrated_report
-    from ..measure.device import device_info
-
-    try:
-        info = device_info(rates=False)
-        info |= (calibrated_report(info["type"]) if rates else {}) | {"shared_with_another_server": _shared_device}
-        if info["type"] == "cuda":
-            info["device_count"] = torch.cuda.device_count()  # the client starts one worker per GPU
-        events.put(("device", None, info))
-    except Exception as e:  # noqa: BLE001 - no device info is a message, not a dead worker
-        events.put(("device", None, {"type": "unknown", "error": errors.message(e)}))
-
-
-def _exit_with_parent(parent_pid: int) -> None:
-    """A worker whose server died (even by SIGKILL) exits too, giving back its memory and its GPU."""
-    while True:
-        time.sleep(1.0)
-        if os.getppid() != parent_pid:
-            os._exit(0)
-
-
-def cpu_threads() -> int:
-    """A CPU worker's torch threads: one core fewer than it may use. The web server draws pages and answers polls
-    while a run runs, and a parallel region waits for its slowest thread: on 2 cores with one other busy process a
-    lesson run took twice as long on 2 threads as on 1 (1.07 vs 0.57 s), and on idle cores no longer (0.53 vs 0.49)."""
-    return max(1, len(os.sched_getaffinity(0)) - 1)
-
-
-def _warm_launcher() -> None:
-    """Lesson 6's runs start from a launcher kept ready (experiments/distributed/launcher.keep_warm): a CPU worker's
-    from the start; a GPU worker's once it has run one (every GPU has a worker, and most never run one)."""
-    import torch
-
-    from ..distributed.launcher import keep_warm
-
-    with contextlib.suppress(OSError):
-        keep_warm(None if torch.cuda.is_available() else "cpu")
-
-
-def claim_device() -> bool:
-    """One lab worker per GPU, and one per machine's CPU: a second server on the same machine would share the
-    device (or the cores and the memory) and spoil both servers' measurements and fit checks. Returns False when
-    another worker holds the device's lock file."""
-    global _device_lock
-    import torch
-
-    name = f"cuda{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
-    path = os.path.join(tempfile.gettempdir(), f"gpu-memory-lab-{name}.lock")
-    _device_lock = open(path, "a")  # noqa: SIM115 - held for the life of the worker
-    try:
-        fcntl.flock(_device_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except OSError:
-        return False
-
-
-def worker_main(
-    jobs, events, cancel, parent_pid: int | None = None, device_index: int | None = None, rates: bool = True
-) -> None:
-    """A worker process: reports its device, then runs the jobs it is sent until it is sent None.
-    `rates`: measure the device's rates and what a whole run costs after the first report (tens of seconds on a
-    busy CPU); without them the page predicts no times (tests)."""
-    global _shared_device
-    import torch
-
-    from .kinds import execute
-    from .process_names import name_process
-
-    name_process("gml-worker" + (f"-{device_index}" if device_index else ""))
-
-    if device_index is not None:
-        torch.cuda.set_device(device_index)  # before anything creates a context: this worker's one GPU
-    elif not torch.cuda.is_available():
-        torch.set_num_threads(cpu_threads())
-    _shared_device = not claim_device()
-
-    if parent_pid is not None:
-        threading.Thread(target=_exit_with_parent, args=(parent_pid,), name="gml-parent-watch", daemon=True).start()
-
-    # The web server asks the worker for the device view, so that only this process ever
-    # creates a CUDA context (each context costs hundreds of MiB of GPU memory). First without the
-    # device's measured rates (seconds on a busy CPU), so the first page does not wait for them.
-    _report_device(events, rates=False)
-    _report_device(events, rates=rates)
-    if rates:  # a classroom worker (tests start theirs without rates, and need no launcher waiting)
-        _warm_launcher()
-    # Runs and leak scenarios call gc.collect() to measure what is freed; with torch and the engine imported (about
-    # 290,000 objects) each full collection took 0.16-0.19 s, three per run. Frozen, they are never traversed again:
-    # a leak scenario 0.51 -> 0.23 s. What the jobs create afterwards is collected as before.
-    gc.collect()
-    gc.freeze()
-    while True:
-        item = jobs.get()
-        if item is None:
-            return
-        job_id, kind, params = item
-        # The client clears `cancel` before it sends a job: a Cancel that arrives before this point still counts.
-        events.put(("running", job_id, None))
-
-        def progress(done, total, label, job_id=job_id):
-            events.put(("progress", job_id, {"done": done, "total": total, "label": label}))
-
-        try:
-            result = execute(
-                kind, params, progress=progress if kind in PROGRESS_KINDS else None, should_cancel=cancel.is_set
-            )
-            events.put(("done", job_id, _result_file(result) | _flags(result)))
-        except Exception as e:  # noqa: BLE001 - every failure is reported to the page, never raised there
-            events.put(("error", job_id, {"error": errors.message(e)[:2000], "error_info": errors.describe(e)}))
-        _report_device(events, rates=rates)
-
-
-def _result_file(result) -> dict:
-    """A result travels through a file, and the pipe carries only its name. A worker killed while writing a
-    long message to the pipe leaves half a message that blocks the server's reader forever (a run's result
-    with its timeline is hundreds of KB); a message under PIPE_BUF bytes is written whole or not at all."""
-    fd, path = tempfile.mkstemp(prefix="gpu-memory-lab-result-", suffix=".pickle")
-    with os.fdopen(fd, "wb") as f:
-        pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
-    return {"result_file": path}
-
-
-def _flags(result) -> dict:
-    """Read off the result where it is made, so the server need not unpickle it to know them."""
-    from .admission import cacheable
-
-    cancelled = isinstance(result, dict) and bool(result.get("cancelled"))
-    return {"flags": {"cancelled": cancelled, "cacheable": cacheable(result)}}
+SPARE_ENV = "GPU_MEMORY_LAB_SPARE_WORKER"  # "0": no spare worker (one process fewer, a slower recovery)
 
 
 def _read_blob(payload) -> tuple[bytes | None, dict | None]:
@@ -199,6 +61,9 @@ class Lane:
 
     def arm(self) -> None:
         """A fresh cancel flag for the job about to run (under the client's lock, before it counts as running)."""
+
+    def tend(self, client, pending: bool) -> None:
+        """Between jobs, under the client's lock: whatever keeps the lane ready."""
 
     def run(self, client, job_id: str, job: dict) -> None:
         raise NotImplementedError
@@ -239,15 +104,31 @@ class InlineLane(Lane):
             client.finish(job_id, "error", error=errors.message(e), error_info=errors.describe(e))
 
 
-class ProcessLane(Lane):
-    """Runs jobs in a worker process of its own, started on demand and again after it died or was stopped."""
+@dataclass
+class _Worker:
+    """One worker process and its channels: the jobs it is sent, the reports it sends (read into `inbox` by a thread
+    of their own), its cancel flag."""
 
-    def __init__(self, index: int, max_seconds: float, rates: bool = True):
+    proc: object
+    jobs_q: object
+    inbox: queue.Queue
+    cancel: object
+
+
+class ProcessLane(Lane):
+    """Runs jobs in a worker process of its own, started on demand and again after it died or was stopped.
+    `spare`: keep a second process ready (torch imported, no device touched) to take over at once when the worker
+    dies or is stopped; it is started while the lane is idle, never beside the first worker's rate measurement."""
+
+    def __init__(self, index: int, max_seconds: float, rates: bool = True, spare: bool | None = None):
         super().__init__(index)
         self.max_seconds = max_seconds  # a job still running then is stopped (its worker killed and restarted)
         self.rates = rates
+        # By default a classroom's lane (one that measures rates) keeps a spare; docs/operators.md says what it costs.
+        self.spare = rates and os.environ.get(SPARE_ENV) != "0" if spare is None else spare
         self.proc = None
-        self.jobs_q = self.events_q = self.inbox = None
+        self.jobs_q = self.inbox = None
+        self.standby: _Worker | None = None
         self.proc_lock = threading.Lock()
 
     def takes_jobs(self) -> bool:
@@ -257,31 +138,66 @@ class ProcessLane(Lane):
         if self.cancel is not None:
             self.cancel.clear()
 
+    def _spawn(self, standby: bool) -> _Worker:
+        ctx = mp.get_context("spawn")
+        jobs_q, events_q, cancel = ctx.Queue(), ctx.Queue(), CancelFlag(ctx)
+        # The worker's reports are read by a thread of their own: a worker killed in the middle of writing one can
+        # leave half a message in the pipe, and a read of it would wait forever where the job's loop must see the death.
+        inbox = queue.Queue()
+        threading.Thread(target=_forward, args=(events_q, inbox), daemon=True).start()
+        proc = ctx.Process(
+            target=worker_main,
+            args=(jobs_q, events_q, cancel, os.getpid(), self.index if self.index else None, self.rates, standby),
+            name=f"gpu-memory-lab-worker-{self.index}" + ("-spare" if standby else ""),
+            daemon=True,
+        )
+        proc.start()
+        return _Worker(proc, jobs_q, inbox, cancel)
+
     def ensure_process(self) -> None:
+        """A live worker: this one, else the spare told to start with the rates measured on this device, else a new one."""
+        with self.proc_lock:
+            if self.proc is not None and self.proc.is_alive():
+                return
+            spare, self.standby = self.standby, None
+            worker = spare if spare is not None and spare.proc.is_alive() else self._spawn(standby=False)
+            carried = {k: self.device[k] for k in RATE_KEYS if k in self.device} if self.device else {}
+            worker.jobs_q.put(("start", carried or None))
+            self.ready.clear()
+            self.proc, self.jobs_q, self.inbox, self.cancel = worker.proc, worker.jobs_q, worker.inbox, worker.cancel
+
+    def keep_spare(self) -> None:
+        """Starts the spare if this lane keeps one and has none: called while the lane is idle and its worker has
+        reported its device with its rates (a spare importing torch beside a run or a rate measurement would slow it)."""
+        if not self.spare or not self.idle or self.device is None:
+            return
+        if self.rates and not self.device.keys() & set(RATE_KEYS):
+            return
         with self.proc_lock:
             if self.proc is None or not self.proc.is_alive():
-                self.ready.clear()
-                ctx = mp.get_context("spawn")
-                self.jobs_q, self.events_q, self.cancel = ctx.Queue(), ctx.Queue(), CancelFlag(ctx)
-                # The worker's reports are read by a thread of their own: a worker killed in the middle of writing one
-                # can leave half a message in the pipe, and a read of it would wait forever where the job's loop must
-                # see the death.
-                self.inbox = queue.Queue()
-                threading.Thread(target=_forward, args=(self.events_q, self.inbox), daemon=True).start()
-                self.proc = ctx.Process(
-                    target=worker_main,
-                    args=(
-                        self.jobs_q,
-                        self.events_q,
-                        self.cancel,
-                        os.getpid(),
-                        self.index if self.index else None,
-                        self.rates,
-                    ),
-                    name=f"gpu-memory-lab-worker-{self.index}",
-                    daemon=True,
+                return
+            if self.standby is not None and not self.standby.proc.is_alive():
+                # A spare that died waiting would die again: the lane goes on without one, and the log says so.
+                logging.getLogger(__name__).warning(
+                    "the spare worker of lane %s exited (%s) before it was needed; no spare from now on",
+                    self.index,
+                    self.standby.proc.exitcode,
                 )
-                self.proc.start()
+                self.spare, self.standby = False, None
+            elif self.standby is None:
+                self.standby = self._spawn(standby=True)
+
+    def tend(self, client, pending: bool) -> None:
+        if self.proc is None and pending:
+            self.ensure_process()
+        elif self.proc is not None and self.ready.is_set() and not self.proc.is_alive():
+            # A worker that had reported its device and was killed while idle is replaced now, not at the next job
+            # (one that died before its report is not: it may die again, and the next job says so).
+            _log_death(self.index, self.proc, None)
+            self.ensure_process()
+        if self.proc is not None:
+            self.drain_events(client)
+            self.keep_spare()
 
     def drain_events(self, client) -> None:
         """The device reports a worker sent while no job ran (called under the client's lock)."""
@@ -307,26 +223,30 @@ class ProcessLane(Lane):
             if time.monotonic() > next_watch:
                 next_watch = time.monotonic() + ABANDON_CHECK_S
                 client.watch(self, job_id)
+            # Checked before every report, not only when none came: a job that reports its progress more often than
+            # every half second was never stopped at its time limit.
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.join()
+                self.ensure_process()
+                client.finish(
+                    job_id,
+                    "error",
+                    error_info=errors.timeout(limit),
+                    error=f"stopped after {limit:.0f} s (max_job_seconds, docs/operators.md)",
+                )
+                return
             try:
                 what, jid, payload = inbox.get(timeout=0.5)
             except queue.Empty:
                 if not proc.is_alive():
                     _log_death(self.index, proc, job["kind"])
+                    self.ensure_process()  # the spare takes over now, before the next learner's job asks
                     client.finish(
                         job_id,
                         "error",
                         error="the worker process died (see the server log); it was restarted",
                         error_info=errors.worker_died(),
-                    )
-                    return
-                if time.monotonic() > deadline:
-                    proc.kill()
-                    proc.join()
-                    client.finish(
-                        job_id,
-                        "error",
-                        error_info=errors.timeout(limit),
-                        error=f"stopped after {limit:.0f} s (max_job_seconds, docs/operators.md)",
                     )
                     return
                 continue
@@ -376,7 +296,7 @@ def _forward(events, inbox: queue.Queue) -> None:
             inbox.put(events.get())
 
 
-def _log_death(index: int, proc, kind: str) -> None:
+def _log_death(index: int, proc, kind: str | None) -> None:
     """The server's log says that a worker died, how, and during what: the learner's page says only that it did."""
     code = proc.exitcode
     how = f"exit status {code}"
@@ -386,9 +306,9 @@ def _log_death(index: int, proc, kind: str) -> None:
         with contextlib.suppress(ValueError):
             how = f"signal {signal.Signals(-code).name}" + (" (the OOM killer, or a kill)" if code == -9 else "")
     logging.getLogger(__name__).warning(
-        "experiment worker %s (pid %s) died during a %s job: %s; a new one starts for the next job",
+        "experiment worker %s (pid %s) died %s: %s; another takes its place",
         index,
         proc.pid,
-        kind,
+        f"during a {kind} job" if kind else "between jobs",
         how,
     )

@@ -66,9 +66,10 @@ class WorkerClient:
     tens of seconds per process on a busy CPU).
     """
 
-    def __init__(self, inline: bool | None = None, rates: bool = True):
+    def __init__(self, inline: bool | None = None, rates: bool = True, spare: bool | None = None):
         self.inline = os.environ.get("GPU_MEMORY_LAB_INLINE") == "1" if inline is None else inline
         self.rates = rates
+        self.spare = spare  # a spare worker per GPU (None: a classroom's default, lanes.ProcessLane)
         self.lock = threading.Condition()
         self._jobs: dict[str, dict] = {}
         self._pending: list[str] = []
@@ -243,7 +244,7 @@ class WorkerClient:
 
     def add_lane(self) -> Lane:
         index = len(self._lanes)
-        lane = InlineLane(index) if self.inline else ProcessLane(index, LIMITS.max_job_seconds, self.rates)
+        lane = InlineLane(index) if self.inline else ProcessLane(index, LIMITS.max_job_seconds, self.rates, self.spare)
         self._lanes.append(lane)
         threading.Thread(
             target=self._dispatch_loop, args=(lane,), name=f"gml-dispatch-{lane.index}", daemon=True
@@ -375,11 +376,7 @@ class WorkerClient:
         while True:
             with self.lock:
                 while True:
-                    if isinstance(lane, ProcessLane):
-                        if lane.proc is None and self._pending:
-                            lane.ensure_process()
-                        if lane.proc is not None:
-                            lane.drain_events(self)
+                    lane.tend(self, bool(self._pending))
                     job_id = self._take(lane)
                     if job_id is not None:
                         break

@@ -188,7 +188,7 @@ def test_worker_runs_in_a_spawned_process_dedupes_and_caches():
     # The device view comes from the worker, so the web server never needs a CUDA context.
     info = c.device_info()
     assert info["type"] == "cpu"
-    # One core is left to the web server, which draws pages while a run runs (lanes.cpu_threads).
+    # One core is left to the web server, which draws pages while a run runs (worker_process.cpu_threads).
     assert info["threads"] == max(1, len(os.sched_getaffinity(0)) - 1)
     params = dict(device="cpu", layers=2, width=32, batch=8, steps=2, timing_steps=0)
     a, b = c.submit("run", params), c.submit("run", params)
@@ -231,7 +231,7 @@ def test_a_worker_process_is_cancelled_stopped_at_its_time_limit_and_restarted_w
     slow = _wait(c, c.submit("run", dict(LONG, seed=1)))
     assert slow["state"] == "error" and slow["error"] == "stopped after 1 s (max_job_seconds, docs/operators.md)"
     assert slow["error_info"] == {"type": "Timeout", "code": None, "params": {"seconds": 1.0}}
-    assert not lane.proc.is_alive()
+    assert lane.proc.pid != first and lane.proc.is_alive()  # its replacement is started at once
     lane.max_seconds = 600.0
 
     doomed = c.submit("run", dict(LONG, seed=2))
@@ -331,15 +331,15 @@ def test_a_second_worker_on_the_same_gpu_is_detected(monkeypatch, tmp_path):
 
     import torch
 
-    from experiments.jobs import lanes
+    from experiments.jobs import worker_process
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    assert lanes.claim_device()  # the first server's worker holds the lock
-    first = lanes._device_lock
-    assert not lanes.claim_device()  # a second one is told, and says so in its device report
-    lanes._device_lock.close()
+    assert worker_process.claim_device()  # the first server's worker holds the lock
+    first = worker_process._device_lock
+    assert not worker_process.claim_device()  # a second one is told, and says so in its device report
+    worker_process._device_lock.close()
     first.close()
 
 
@@ -370,15 +370,15 @@ def test_a_second_worker_on_the_same_cpu_is_detected(monkeypatch, tmp_path):
 
     import torch
 
-    from experiments.jobs import lanes
+    from experiments.jobs import worker_process
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert lanes.claim_device()  # the first server's CPU worker holds the machine's lock
-    first = lanes._device_lock
-    assert not lanes.claim_device()  # a second server on the same CPU is told (its sidebar says so)
+    assert worker_process.claim_device()  # the first server's CPU worker holds the machine's lock
+    first = worker_process._device_lock
+    assert not worker_process.claim_device()  # a second server on the same CPU is told (its sidebar says so)
     assert (tmp_path / "gpu-memory-lab-cpu.lock").exists()
-    lanes._device_lock.close()
+    worker_process._device_lock.close()
     first.close()
 
 

@@ -1,0 +1,95 @@
+"""A killed worker is replaced by the lane's spare at once, with the rates its predecessor measured on the device.
+
+A class's server on 2 loaded cores took 40-74 s to replace a killed worker (torch imported and the device's rates
+measured again), and every learner's run waited behind it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from experiments.jobs.worker import WorkerClient
+
+TINY = {"scenario": "fixed", "steps": 2, "device": "cpu", "batch": 8, "width": 16}
+
+
+def _until(check, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _done(client, ticket, timeout=180):
+    _until(lambda: client.status(ticket)["state"] not in ("queued", "running"), timeout, "the job to end")
+    return client.status(ticket)
+
+
+def _spare(lane):
+    return _until(lambda: lane.standby if lane.standby and lane.standby.proc.is_alive() else None, 120, "a spare")
+
+
+def test_the_spare_takes_over_a_killed_workers_lane_with_its_rates():
+    client = WorkerClient(inline=False, rates=False, spare=True)
+    assert client.device_info()["type"] == "cpu"
+    lane = client._lanes[0]
+    spare = _spare(lane)
+    # The spare waits without a device: it has reported nothing, and it is not the lane's worker.
+    assert spare.proc.pid != lane.proc.pid and spare.inbox.empty()
+    with client.lock:  # as if the first worker had measured the device's rates
+        lane.device = dict(lane.device, rates={"op_us": 12.5})
+
+    first = lane.proc.pid
+    os.kill(first, signal.SIGKILL)
+    # Killed between jobs, it is replaced by the spare as soon as the lane sees it, before any job asks.
+    _until(lambda: lane.proc.pid != first, 30, "the replacement")
+    assert lane.proc.pid == spare.proc.pid
+    done = _done(client, client.submit("leak", TINY))
+    assert done["state"] == "done" and done["result"]["growth_bytes_per_step"] == 0
+    assert lane.proc.pid == spare.proc.pid  # the spare ran it, not a fresh process
+    # Its device report carries the predecessor's rates instead of measuring them again.
+    _until(lambda: lane.device.get("rates") == {"op_us": 12.5} and lane.device.get("type") == "cpu", 30, "a report")
+    # And a new spare is made ready for the next death, once the lane is idle.
+    assert _spare(lane).proc.pid not in (first, spare.proc.pid)
+
+
+def test_a_worker_killed_mid_job_fails_that_job_and_the_spare_runs_the_next():
+    client = WorkerClient(inline=False, rates=False, spare=True)
+    client.device_info()
+    lane = client._lanes[0]
+    spare = _spare(lane)
+    long = client.submit(
+        "run", {"device": "cpu", "layers": 4, "width": 512, "batch": 256, "steps": 2, "timing_steps": 200}
+    )
+    _until(lambda: client.status(long)["state"] == "running" and client.status(long)["progress"], 120, "the run")
+    os.kill(lane.proc.pid, signal.SIGKILL)
+    died = _done(client, long)
+    assert died["state"] == "error" and died["error_info"]["type"] == "WorkerDied"
+    # The spare took the lane over when the death was seen, before any job asked for it.
+    assert lane.proc.pid == spare.proc.pid and lane.proc.is_alive()
+    assert _done(client, client.submit("leak", dict(TINY, width=24)))["state"] == "done"
+
+
+def test_a_lane_keeps_no_spare_when_told_not_to(monkeypatch):
+    monkeypatch.setenv("GPU_MEMORY_LAB_SPARE_WORKER", "0")
+    client = WorkerClient(inline=False)  # a classroom's client (rates measured), the operator's switch off
+    assert client._lanes[0].spare is False
+    assert WorkerClient(inline=False, rates=False)._lanes[0].spare is False  # tests' clients keep none
+
+
+def test_a_spare_that_dies_waiting_is_not_started_again_and_again(caplog):
+    client = WorkerClient(inline=False, rates=False, spare=True)
+    client.device_info()
+    lane = client._lanes[0]
+    spare = _spare(lane)
+    with caplog.at_level("WARNING", logger="experiments.jobs.lanes"):
+        os.kill(spare.proc.pid, signal.SIGKILL)
+        _until(lambda: lane.spare is False, 30, "the lane to give up its spare")
+    assert lane.standby is None and any("spare worker" in r.getMessage() for r in caplog.records)
+    time.sleep(1.5)  # the dispatcher tends the lane every half second: it starts no other
+    assert lane.standby is None
+    assert _done(client, client.submit("leak", TINY))["state"] == "done"  # the worker itself serves on

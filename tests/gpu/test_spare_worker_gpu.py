@@ -1,0 +1,88 @@
+"""A lane's spare worker on a GPU server (experiments/jobs/lanes.py): it waits without a CUDA context (no GPU memory
+of its own), and once the worker is killed it takes the GPU and runs a CUDA job whose peak is the same configuration's
+peak in the worker it replaced. Skipped without CUDA.
+
+    python3 -m pytest tests/gpu/test_spare_worker_gpu.py -v -s
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import torch
+
+from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
+
+pytestmark = [
+    pytest.mark.usefixtures("one_gpu_user"),
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+]
+
+RUN = {"device": "cuda", "layers": 4, "width": 1024, "batch": 64, "steps": 2, "timing_steps": 0}
+
+
+def _gpu_pids() -> set[int]:
+    """The processes holding a CUDA context on the GPUs, as the driver lists them."""
+    out = subprocess.run(
+        ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"], capture_output=True, text=True, check=True
+    ).stdout
+    return {int(line) for line in out.split() if line.strip().isdigit()}
+
+
+def _used_mib() -> int:
+    out = subprocess.run(
+        ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return int(out.split()[0])
+
+
+def _until(check, timeout: float):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+def _done(client, ticket) -> dict:
+    _until(lambda: client.status(ticket, result=False)["state"] not in ("queued", "running"), 300)
+    return client.status(ticket)
+
+
+def test_the_spare_holds_no_cuda_context_and_takes_the_gpu_when_the_worker_dies():
+    from experiments.jobs.worker import WorkerClient
+
+    client = WorkerClient(inline=False, rates=False, spare=True)
+    assert client.device_info(timeout=300)["type"] == "cuda"
+    lane = client._lanes[0]
+    first = _done(client, client.submit("run", RUN))
+    used = _used_mib()  # before the spare could have made a context (its imports take seconds)
+    assert first["state"] == "done", first["error"]
+    spare = _until(lambda: lane.standby if lane.standby and lane.standby.proc.is_alive() else None, 300)
+    time.sleep(15)  # its imports and its CPU run made
+    holders = _gpu_pids()
+    listed = lane.proc.pid in holders  # the driver lists this namespace's pids (not in every container)
+    if listed:
+        assert spare.proc.pid not in holders, (holders, lane.proc.pid, spare.proc.pid)
+    # A CUDA context costs hundreds of MiB of GPU memory; the spare added none.
+    assert _used_mib() - used < 64, (used, _used_mib())
+
+    os.kill(lane.proc.pid, signal.SIGKILL)
+    _until(lambda: lane.proc.pid == spare.proc.pid, 30)
+    again = _done(client, client.submit("run", dict(RUN, seed=1)))
+    assert again["state"] == "done", again["error"]
+    if listed:
+        assert spare.proc.pid in _gpu_pids()
+    # The same configuration's peak, measured by the worker it replaced (the seed changes the values, not the bytes).
+    assert again["result"]["peak_bytes"] - again["result"]["baseline_bytes"] == (
+        first["result"]["peak_bytes"] - first["result"]["baseline_bytes"]
+    )
