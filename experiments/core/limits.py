@@ -1,7 +1,7 @@
 """Operator limits for a shared server, in one JSON file (docs/operators.md). Torch-free.
 
     GPU_MEMORY_LAB_LIMITS=/etc/gpu-memory-lab.json streamlit run app/main.py
-Keys (all optional): max_job_seconds, max_queue, max_queue_per_session, max_peak_gib. A learner cannot lift them, not even with
+Keys (all optional): max_job_seconds, max_queue, max_queue_per_session, max_peak_gib, estimate_processes. A learner cannot lift them, not even with
 "Run even if the estimate says it won't fit" or a shared link that switches it on.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 
 ENV = "GPU_MEMORY_LAB_LIMITS"
 JOB_SECONDS_ENV = "GPU_MEMORY_LAB_MAX_JOB_SECONDS"  # without a limits file: max_job_seconds alone
-WHOLE = ("max_queue", "max_queue_per_session")  # counts of jobs
+WHOLE = ("max_queue", "max_queue_per_session", "estimate_processes")  # counts
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class Limits:
     max_queue: int = 200  # jobs waiting at once, all learners together
     max_peak_gib: float | None = None  # refuse configurations estimated above this, even when forced
     max_queue_per_session: int = 8  # jobs one browser tab may have waiting (Compare strategies sends 7 at once)
+    estimate_processes: int = 2  # estimates at once, each tab one at a time in a class (jobs/estimates.py)
 
 
 class LimitsError(ValueError):

@@ -1,8 +1,8 @@
 """Estimates off the web server's request threads: a small pool of spawned processes (not the run worker's GPU
 lanes) that run the fake-tensor replays, bounded in time, fair between sessions, and dropped when their tab goes.
 
-Why a process: the replay is CPU-bound Python (and torch, which the web server never imports). In the server, one
-expensive shared link kept every other learner's page from opening for minutes; here a page asks and moves on.
+Why a process: the replay is CPU-bound Python (and torch, which the web server never imports); a page asks and moves on.
+In a class a session runs one estimate at a time (policy.may_start).
 
 A request is a target ("module:function"), its arguments (plain, picklable) and the session that asked. Its
 Future is the one cache (bounded, least recently used dropped). An estimate still running after `max_seconds` is
@@ -27,10 +27,11 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as NotYet
 
 from ..core.capacity import verdict
+from ..core.limits import load as load_limits
 from . import policy
+from .estimate_errors import EngineRefusal, EstimateCancelled, EstimateTooLong
 from .estimate_process import call, estimator_main
 
-PROCESSES = 2  # estimates at once: one long estimate leaves the other process to the rest of the class
 MAX_SECONDS = 20.0  # an estimate that takes longer is refused: a page waits for none longer than this
 # A model of one's own at full size (an 8B-parameter transformer: tens of seconds of replay; its levers x batch grid a
 # dozen replays) is estimated on a click, not on every slider move: it may take this long.
@@ -40,23 +41,6 @@ WATCH_S = 0.5
 START_RETRY_S = 5.0
 REFUSAL_KEEP_S = 300.0  # a time limit's refusal is answered from the cache this long
 TAB_GRACE_S = 15.0  # a tab disconnected this long counts as closed (experiments/jobs/worker.py has the same)
-
-
-class EstimateTooLong(RuntimeError):
-    def __init__(self, seconds: float):
-        super().__init__(
-            f"this configuration would take more than {seconds:g} s to estimate (the server's limit for one "
-            "estimate); reduce layers, steps or accum, or run it to measure it"
-        )
-        self.seconds = seconds
-
-
-class EngineRefusal(RuntimeError):
-    """The estimator's own answer that it cannot estimate this configuration (its message, from the process)."""
-
-
-class EstimateCancelled(RuntimeError):
-    pass
 
 
 def _frozen(data):
@@ -305,12 +289,16 @@ class EstimatePool:
             req["future"].set_result(value)
 
     def _take(self) -> str | None:
+        running = {self._requests[s.running]["owner"] for s in self._slots if s.running in self._requests}
         for rid in policy.fair_order(self._pending, self._requests, self._served):
-            self._pending.remove(rid)
             req = self._requests[rid]
             if not self._alive(req["owner"]):
+                self._pending.remove(rid)
                 self._forget(rid, EstimateCancelled("the page that asked for this estimate was closed"))
                 continue
+            if not policy.may_start(req["owner"], running, self._served, time.monotonic()):
+                continue  # waits for its session's running estimate (policy.may_start)
+            self._pending.remove(rid)
             if req["owner"]:
                 self._served[req["owner"]] = time.monotonic()
             return rid
@@ -394,7 +382,8 @@ def shared_pool(owner_alive: Callable[[str], bool] | None = None) -> EstimatePoo
     global _shared
     with _shared_lock:
         if _shared is None:
-            _shared = EstimatePool(0 if os.environ.get("GPU_MEMORY_LAB_INLINE") == "1" else PROCESSES)
+            inline = os.environ.get("GPU_MEMORY_LAB_INLINE") == "1"
+            _shared = EstimatePool(0 if inline else load_limits().estimate_processes)
         if owner_alive is not None:
             _shared.owner_alive = owner_alive
         return _shared

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+CLASS_WINDOW_S = 60.0  # another session served this recently: the server is a class's, not one learner's
+
 
 def fair_order(pending: list[str], jobs: dict[str, dict], served: dict[str, float]) -> list[str]:
     """`pending` job ids in the order they should run: sessions served least recently first (a job without a session,
@@ -39,6 +41,16 @@ def next_job(lane: int, idle: list[bool], candidates: Iterable[tuple[str, int]])
             return job_id, list(range(1, need))
         return None  # keep this GPU free for the multi-GPU job at the head of the queue
     return None
+
+
+def may_start(owner: str | None, running: set, served: dict[str, float], now: float) -> bool:
+    """Whether a session's estimate may start in a free estimate process. In a class a session runs one estimate at a
+    time: one tab's expensive link (a 64-layer replay of 20 s) held both processes, and every other learner's
+    estimate waited for it. A learner alone (no other session served within CLASS_WINDOW_S) uses every process: a
+    page that asks for seven estimates at once gets them two at a time. `running`: the sessions running one now."""
+    if owner is None or owner not in running:
+        return True
+    return not any(other != owner and now - when < CLASS_WINDOW_S for other, when in served.items())
 
 
 class Presence:

@@ -138,3 +138,52 @@ def test_a_search_reports_its_progress_to_the_page_that_waits(pool):
     assert len(res["methods"]) == 8
     assert seen and {p for _, p in seen} == {8} and [d for d, _ in seen] == sorted({d for d, _ in seen})
     assert all(1 <= d <= 8 for d, _ in seen)
+
+
+def test_in_a_class_one_tabs_expensive_estimates_hold_one_process_not_both(pool):
+    """One tab's two expensive estimates (a slider moved twice over a 64-layer model) held both processes, and every
+    other learner's estimate waited up to 20 s. In a class a session runs one at a time; its second waits for its
+    first, and another session's estimate takes the other process at once."""
+    pool.request(("warm B",), "math:factorial", (2,), owner="B").result(timeout=60)  # B is in the class
+    first = pool.request(("A1",), "time:sleep", (4,), owner="A")
+    second = pool.request(("A2",), "time:sleep", (4,), owner="A")
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    assert pool.request(("B",), "math:factorial", (4,), owner="B").result(timeout=60) == 24
+    assert time.monotonic() - t0 < 1.0  # not behind A's second sleep
+    assert not second.done() and first.result(timeout=30) is None and second.result(timeout=30) is None
+
+
+def test_a_learner_alone_uses_both_processes():
+    from experiments.jobs.policy import CLASS_WINDOW_S, may_start
+
+    now = 1000.0
+    assert may_start("A", set(), {}, now)  # nothing of A's runs
+    assert may_start("A", {"A"}, {"A": now - 1}, now)  # alone: a second process for the same tab
+    assert not may_start("A", {"A"}, {"A": now - 1, "B": now - 5}, now)  # B was served 5 s ago: a class
+    assert may_start("A", {"A"}, {"A": now - 1, "B": now - CLASS_WINDOW_S - 1}, now)  # B left a while ago
+    assert may_start(None, {None}, {"B": now}, now)  # the command line's own estimates are not a session's
+
+
+def test_the_servers_pool_has_as_many_processes_as_the_operator_gives_it(tmp_path, monkeypatch):
+    import json
+
+    from experiments.core.limits import ENV, LimitsError, load
+
+    path = tmp_path / "limits.json"
+    monkeypatch.setenv(ENV, str(path))
+    monkeypatch.delenv("GPU_MEMORY_LAB_INLINE", raising=False)
+    monkeypatch.setattr(estimates, "_shared", None)
+    path.write_text(json.dumps({"estimate_processes": 3}))
+    pool = estimates.shared_pool()
+    try:
+        assert len(pool._slots) == 3
+    finally:
+        pool.close()
+        monkeypatch.setattr(estimates, "_shared", None)
+    for bad in (0, 1.5, True):
+        path.write_text(json.dumps({"estimate_processes": bad}))
+        with pytest.raises(LimitsError, match="estimate_processes must be a positive whole number"):
+            load()
+    monkeypatch.delenv(ENV)
+    assert load().estimate_processes == 2  # without a file: two
