@@ -313,3 +313,40 @@ def test_no_page_over_60_lines():
     assert pages, "no pages found under app/views/"
     big = {p.name: _lines(p) for p in pages if _lines(p) > MAX_PAGE_LINES}
     assert not big, f"pages over {MAX_PAGE_LINES} lines: {big}"
+
+
+# ---------------------------------------------------------------------------------------------- (e) one job panel
+
+JOB_WIRING = ("start", "poll", "submit", "settle")  # app/ui/jobs.py's internals: pages use panel / run_button / outcome
+
+
+def _job_wiring_calls(tree: ast.AST) -> list[str]:
+    return [
+        f"jobs.{node.func.attr} (line {node.lineno})"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "jobs"
+        and node.func.attr in JOB_WIRING
+    ]
+
+
+def test_pages_run_their_jobs_through_the_one_job_panel():
+    """Submit, poll and show are wired once (app/ui/jobs.py: panel, or run_button and outcome where a page's button
+    and result sit apart); 15 pages wired them by hand, each a little differently. app/main.py settles every page's
+    group after drawing it."""
+    allowed = {"app.ui.jobs", "app.main"}
+    bad = {
+        m: calls
+        for m, p in _modules().items()
+        if _top(m) == "app" and m not in allowed
+        for calls in [_job_wiring_calls(ast.parse(p.read_text(encoding="utf-8")))]
+        if calls
+    }
+    assert not bad, f"modules that wire worker jobs by hand: {bad}"
+
+
+def test_the_job_wiring_rule_finds_a_hand_wired_page():
+    page = "from app.ui import jobs\n\ndef run():\n    jobs.start('ns', [])\n    jobs.poll('ns')\n"
+    assert _job_wiring_calls(ast.parse(page)) == ["jobs.start (line 4)", "jobs.poll (line 5)"]

@@ -88,12 +88,8 @@ def plan(meta: dict, strategies: list) -> None:
             # projector's width (1024 px).
             st.markdown("\n".join(lines))
         valid = [(sid, title, cfg) for sid, title, cfg, err in strategies if cfg is not None]
-        if st.button(
-            t("compare.run"), key="compare.run", type="primary", disabled=not valid or jobs.pending(NS), width="stretch"
-        ):
-            jobs.start(
-                NS, [{"label": title, "kind": "run", "params": cfg.to_dict(), "sid": sid} for sid, title, cfg in valid]
-            )
+        specs = [{"label": title, "kind": "run", "params": cfg.to_dict(), "sid": sid} for sid, title, cfg in valid]
+        jobs.run_button(NS, t("compare.run"), specs, disabled=not valid, key="compare.run")
 
 
 def recorded_and_live(meta: dict, valid: list) -> None:
@@ -111,10 +107,8 @@ def recorded_and_live(meta: dict, valid: list) -> None:
         ) as open_:
             if open_:
                 show_comparison(recorded, meta, key="compare.recorded", recorded=True)
-    jobs.poll(NS)
-    done = jobs.finished(NS)
+    done = jobs.outcome(NS)
     if done:
-        jobs.explain_cached(done)
         ok = results.successful(done)
         sids = {spec["label"]: spec.get("sid") for spec in done["specs"]}
         if ok:

@@ -65,12 +65,23 @@ def panel(ns: str, label: str, specs, *, tag=None, disabled=False, primary=True,
     label, kind, params), the progress shows in this page run, and the last finished group comes back (None before
     one), with a word where the worker's cache answered unless `explain` is off (the caller draws it elsewhere).
     `specs` may be a function, called at the click, that returns (specs, tag) or None where it refuses (an exercise
-    checks the learner's answers first, and says what to fix where the button is)."""
+    checks the learner's answers first, and says what to fix where the button is). A page whose button and result
+    sit apart calls the two halves, `run_button` and `outcome`, where each belongs."""
+    run_button(ns, label, specs, tag=tag, disabled=disabled, primary=primary, key=key)
+    return outcome(ns, explain=explain)
+
+
+def run_button(ns: str, label: str, specs, *, tag=None, disabled=False, primary=True, key: str | None = None) -> None:
+    """The Run button of `panel`: disabled while the page's group runs; a click submits the group."""
     kind = "primary" if primary else "secondary"
     if st.button(label, key=key or f"{ns}.run", type=kind, disabled=disabled or pending(ns), width="stretch"):
         group = specs() if callable(specs) else (specs, tag)
         if group is not None:
             start(ns, group[0], tag=group[1])
+
+
+def outcome(ns: str, explain: bool = True) -> dict | None:
+    """The progress and the result of `panel`: the group's progress while it runs, then its last finished group."""
     poll(ns)
     done = finished(ns)
     if done and explain:
