@@ -9,8 +9,8 @@ launch-bound runs to multi-GiB ones (on CPU kept to what two cores finish in sec
 
 On CUDA every row also holds the reserved figure: the run's largest `memory_reserved()` at a phase's end (the default
 allocator's reserved only grows) less the baseline's allocated bytes, as its peak is `max_memory_allocated()` less
-them, against the reserved figure of the estimate a GPU server shows (`replay_device`, with the scratch memory its
-worker measured). `--resume` continues a grid its --out file holds (the draws are replayed, not run, up to its last).
+them, against the reserved figure of the estimate a GPU server shows (`replay` with the scratch memory its worker
+measured, experiments/jobs/estimates.py; `replay_device`'s figure beside it). `--resume` continues a grid its --out file holds (the draws are replayed, not run, up to its last).
 """
 
 from __future__ import annotations
@@ -133,7 +133,10 @@ def main() -> None:
             cfg = draw(rng, args.device)
         except ConfigError:
             continue
-        methods = METHODS + (("replay_device",) if args.device == "cuda" else ())
+        # replay_device hands bitsandbytes' kernels a FakeTensor's data pointer: on an H100 (bitsandbytes 0.50.2) an
+        # illegal memory access that ended the process's CUDA context, so those configurations skip it.
+        device_replay = args.device == "cuda" and cfg.optimizer not in BNB_OPTIMIZERS
+        methods = METHODS + (("replay_device",) if device_replay else ())
         ests, transients = {}, None
         if args.device == "cuda":
             # The app's estimate on a GPU server includes the scratch memory its worker has measured.
@@ -172,7 +175,9 @@ def main() -> None:
                 "phase": est["peak_phase"],
                 "error_pct": (est["peak_bytes"] - measured) / measured * 100,
             }
-        row["reserved"] = reserved_row(result, ests.get("replay_device"))
+        row["reserved"] = reserved_row(result, ests.get("replay"))  # the app's estimate on a GPU server
+        if row["reserved"] and ests.get("replay_device"):
+            row["reserved"]["replay_device_bytes"] = ests["replay_device"]["reserved_bytes"]
         rows.append(row)
         if args.out:  # after every row, so a run stopped at its time limit still leaves its rows
             Path(args.out).write_text(json.dumps({"rows": rows}, indent=1))
