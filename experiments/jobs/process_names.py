@@ -1,6 +1,7 @@
 """Names the lab's processes as `ps`, `top` and /proc/PID/comm show them (Linux; at most 15 bytes), so that an operator
 and the load test tell the run worker (gml-worker, one per GPU: gml-worker-1, ...) from the estimate processes
-(gml-estimate) and the data-parallel launcher (gml-launcher), all of which are `python` otherwise."""
+(gml-estimate), a lane's spare worker while it waits (gml-spare) and the data-parallel launcher (gml-launcher), all of
+which are `python` otherwise."""
 
 from __future__ import annotations
 

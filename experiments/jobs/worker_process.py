@@ -122,7 +122,8 @@ def worker_main(
     global _shared_device
     from .process_names import name_process
 
-    name_process("gml-worker" + (f"-{device_index}" if device_index else ""))
+    worker_name = "gml-worker" + (f"-{device_index}" if device_index else "")
+    name_process("gml-spare" + worker_name[10:] if standby else worker_name)  # ps tells a spare from the worker
     if parent_pid is not None:
         threading.Thread(target=_exit_with_parent, args=(parent_pid,), name="gml-parent-watch", daemon=True).start()
     if standby:
@@ -131,6 +132,7 @@ def worker_main(
     if start is None:
         return
     _, carried = start
+    name_process(worker_name)
     import torch
 
     from .kinds import execute

@@ -24,6 +24,11 @@ def _until(check, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _comm(pid: int) -> str:
+    with open(f"/proc/{pid}/comm") as f:
+        return f.read().strip()
+
+
 def _done(client, ticket, timeout=180):
     _until(lambda: client.status(ticket)["state"] not in ("queued", "running"), timeout, "the job to end")
     return client.status(ticket)
@@ -38,8 +43,9 @@ def test_the_spare_takes_over_a_killed_workers_lane_with_its_rates():
     assert client.device_info()["type"] == "cpu"
     lane = client._lanes[0]
     spare = _spare(lane)
-    # The spare waits without a device: it has reported nothing, and it is not the lane's worker.
+    # The spare waits without a device: it has reported nothing, and it is not the lane's worker (nor named as it).
     assert spare.proc.pid != lane.proc.pid and spare.inbox.empty()
+    assert _until(lambda: _comm(spare.proc.pid) == "gml-spare", 30, "its name") and _comm(lane.proc.pid) == "gml-worker"
     with client.lock:  # as if the first worker had measured the device's rates
         lane.device = dict(lane.device, rates={"op_us": 12.5})
 
@@ -51,6 +57,7 @@ def test_the_spare_takes_over_a_killed_workers_lane_with_its_rates():
     done = _done(client, client.submit("leak", TINY))
     assert done["state"] == "done" and done["result"]["growth_bytes_per_step"] == 0
     assert lane.proc.pid == spare.proc.pid  # the spare ran it, not a fresh process
+    assert _comm(lane.proc.pid) == "gml-worker"  # named as the worker now (the load test kills it by that name)
     # Its device report carries the predecessor's rates instead of measuring them again.
     _until(lambda: lane.device.get("rates") == {"op_us": 12.5} and lane.device.get("type") == "cpu", 30, "a report")
     # And a new spare is made ready for the next death, once the lane is idle.
