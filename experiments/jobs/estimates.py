@@ -31,6 +31,7 @@ from ..core.limits import load as load_limits
 from . import policy
 from .estimate_errors import EngineRefusal, EstimateCancelled, EstimateTooLong
 from .estimate_process import call, estimator_main
+from .process_exit import stop_at_exit
 
 MAX_SECONDS = 20.0  # an estimate that takes longer is refused: a page waits for none longer than this
 # A model of one's own at full size (an 8B-parameter transformer: tens of seconds of replay; its levers x batch grid a
@@ -58,6 +59,7 @@ class _Slot:
         self.index, self.proc, self.requests, self.replies = index, None, None, None
         self.running: str | None = None
         self.ready = threading.Event()
+        stop_at_exit(self)
 
     def start(self) -> None:
         ctx = mp.get_context("spawn")

@@ -100,3 +100,49 @@ def test_a_spare_that_dies_waiting_is_not_started_again_and_again(caplog):
     time.sleep(1.5)  # the dispatcher tends the lane every half second: it starts no other
     assert lane.standby is None
     assert _done(client, client.submit("leak", TINY))["state"] == "done"  # the worker itself serves on
+
+
+SERVER_EXITS = """
+import sys, time
+from multiprocessing import util
+from experiments.jobs.worker import WorkerClient
+from experiments.jobs import estimates
+if __name__ == "__main__":
+    client = WorkerClient(inline=False, rates=False, spare=True)
+    client.device_info()
+    pool = estimates.EstimatePool(processes=1)
+    pool.warm(120)
+    lane = client._lanes[0]
+    deadline = time.time() + 60
+    while lane.standby is None and time.time() < deadline:
+        time.sleep(0.05)
+    children = [lane.proc, lane.standby.proc, pool._slots[0].proc]
+    # Runs where multiprocessing unlinks its queues' semaphores (a finalizer of priority 0, at exit)
+    util.Finalize(None, lambda: print("alive when the semaphores go:", [c.is_alive() for c in children], flush=True),
+                  exitpriority=0)
+    sys.exit(0)
+"""
+
+
+def test_a_stopping_server_stops_its_children_before_their_queues_semaphores_go(tmp_path):
+    """At exit multiprocessing unlinks its queues' semaphores before it stops its daemonic children; a child still
+    starting then (a spare spawned a moment before Ctrl-C) cannot rebuild its queue and prints a FileNotFoundError
+    traceback in the operator's terminal. The lab stops its worker, spare and estimate processes first
+    (experiments/jobs/process_exit.py)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "server.py"
+    script.write_text(SERVER_EXITS)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=dict(os.environ, PYTHONPATH=root),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "alive when the semaphores go: [False, False, False]" in done.stdout, (done.stdout, done.stderr[-2000:])
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
