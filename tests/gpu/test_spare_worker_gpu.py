@@ -15,6 +15,7 @@ import time
 import pytest
 import torch
 
+from tests.engine.test_spare_worker import _until
 from tests.gpu.gpu_lock import one_gpu_user  # noqa: F401 - the fixture the marks use
 
 pytestmark = [
@@ -43,18 +44,8 @@ def _used_mib() -> int:
     return int(out.split()[0])
 
 
-def _until(check, timeout: float):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("timed out")
-
-
 def _done(client, ticket) -> dict:
-    _until(lambda: client.status(ticket, result=False)["state"] not in ("queued", "running"), 300)
+    _until(lambda: client.status(ticket, result=False)["state"] not in ("queued", "running"), 300, "the job to end")
     return client.status(ticket)
 
 
@@ -67,7 +58,7 @@ def test_the_spare_holds_no_cuda_context_and_takes_the_gpu_when_the_worker_dies(
     first = _done(client, client.submit("run", RUN))
     used = _used_mib()  # before the spare could have made a context (its imports take seconds)
     assert first["state"] == "done", first["error"]
-    spare = _until(lambda: lane.standby if lane.standby and lane.standby.proc.is_alive() else None, 300)
+    spare = _until(lambda: lane.standby if lane.standby and lane.standby.proc.is_alive() else None, 300, "a spare")
     time.sleep(15)  # its imports and its CPU run made
     holders = _gpu_pids()
     listed = lane.proc.pid in holders  # the driver lists this namespace's pids (not in every container)
@@ -77,7 +68,7 @@ def test_the_spare_holds_no_cuda_context_and_takes_the_gpu_when_the_worker_dies(
     assert _used_mib() - used < 64, (used, _used_mib())
 
     os.kill(lane.proc.pid, signal.SIGKILL)
-    _until(lambda: lane.proc.pid == spare.proc.pid, 30)
+    _until(lambda: lane.proc.pid == spare.proc.pid, 30, "the spare to take over")
     again = _done(client, client.submit("run", dict(RUN, seed=1)))
     assert again["state"] == "done", again["error"]
     if listed:

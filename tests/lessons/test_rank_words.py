@@ -8,7 +8,8 @@ import pytest
 from course.rank_words import PER_RANK, findings
 from course.sentences import sentences
 from experiments.core.recorded import load_recorded
-from tests.lessons.test_direction_words import LESSONS, lesson_facts, texts
+from tests.lessons.test_direction_words import LESSONS, texts
+from tests.lessons.test_direction_words import findings as lesson_findings
 
 
 def _ranked(spec: dict) -> bool:
@@ -17,12 +18,8 @@ def _ranked(spec: dict) -> bool:
 
 
 def _all(lang: str, edit=lambda t: t) -> list[str]:
-    return [
-        f
-        for lesson in LESSONS
-        for text in texts(lesson, lang)
-        for f in findings(edit(text), lesson_facts(lesson), lang, _ranked)
-    ]
+    check = lambda text, facts, lang: findings(edit(text), facts, lang, _ranked)  # noqa: E731
+    return [f for lesson in LESSONS for f in lesson_findings(check, lesson, lang)]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
