@@ -19,7 +19,7 @@ STAGES = (("ddp", "ddp"), ("z1", "zero1"), ("z2", "zero2"), ("z3", "zero3"))
 
 def _choice(field: str, options, default, label: str, widget, **kw):
     k = f"{NS}_{field}"
-    urlstate.init(k, default, lambda raw: type(default)(raw) if type(default)(raw) in options else default)
+    urlstate.init(k, default, lambda raw: urlstate.one_of(options)(type(default)(raw)))
     if "labels" in kw:  # resolved now, in this run's language (a format_func calling t() later would not be)
         kw["format_func"] = kw.pop("labels").__getitem__
         widget_state.labelled(k)

@@ -19,6 +19,7 @@ from course.cards import CARDS, RESERVED_MARGIN, overhead
 from course.units import GIB, fmt_bytes
 
 NS = "ym"
+CAPACITY_GIB = (0.01, 100000.0)  # a card of the learner's own: its memory, from a hundredth of a GiB
 
 
 def page(lesson_id: str, data=om):
@@ -150,15 +151,15 @@ def _card(meta: dict) -> tuple[str, int, dict, str | None]:
     ids = [c["id"] for c in CARDS] + ["other"]
     names = {c["id"]: c["name"][lang()] for c in CARDS} | {"other": t("ym.card.other")}
     k = widget_state.labelled(f"{NS}_card")
-    urlstate.init(k, "h200-141gb", lambda raw: raw if raw in ids else int("x"))
+    urlstate.init(k, "h200-141gb", urlstate.one_of(ids))
     chosen = st.selectbox(t("ym.card"), ids, format_func=names.__getitem__, key=k, persist_state="session")
     urlstate.sync(k, chosen, "h200-141gb")
     if chosen != "other":
         card = next(c for c in CARDS if c["id"] == chosen)
         return names[chosen], card["total_bytes"], overhead(card["arch"]), chosen
     k = f"{NS}_capacity"
-    urlstate.init(k, float(meta["capacity_gib"]), float)
-    gib = st.number_input(t("ym.capacity"), 0.01, 100000.0, key=k, persist_state="session")
+    urlstate.init(k, float(meta["capacity_gib"]), urlstate.number_in(*CAPACITY_GIB))
+    gib = st.number_input(t("ym.capacity"), *CAPACITY_GIB, key=k, persist_state="session")
     urlstate.sync(k, gib, float(meta["capacity_gib"]))
     return t("ym.card.other").rstrip("…."), int(gib * GIB), overhead(None), None
 

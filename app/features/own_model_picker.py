@@ -26,15 +26,6 @@ def key(field: str) -> str:
     return widget_state.key(NS, field)
 
 
-def _one_of(options):
-    def parse(raw):
-        if raw not in options:
-            raise ValueError(f"not one of {', '.join(map(str, options))}")
-        return raw
-
-    return parse
-
-
 def _new_model() -> None:
     """Another model: its levers and structure open at its own defaults, in the widgets and in the URL."""
     for field in (*LEVERS, *(f"o_{o}" for o in OVERRIDES)):
@@ -46,7 +37,7 @@ def _choice(field: str, options, labels: dict, default, container, radio: bool =
     k = key(field)
     if k in st.session_state and st.session_state[k] not in options:
         del st.session_state[k]  # a value another lever ruled out (an implementation of a bitsandbytes optimizer)
-    urlstate.init(k, default, _one_of(options))
+    urlstate.init(k, default, urlstate.one_of(options))
     widget_state.labelled(k)
     draw = container.radio if radio else container.selectbox
     extra = {"horizontal": True} if radio else {}
@@ -73,7 +64,7 @@ def _text(field: str, label: str, default: str) -> str:
 
 def _number(field: str, label: str, lo: int, hi: int, default: int, container) -> int:
     k = key(field)
-    urlstate.init(k, default, lambda raw: min(hi, max(lo, int(raw))) if str(raw).isdigit() else int("x"))
+    urlstate.init(k, default, urlstate.number_in(lo, hi, whole=True))
     value = container.number_input(label, lo, hi, key=k, persist_state="session")
     urlstate.sync(k, value, default)
     return int(value)

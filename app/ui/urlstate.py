@@ -33,6 +33,30 @@ def init(key: str, default, parse) -> None:
     st.session_state[key] = value
 
 
+def one_of(options):
+    """A parser for `init`: the raw value if it is one of `options`, else refused (and said on the page)."""
+
+    def parse(raw):
+        if raw not in options:
+            raise ValueError(f"not one of {', '.join(map(str, options))}")
+        return raw
+
+    return parse
+
+
+def number_in(lo: float, hi: float, whole: bool = False):
+    """A parser for `init`: a number from lo to hi (a whole one if `whole`), else refused: never clamped or replaced
+    without a word (a link's 10^9 became the widget's largest value, silently)."""
+
+    def parse(raw):
+        value = float(raw)
+        if not lo <= value <= hi or (whole and value != int(value)):
+            raise ValueError(f"not a {'whole ' if whole else ''}number from {lo:g} to {hi:g}")
+        return int(value) if whole else value
+
+    return parse
+
+
 def sync(key: str, value, default) -> None:
     """After a widget is drawn: only values that differ from the page default go into the URL."""
     if value == default:

@@ -16,7 +16,7 @@ with right:
             titles = {tid: content.localized(x.get("title"), lang(), tid) for tid, x in techniques.items()}
             short = {tid: content.localized(x.get("short"), lang(), titles[tid]) for tid, x in techniques.items()}
             first = next(iter(techniques))
-            urlstate.init("optimization_technique", first, lambda raw: raw if raw in techniques else first)
+            urlstate.init("optimization_technique", first, urlstate.one_of(techniques))
             chosen = st.selectbox(
                 t("opt.pick"),
                 list(techniques),
