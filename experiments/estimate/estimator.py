@@ -104,6 +104,10 @@ def estimate(
     """
     if method not in METHODS:
         raise ValueError(f"method: got {method!r}; allowed: {', '.join(METHODS)}")
+    if method == "replay_device" and device_type == "cuda" and cfg.optimizer in BNB_OPTIMIZERS:
+        # bitsandbytes' CUDA kernels read their tensors' memory: a fake tensor's pointer made an illegal memory access
+        # on an H100 and lost the process's CUDA context (docs/engine.md, the 2026-12-07 re-check).
+        raise ValueError(f"method: replay_device cannot replay bitsandbytes' {cfg.optimizer}; use replay")
     t0 = time.perf_counter()
     check_device(cfg, device_type)
     check_installed(cfg)

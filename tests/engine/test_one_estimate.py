@@ -84,3 +84,18 @@ def test_the_command_line_gives_the_cuda_estimate_without_a_gpu_and_says_why_res
     ).stdout
     assert "cuda estimate" in text and f"peak {fmt_bytes(want['peak_bytes'])} in {want['peak_phase']}" in text
     assert ("reserved (the caching allocator" in text) == (r["reserved_bytes"] is not None)
+
+
+def test_a_device_replay_of_a_bitsandbytes_optimizer_is_refused_before_it_runs():
+    """bitsandbytes' CUDA kernels read their tensors' memory: handed a fake tensor on the device, one made an illegal
+    memory access on an H100 and the process lost its CUDA context. Refused by name; the CPU replay still estimates."""
+    import pytest
+
+    from experiments.core.config import ExperimentConfig
+    from experiments.estimate.estimator import estimate
+
+    cfg = ExperimentConfig(
+        device="cpu", layers=2, width=64, batch=8, optimizer="paged_adamw8bit", optimizer_impl="default"
+    )
+    with pytest.raises(ValueError, match="replay_device cannot replay bitsandbytes' paged_adamw8bit; use replay"):
+        estimate(cfg, device_type="cuda", method="replay_device")
