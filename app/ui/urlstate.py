@@ -38,7 +38,10 @@ def one_of(options):
 
     def parse(raw):
         if raw not in options:
-            raise ValueError(f"not one of {', '.join(map(str, options))}")
+            shown = [str(o) for o in options]
+            raise ValueError(
+                f"not one of {', '.join(shown[:8])}" + (f" and {len(shown) - 8} more" if len(shown) > 8 else "")
+            )
         return raw
 
     return parse
