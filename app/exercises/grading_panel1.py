@@ -30,12 +30,6 @@ def _parse_mib(raw, s: ex1.Settings):
     return value
 
 
-def _parse_phase(raw):
-    if raw not in PHASES:
-        raise ValueError(raw)
-    return raw
-
-
 def _config_widgets(s: ex1.Settings, base: dict) -> dict:
     values = {}
     cols = [col for _ in range(0, len(s.fields), 2) for col in st.columns(2)]
@@ -83,7 +77,7 @@ def _prediction_widgets(s: ex1.Settings) -> dict:
             on_change="ignore",
         )
     k = _key("p_phase")
-    urlstate.init(k, None, _parse_phase)
+    urlstate.init(k, None, urlstate.one_of(PHASES))
     labels = {p: t("phase." + p) for p in PHASES}
     preds["phase"] = st.selectbox(
         t("ex1.predict_phase"),

@@ -31,19 +31,6 @@ def _parse_scenarios(raw, known) -> list[str]:
     return values
 
 
-def _parse_int(raw, lo: int, hi: int) -> int:
-    value = int(raw)
-    if not lo <= value <= hi:
-        raise ValueError(raw)
-    return value
-
-
-def _parse_choice(value, allowed):
-    if value not in allowed:
-        raise ValueError(value)
-    return value
-
-
 def _title(entry: dict) -> str:
     return content.localized(entry.get("title"), lang(), t("leak." + entry["id"], default=entry["id"]))
 
@@ -59,10 +46,10 @@ def render(lesson_id: str, meta: dict) -> None:
         defaults = {"scenarios": list(known)[:3], "steps": 10, "device": "auto", "batch": 64, "width": 512}
         parsers = {
             "scenarios": lambda raw: _parse_scenarios(raw, known),
-            "steps": lambda raw: _parse_int(raw, *STEPS),
-            "device": lambda raw: _parse_choice(raw, devices),
-            "batch": lambda raw: _parse_choice(int(raw), BATCHES),
-            "width": lambda raw: _parse_choice(int(raw), WIDTHS),
+            "steps": urlstate.number_in(*STEPS, whole=True),
+            "device": urlstate.one_of(list(devices)),
+            "batch": lambda raw: urlstate.one_of(BATCHES)(int(raw)),
+            "width": lambda raw: urlstate.one_of(WIDTHS)(int(raw)),
         }
         for name, default in defaults.items():
             urlstate.init(f"{ns}_{name}", default, parsers[name])

@@ -17,6 +17,9 @@ CASES = [
     ("yourmodel", {"ym_card": "other", "ym_capacity": "-5"}, "ym_capacity"),
     ("yourmodel", {"ym_card": "other", "ym_capacity": "nan"}, "ym_capacity"),
     ("yourmodel", {"ym_card": "rtx-9090"}, "ym_card"),
+    ("leaks", {"leaks_leak_steps": "500"}, "leaks_leak_steps"),
+    ("leaks", {"leaks_leak_batch": "100"}, "leaks_leak_batch"),
+    ("exercise1", {"ex1g_p_phase": "lunch"}, "ex1g_p_phase"),
 ]
 
 
