@@ -29,8 +29,18 @@ def init(key: str, default, parse) -> None:
             shown = ", ".join(raw)[:80]
             code = getattr(exc, "code", None)  # a ConfigError: worded in the learner's language by its rule
             why = (code and t("config.err." + code, default="", **exc.params)) or getattr(exc, "message", str(exc))
+            if isinstance(exc, Unusable):
+                why = t(exc.why_key, **exc.params)
             st.warning(t("url.replaced", field=key, value=shown, fallback=default, why=why[:200]))
     st.session_state[key] = value
+
+
+class Unusable(ValueError):
+    """A link value a parser refuses, with the reason as a sentence key and its values (worded in the page's language)."""
+
+    def __init__(self, key: str, **params):
+        super().__init__(key)
+        self.why_key, self.params = key, params
 
 
 def one_of(options):
@@ -38,10 +48,11 @@ def one_of(options):
 
     def parse(raw):
         if raw not in options:
-            shown = [str(o) for o in options]
-            raise ValueError(
-                f"not one of {', '.join(shown[:8])}" + (f" and {len(shown) - 8} more" if len(shown) > 8 else "")
-            )
+            listed = [str(o) for o in options]
+            shown = ", ".join(listed[:8])
+            if len(listed) > 8:
+                shown = t("url.why.more", shown=shown, n=len(listed) - 8)
+            raise Unusable("url.why.choice", allowed=shown)
         return raw
 
     return parse
@@ -54,7 +65,7 @@ def number_in(lo: float, hi: float, whole: bool = False):
     def parse(raw):
         value = float(raw)
         if not lo <= value <= hi or (whole and value != int(value)):
-            raise ValueError(f"not a {'whole ' if whole else ''}number from {lo:g} to {hi:g}")
+            raise Unusable("url.why.whole" if whole else "url.why.number", lo=f"{lo:g}", hi=f"{hi:g}")
         return int(value) if whole else value
 
     return parse

@@ -37,3 +37,12 @@ def test_a_good_value_of_the_same_link_is_kept():
     assert at.number_input(key="ym_capacity").value == 24.0
     at = open_page("multigpu", query={"multigpu_world_size": "4", "multigpu_strategy": "zero9"})
     assert at.select_slider(key="multigpu_world_size").value == 4
+
+
+def test_the_reason_is_said_in_the_pages_language():
+    at = open_page("optimization", lang="zh", query={"optimization_technique": "turbo"})
+    said = [w.value for w in at.warning if "optimization_technique" in w.value]
+    assert len(said) == 1 and "不在可选值" in said[0] and "not one of" not in said[0], said
+    at = open_page("yourmodel", lang="zh", query={"ym_batch": "0"})
+    said = [w.value for w in at.warning if "ym_batch" in w.value]
+    assert len(said) == 1 and "之间的整数" in said[0], said
