@@ -22,12 +22,6 @@ def _key(fix: str) -> str:
     return f"{NS}_{fix}"
 
 
-def _parse_bool(raw) -> bool:
-    if str(raw).lower() not in ("true", "false", "1", "0"):
-        raise ValueError(raw)
-    return str(raw).lower() in ("true", "1")
-
-
 def render(meta: dict) -> None:
     slot = st.empty()
     try:
@@ -41,7 +35,7 @@ def render(meta: dict) -> None:
         st.markdown(t("ex3.intro", steps=s.steps))
         fixes = []
         for fix in s.fixes:
-            urlstate.init(_key(fix), False, _parse_bool)
+            urlstate.init(_key(fix), False, urlstate.on_off)
             if st.checkbox(t("ex3.fix." + fix), key=_key(fix)):
                 fixes.append(fix)
             urlstate.sync(_key(fix), st.session_state[_key(fix)], False)

@@ -70,15 +70,9 @@ def _number(field: str, label: str, lo: int, hi: int, default: int, container) -
     return int(value)
 
 
-def _bool(raw) -> bool:
-    if str(raw).lower() not in ("true", "false"):
-        raise ValueError("not true or false")
-    return str(raw).lower() == "true"
-
-
 def _toggle(field: str, label: str, default: bool = False) -> bool:
     k = key(field)
-    urlstate.init(k, default, _bool)
+    urlstate.init(k, default, urlstate.on_off)
     value = st.toggle(label, key=k, persist_state="session")
     urlstate.sync(k, value, default)
     return bool(value)

@@ -71,6 +71,14 @@ def number_in(lo: float, hi: float, whole: bool = False):
     return parse
 
 
+def on_off(raw) -> bool:
+    """A parser for `init`: a switch's link value (true or false, as `sync` writes it; 1 or 0), else refused."""
+    word = str(raw).lower()
+    if word not in ("true", "false", "1", "0"):
+        raise Unusable("url.why.choice", allowed="true, false")
+    return word in ("true", "1")
+
+
 def sync(key: str, value, default) -> None:
     """After a widget is drawn: only values that differ from the page default go into the URL."""
     if value == default:

@@ -20,6 +20,8 @@ CASES = [
     ("leaks", {"leaks_leak_steps": "500"}, "leaks_leak_steps"),
     ("leaks", {"leaks_leak_batch": "100"}, "leaks_leak_batch"),
     ("exercise1", {"ex1g_p_phase": "lunch"}, "ex1g_p_phase"),
+    ("exercise3", {"ex3g_zero_grad": "yes"}, "ex3g_zero_grad"),
+    ("yourmodel", {"ym_offload_activations": "maybe"}, "ym_offload_activations"),
 ]
 
 
@@ -37,6 +39,13 @@ def test_a_good_value_of_the_same_link_is_kept():
     assert at.number_input(key="ym_capacity").value == 24.0
     at = open_page("multigpu", query={"multigpu_world_size": "4", "multigpu_strategy": "zero9"})
     assert at.select_slider(key="multigpu_world_size").value == 4
+    # A switch's value as sync writes it ("True") opens switched on, on both pages that keep switches in links.
+    at = open_page("exercise3", query={"ex3g_zero_grad": "True"})
+    assert not [w.value for w in at.warning if "ex3g_zero_grad" in w.value]
+    assert at.checkbox(key="ex3g_zero_grad").value is True
+    at = open_page("yourmodel", query={"ym_offload_activations": "True"})
+    assert not [w.value for w in at.warning if "ym_offload_activations" in w.value]
+    assert at.toggle(key="ym_offload_activations").value is True
 
 
 def test_the_reason_is_said_in_the_pages_language():
