@@ -164,15 +164,15 @@ def verdicts(meta: dict) -> dict[str, bool | None]:
 
 
 def table_rows() -> list[dict]:
-    """The recorded estimates, one row each, for the page's table: model, sequence, levers, peak in GiB and bytes per
-    parameter at the optimizer step's peak."""
+    """The recorded estimates, one row each, for the page's table: model (its preset's id), precision, sequence,
+    levers (their ids: the page words them), peak in GiB and bytes per parameter at the optimizer step's peak."""
     rows = []
     for e in estimates().values():
         c = e["config"]
-        title = presets()[c["model_source"].split(":")[1]]["title"]["en"].split(" ")[0]
         rows.append(
             {
-                "model": f"{title} · {c['precision']}",
+                "model": c["model_source"].split(":")[1],
+                "precision": c["precision"],
                 "seq_len": c["seq_len"],
                 "optimizer_impl": c["optimizer_impl"],
                 "checkpoint": "✓" if c["checkpoint"] != "none" else "",

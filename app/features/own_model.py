@@ -34,13 +34,24 @@ def page(lesson_id: str, data=om):
     return meta, right
 
 
-def recorded(meta: dict, data=om, prefix: str = "ym", label=None) -> None:
-    """The lesson's recorded table (its strings under `prefix`; `label` words a "levers" column) and what to notice,
-    each sentence checked."""
+def model_words() -> dict:
+    """How the recorded table words its id columns: a preset by its short title, a precision by its short name (never
+    a raw id such as amp_bf16). The implementation keeps PyTorch's own word (fused, foreach), which the lesson uses."""
+    titles = {pid: content.localized(p["title"], lang()).split(" ")[0] for pid, p in om.presets().items()}
+    return {
+        "model": lambda pid: titles.get(pid, pid),
+        "precision": lambda p: t(f"ym.precision.{p}"),
+    }
+
+
+def recorded(meta: dict, data=om, prefix: str = "ym", words: dict | None = None) -> None:
+    """The lesson's recorded table (its strings under `prefix`; `words` maps a column to what words its ids) and what
+    to notice, each sentence checked."""
     st.subheader(t(f"{prefix}.recorded"))
     rows = pd.DataFrame(data.table_rows())
-    if label is not None and "levers" in rows.columns:
-        rows["levers"] = rows["levers"].map(label)
+    for column, word in (model_words() if words is None else words).items():
+        if column in rows.columns:
+            rows[column] = rows[column].map(word)
     for column in rows.columns:  # a column's figures with as many decimals as the most precise was rounded to
         decimals = max((len(f"{v:g}".partition(".")[2]) for v in rows[column] if isinstance(v, float)), default=0)
         rows[column] = rows[column].map(lambda v, d=decimals: f"{v:.{d}f}" if isinstance(v, float) else v)

@@ -3,7 +3,7 @@ from course import finetune_lesson
 
 meta, right = own_model.page("finetune", finetune_lesson)
 with right:
-    own_model.recorded(meta, finetune_lesson, prefix="ft", label=finetune_view.setup_label)
+    own_model.recorded(meta, finetune_lesson, prefix="ft", words={"levers": finetune_view.setup_label})
     cfg = own_model.picker(meta)
     if cfg is not None:
         own_model.estimate(cfg)
