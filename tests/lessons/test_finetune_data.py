@@ -133,3 +133,22 @@ def test_a_ratio_recorded_on_another_gpu_is_read_from_that_recording(monkeypatch
     assert fl.verdicts(META)["offload_time"] is True  # the H200's rounds are another file
     with pytest.raises(ValueError, match="recording"):
         fl.rounds_summary({"rounds": "offload_alone", "recording": "../secrets.json"})
+
+
+@pytest.mark.parametrize(
+    "lang,rule", [("en", r"fewer than ([\d,]+) elements"), ("zh", r"元素少于 ([\d,]+) 个")], ids=["en", "zh"]
+)
+def test_the_paged_size_rule_the_lesson_states_is_the_one_the_estimate_and_bitsandbytes_use(lang, rule):
+    """'a tensor of fewer than 100,000 elements keeps its state on the device': the number is bitsandbytes' own rule
+    (Optimizer8bit.get_state_buffer, read from the installed release's source) and the estimate's."""
+    import inspect
+    import re
+
+    from bitsandbytes.optim.optimizer import Optimizer8bit
+
+    from experiments.estimate import bnb_quirks
+
+    text, _ = content.read_text(fl.LESSON, "lesson", lang)
+    (stated,) = {int(n.replace(",", "")) for n in re.findall(rule, " ".join(text.split()))}
+    (library,) = re.findall(r"p\.numel\(\) < ([\d.e]+)", inspect.getsource(Optimizer8bit.get_state_buffer))
+    assert stated == bnb_quirks.PAGED_MIN_NUMEL == float(library)
