@@ -10,7 +10,7 @@ import pytest
 from course import facts
 from course.comparisons import false_comparisons, stated, wrong_comparisons
 from experiments.core.recorded import load_recorded
-from tests.lessons.test_direction_words import LESSONS, lesson_facts, texts
+from tests.lessons.test_direction_words import LESSONS, edited_texts, lesson_facts, texts
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -53,8 +53,7 @@ def test_the_lessons_compare_and_order_facts():
 )
 def test_a_comparison_turned_around_is_caught(lesson, lang, before, after):
     specs = lesson_facts(lesson)
-    edited = [t.replace(before, after) for t in texts(lesson, lang) if before in t]
-    assert edited, before
+    edited = edited_texts(lesson, lang, before, after)
     assert any(wrong_comparisons(t, specs, lang) for t in edited)
 
 

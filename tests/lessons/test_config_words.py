@@ -10,7 +10,7 @@ from course import content, recordings
 from course import finetune_lesson as fl
 from course import own_model as om
 from course.config_words import stated, unbacked
-from tests.lessons.test_direction_words import LESSONS, texts
+from tests.lessons.test_direction_words import LESSONS, edited_texts, texts
 
 # A model preset's Hugging Face configuration, as the prose names its fields.
 HF_FIELDS = {"num_hidden_layers": "layers", "hidden_size": "width", "num_attention_heads": "heads"}
@@ -86,6 +86,5 @@ def test_the_lessons_state_configurations_in_both_languages():
 )
 def test_a_configuration_number_edited_is_caught(lesson, lang, before, after):
     values = recorded_values(lesson)
-    edited = [t.replace(before, after) for t in texts(lesson, lang) if before in t]
-    assert edited, before
+    edited = edited_texts(lesson, lang, before, after)
     assert any(unbacked(t, lang, values) for t in edited)

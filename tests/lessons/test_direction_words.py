@@ -50,6 +50,13 @@ def texts(lesson: str, lang: str) -> list[str]:
     return out
 
 
+def edited_texts(lesson: str, lang: str, before: str, after: str) -> list[str]:
+    """The lesson's texts that hold `before`, each with it edited into `after` (a deliberate break of the prose)."""
+    edited = [t.replace(before, after) for t in texts(lesson, lang) if before in t]
+    assert edited, f"{lesson} ({lang}) no longer says {before!r}"
+    return edited
+
+
 def findings(check, lesson: str, lang: str) -> list[str]:
     """What `check(text, facts, lang)` finds in every text of the lesson in one language."""
     facts = lesson_facts(lesson)

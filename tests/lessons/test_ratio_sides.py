@@ -8,7 +8,7 @@ import pytest
 
 from course import content
 from course.ratio_sides import misnamed, named, sides
-from tests.lessons.test_direction_words import LESSONS, lesson_facts, texts
+from tests.lessons.test_direction_words import LESSONS, edited_texts, lesson_facts, texts
 
 # Lessons whose prose compares setups by name: each names its setups (meta.json "setups").
 COMPARING = ("compare", "exercise2", "finetune", "multigpu", "optimization", "yourmodel")
@@ -68,8 +68,7 @@ def test_every_named_comparison_has_both_sides_in_the_lessons_setups(lesson):
     ],
 )
 def test_a_comparison_edited_to_another_setup_or_turned_around_is_caught(lesson, lang, before, after):
-    edited = [t.replace(before, after) for t in texts(lesson, lang) if before in t]
-    assert edited, before
+    edited = edited_texts(lesson, lang, before, after)
     assert any(misnamed(t, lesson_facts(lesson), setups(lesson), lang) for t in edited)
 
 
