@@ -52,6 +52,8 @@ def recorded(meta: dict, data=om, prefix: str = "ym", words: dict | None = None)
     for column, word in (model_words() if words is None else words).items():
         if column in rows.columns:
             rows[column] = rows[column].map(word)
+    if {"model", "precision"} <= set(rows.columns):  # one column: a seventh does not fit a 1024 px half page
+        rows["model"] = rows["model"] + " · " + rows.pop("precision")
     for column in rows.columns:  # a column's figures with as many decimals as the most precise was rounded to
         decimals = max((len(f"{v:g}".partition(".")[2]) for v in rows[column] if isinstance(v, float)), default=0)
         rows[column] = rows[column].map(lambda v, d=decimals: f"{v:.{d}f}" if isinstance(v, float) else v)
