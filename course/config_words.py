@@ -2,8 +2,9 @@
 in both languages. Torch-free.
 
 Such a number is not a measurement (course/facts.py quotes those) but a claim about which configuration was measured:
-each must be a value that field has in one of the lesson's recorded configurations, so that "batch 32" edited into
-"batch 64" (or only the Chinese "20 层" into "24 层") fails against the recordings. tests/lessons/test_config_words.py
+each must be a value that field has in one of the course's recorded configurations (a lesson quotes another's), its
+presets or its quoted estimates, so that "batch 32" edited into "batch 24" (or only the Chinese "20 层" into "24 层")
+fails against the recordings. tests/lessons/test_config_words.py
 holds every lesson's prose to it."""
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def stated(text: str, lang: str) -> list[tuple[str, int, str]]:
 
 
 def unbacked(text: str, lang: str, values: dict[str, set[int]]) -> list[str]:
-    """Each configuration number of `text` that no recorded configuration of the lesson has for that field."""
+    """Each configuration number of `text` that no recorded configuration has for that field (`values`)."""
     return [
         f"{words!r}: {field} {value} is in no recorded configuration (has {sorted(values.get(field, ()))[:12]})"
         for field, value, words in stated(text, lang)
