@@ -5,7 +5,7 @@ over amp_bf16). The clause that quotes it may name either setup, or neither, nev
 fp32" edited from "as long as AMP" names a setup the figure is not about. For a ratio, a clause that names both names
 its numerator first ("AMP took {{t}}× as long as TF32", the two swapped, fails). A lesson's meta.json lists how its
 prose names each setup ("setups": {"amp_bf16": {"en": ["AMP"], "zh": ["AMP", "混合精度"]}}); a fact's two sides are
-its "sides", else its strategy and versus, its estimate (or H200 run) and versus, or its run and baseline.
+its strategy and versus, its estimate (or H200 run) and versus, or its run and baseline.
 tests/lessons/test_ratio_sides.py holds every lesson's prose to it."""
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ def sides(spec: dict) -> tuple[str, str] | None:
     """The fact's two setups (numerator or subject first), or None where it names no two."""
     if spec.get("metric") not in TWO_SIDED:
         return None
-    if spec.get("sides"):
-        return tuple(spec["sides"])
     for first, second in (("strategy", "versus"), ("estimate", "versus"), ("h200", "versus"), ("run", "baseline")):
         if spec.get(first) and spec.get(second):
             return spec[first], spec[second]
@@ -44,10 +42,12 @@ def named(here: str, setups: dict, lang: str) -> list[tuple[int, frozenset]]:
     """(position, setups) of each setup name in `here`, in order; each stretch of text counts for one name."""
     out, text = [], here
     for word, ids in _names(setups, lang):
-        pattern = rf"(?<![\w-]){re.escape(word)}(?![\w-])" if lang == "en" else re.escape(word)
-        for m in re.finditer(pattern, text, flags=re.IGNORECASE if lang == "en" else 0):
-            out.append((m.start(), ids))
-        text = re.sub(pattern, lambda m: " " * len(m.group(0)), text, flags=re.IGNORECASE if lang == "en" else 0)
+        # English names are whole words in any case; Chinese ones are substrings.
+        pattern = (
+            re.compile(rf"(?<![\w-]){re.escape(word)}(?![\w-])", re.I) if lang == "en" else re.compile(re.escape(word))
+        )
+        out += [(m.start(), ids) for m in pattern.finditer(text)]
+        text = pattern.sub(lambda m: " " * len(m.group(0)), text)
     return sorted(out, key=lambda x: x[0])
 
 

@@ -1,6 +1,7 @@
 """A configuration a lesson states in numbers ("20 layers", "batch 32", "4 micro-batches", "8 key/value heads") is
-one its recordings ran, in both languages (course/config_words.py): "batch 32" edited into "batch 64", or the Chinese
-"20 层" alone into "24 层", fails against the recorded configurations."""
+one the course's recordings ran, in both languages (course/config_words.py): "batch 128" edited into "batch 96", or the
+Chinese "20 层" alone into "24 层", fails against the recorded configurations (an edit into another recorded value,
+such as batch 64, does not)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,12 @@ from course.config_words import stated, unbacked
 from tests.lessons.test_direction_words import LESSONS, edited_texts, texts
 
 # A model preset's Hugging Face configuration, as the prose names its fields.
-HF_FIELDS = {"num_hidden_layers": "layers", "hidden_size": "width", "num_attention_heads": "heads"}
-HF_FIELDS |= {"num_key_value_heads": "kv_heads"}
+HF_FIELDS = {
+    "num_hidden_layers": "layers",
+    "hidden_size": "width",
+    "num_attention_heads": "heads",
+    "num_key_value_heads": "kv_heads",
+}
 
 
 def _add(values: dict, config: dict) -> None:

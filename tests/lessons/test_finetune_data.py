@@ -5,10 +5,15 @@ grades what stands in the way."""
 
 from __future__ import annotations
 
+import inspect
+import re
+
 import pytest
+from bitsandbytes.optim.optimizer import Optimizer8bit
 
 from course import content, facts
 from course import finetune_lesson as fl
+from experiments.estimate import bnb_quirks
 
 META = content.meta(fl.LESSON)
 EXERCISE = META["exercise"]
@@ -141,13 +146,6 @@ def test_a_ratio_recorded_on_another_gpu_is_read_from_that_recording(monkeypatch
 def test_the_paged_size_rule_the_lesson_states_is_the_one_the_estimate_and_bitsandbytes_use(lang, rule):
     """'a tensor of fewer than 100,000 elements keeps its state on the device': the number is bitsandbytes' own rule
     (Optimizer8bit.get_state_buffer, read from the installed release's source) and the estimate's."""
-    import inspect
-    import re
-
-    from bitsandbytes.optim.optimizer import Optimizer8bit
-
-    from experiments.estimate import bnb_quirks
-
     text, _ = content.read_text(fl.LESSON, "lesson", lang)
     (stated,) = {int(n.replace(",", "")) for n in re.findall(rule, " ".join(text.split()))}
     (library,) = re.findall(r"p\.numel\(\) < ([\d.e]+)", inspect.getsource(Optimizer8bit.get_state_buffer))
