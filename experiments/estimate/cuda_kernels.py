@@ -121,6 +121,9 @@ def scratch_as_cuda(func, args, out, kwargs=None) -> tuple[int, ...]:
     - `_safe_softmax`: its `eq` mask of the input (1 byte per element), the all-masked rows and one 0-dim tensor;
     - `_softmax_backward_data`: the product grad * output, the size of the gradient (torch's SoftMax.cu computes it
       before the kernel);
+    - `mse_loss` and `smooth_l1_loss` with a reduction: the elementwise loss at the broadcast shape, which ATen's
+      Loss.cpp computes into a tensor of its own before the mean or sum (the result's storage, at that shape too, is
+      the op's output: replay.fake_kernel_bytes), and that reduction's partial sums and semaphores;
     - a sum's partial sums across thread blocks and their semaphores (reduce_scratch.py), and layer norm's backward's
       partial sums for its weight and bias and their sum's (norm_scratch.py), where the device has not measured them
       (the replay takes a measured entry instead)."""
@@ -130,6 +133,8 @@ def scratch_as_cuda(func, args, out, kwargs=None) -> tuple[int, ...]:
         return ()
     if func is aten.sum.dim_IntList:
         return _sum_scratch(args, out)
+    if func in _REDUCED_LOSSES:
+        return _loss_scratch(args, out, kwargs or {})
     if func is aten._safe_softmax.default:
         x, dim = args[0], args[1]
         return (x.numel(), x.numel() // max(1, x.size(dim)), out.element_size())
@@ -145,6 +150,21 @@ def _sum_scratch(args, out) -> tuple[int, ...]:
     return reduce_scratch.buffers(
         x.shape, x.stride(), x.element_size(), list(dims), out.element_size(), x.dtype.is_floating_point
     )
+
+
+_REDUCED_LOSSES = (aten.mse_loss.default, aten.smooth_l1_loss.default)
+_MEAN = 1  # at::Reduction::Mean, the default
+
+
+def _loss_scratch(args, out, kwargs) -> tuple[int, ...]:
+    reduction = args[2] if len(args) > 2 else kwargs.get("reduction", _MEAN)
+    if not reduction:  # "none": the loss is the output itself
+        return ()
+    shape = tuple(torch.broadcast_shapes(args[0].shape, args[1].shape))
+    strides = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
+    n = out.element_size()
+    kernel = reduce_scratch.mean_scratch if reduction == _MEAN else reduce_scratch.sum_scratch
+    return (math.prod(shape) * n, *reduce_scratch.buffers(shape, strides, n, [], n, True, kernel=kernel))
 
 
 def _norm_scratch(args) -> tuple[int, ...]:
