@@ -4,12 +4,18 @@ in both languages. Torch-free.
 Such a number is not a measurement (course/facts.py quotes those) but a claim about which configuration was measured:
 each must be a value that field has in one of the course's recorded configurations (a lesson quotes another's), its
 presets or its quoted estimates, so that "batch 32" edited into "batch 24" (or only the Chinese "20 层" into "24 层")
-fails against the recordings. tests/lessons/test_config_words.py
-holds every lesson's prose to it."""
+fails against the recordings. A sentence that quotes a measured fact is held closer: a number it states for a field
+that the fact's own runs set must be one of their values ("at batch 32, fused=True cut the peak by {{saving}} %"
+edited into "batch 64" fails, although another lesson recorded batch 64). tests/lessons/test_config_words.py holds
+every lesson's prose to both."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+
+from .directions import FACT
+from .sentences import sentences
 
 NUMBER = r"(\d[\d,]*)"
 # field -> its patterns per language; each pattern's first group is the number.
@@ -52,3 +58,22 @@ def unbacked(text: str, lang: str, values: dict[str, set[int]]) -> list[str]:
         for field, value, words in stated(text, lang)
         if value not in values.get(field, set())
     ]
+
+
+def unmatched(text: str, lang: str, facts: dict, values_of: Callable[[str], dict[str, set[int]] | None]) -> list[str]:
+    """Each configuration number of a sentence quoting facts that the facts' recorded runs do not have, where they set
+    that field. `values_of(name)`: the values of each field in a recording (a job's configuration, a rounds set's
+    strategies), None for a name that is not one; a fact names its runs by any of its values."""
+    out = []
+    for sentence in sentences(text):
+        values: dict[str, set[int]] = {}
+        for name in FACT.findall(sentence):
+            for ref in (facts.get(name) or {}).values():
+                for field, vs in ((isinstance(ref, str) and values_of(ref)) or {}).items():
+                    values.setdefault(field, set()).update(vs)
+        out += [
+            f"{words!r}: the runs of {FACT.findall(sentence)} have {field} {sorted(values[field])}, not {value}"
+            for field, value, words in stated(sentence, lang)
+            if field in values and value not in values[field]
+        ]
+    return out

@@ -1,7 +1,7 @@
 """A configuration a lesson states in numbers ("20 layers", "batch 32", "4 micro-batches", "8 key/value heads") is
 one the course's recordings ran, in both languages (course/config_words.py): "batch 128" edited into "batch 96", or the
-Chinese "20 层" alone into "24 层", fails against the recorded configurations (an edit into another recorded value,
-such as batch 64, does not)."""
+Chinese "20 层" alone into "24 层", fails against the recorded configurations. An edit into another recorded value
+(batch 32 into 64) fails where the sentence quotes a fact of the run it names, against that run's configuration."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from course import content, recordings
 from course import finetune_lesson as fl
 from course import own_model as om
-from course.config_words import stated, unbacked
-from tests.lessons.test_direction_words import LESSONS, edited_texts, texts
+from course.config_words import stated, unbacked, unmatched
+from tests.lessons.test_direction_words import LESSONS, edited_texts, lesson_facts, texts
 
 # A model preset's Hugging Face configuration, as the prose names its fields.
 HF_FIELDS = {
@@ -57,6 +57,57 @@ def recorded_values(lesson: str) -> dict[str, set[int]]:
             _add(values, preset["config"])
             _add(values, preset["defaults"])
     return values
+
+
+_RECORDED = {job["id"]: job["params"] for job in recordings.all_jobs()}
+
+
+def run_values(name: str) -> dict[str, set[int]] | None:
+    """The values of each field in one recording (a rounds set: every strategy's), None for a name that is none."""
+    if name not in _RECORDED:
+        return None
+    values: dict[str, set[int]] = {}
+    _add(values, _RECORDED[name])
+    return values
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_a_sentence_quoting_a_run_states_that_runs_configuration(lesson, lang):
+    facts = lesson_facts(lesson)
+    wrong = [w for text in texts(lesson, lang) for w in unmatched(text, lang, facts, run_values)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_sentences_quoting_runs_state_their_configurations():
+    """The check above reads something: the configuration numbers of sentences that quote a run's fact."""
+    checked = 0
+    for lesson in LESSONS:
+        facts = lesson_facts(lesson)
+        for lang in ("en", "zh"):
+            for text in texts(lesson, lang):
+                # Every number such a sentence states, each edited into one no run has: all are caught.
+                for _field, value, words in stated(text, lang):
+                    edited = text.replace(words, words.replace(str(value), "7919"))
+                    checked += len(unmatched(edited, lang, facts, run_values)) > len(
+                        unmatched(text, lang, facts, run_values)
+                    )
+    assert checked >= 40, checked  # 44 when written
+
+
+@pytest.mark.parametrize(
+    "lesson,lang,before,after",
+    [
+        ("compare", "en", "for the course model at batch 32,", "for the course model at batch 64,"),
+        ("optimization", "zh", "教程模型的 batch 32 拆成", "教程模型的 batch 64 拆成"),
+        ("exercise1", "zh", "batch 32 时它在", "batch 64 时它在"),
+        ("optimization", "en", "16 layers of width 512", "20 layers of width 512"),
+    ],
+)
+def test_a_configuration_number_edited_into_another_recorded_value_is_caught(lesson, lang, before, after):
+    assert not any(unbacked(t, lang, recorded_values(lesson)) for t in edited_texts(lesson, lang, before, after))
+    facts = lesson_facts(lesson)
+    assert any(unmatched(t, lang, facts, run_values) for t in edited_texts(lesson, lang, before, after))
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
