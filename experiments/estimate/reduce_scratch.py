@@ -191,10 +191,10 @@ class Buffer(int):
 
 
 def buffers(shape, strides, itemsize: int, dims, out_itemsize: int, floating: bool, kernel=None) -> tuple[Buffer, ...]:
-    """sum_scratch's buffers on the card list's largest GPU, each a Buffer that knows its sum. A sum that does not
-    split gives its two buffers as 0 bytes (the allocator hands out nothing for them): a trace keeps its place, so
-    that the traces of batches where it splits and where it does not make the same events (batch_line.py). () where
-    this does not know the kernel."""
+    """The buffers of `kernel` (sum_scratch, or mean_scratch) on the card list's largest GPU, each a Buffer that knows
+    its reduction. A reduction that does not split gives its two buffers as 0 bytes (the allocator hands out nothing
+    for them): a trace keeps its place, so that the traces of batches where it splits and where it does not make the
+    same events (batch_line.py). () where this does not know the kernel."""
     spec = (tuple(int(n) for n in shape), tuple(int(n) for n in strides), itemsize, tuple(dims), out_itemsize, floating)
     kernel = kernel or sum_scratch
     found = kernel(*spec)
