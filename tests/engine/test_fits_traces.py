@@ -122,6 +122,22 @@ def test_a_split_sums_buffer_is_computed_again_at_each_batch_of_the_line(source,
         assert plain is None or sizes(trace_at(plain, batch)) != sizes(want)
 
 
+def test_a_losss_own_buffer_and_its_means_are_drawn_at_each_batch_of_the_line():
+    # The MLP's mse_loss: its elementwise loss grows with the batch (on the line), the mean's partial sums only until
+    # every SM has its share (computed again at each batch).
+    cfg = cuda_config(
+        ExperimentConfig(device="cuda", layers=2, width=384, precision="amp_bf16", checkpoint="per_layer")
+    )
+    samples = [real(cfg.replace(batch=b))["events"] for b in (2, 3, 4)]
+    fit = line((2, 3, 4), samples)
+    for batch in (64, 688, 5000):
+        want = real(cfg.replace(batch=batch))["events"]
+        scratch = [n for kind, key, n in want if kind == "alloc" and isinstance(key, int) and key < 0]
+        assert batch * 384 * 4 in scratch  # the loss's own [batch, width] fp32 buffer, held while the op runs
+        drawn = trace_at(fit, batch)
+        assert event_shape(drawn) == event_shape(want) and sizes(drawn) == sizes(want)
+
+
 def test_a_sums_place_on_the_line_holds_where_it_does_not_split_and_goes_where_the_replay_has_none():
     def trace(rows: int) -> list:
         made = buffers([rows, 768], [768, 1], 4, [0], 4, True)
