@@ -121,9 +121,10 @@ def scratch_as_cuda(func, args, out, kwargs=None) -> tuple[int, ...]:
     - `_safe_softmax`: its `eq` mask of the input (1 byte per element), the all-masked rows and one 0-dim tensor;
     - `_softmax_backward_data`: the product grad * output, the size of the gradient (torch's SoftMax.cu computes it
       before the kernel);
-    - `mse_loss` and `smooth_l1_loss` with a reduction: the elementwise loss at the broadcast shape, which ATen's
-      Loss.cpp computes into a tensor of its own before the mean or sum (the result's storage, at that shape too, is
-      the op's output: replay.fake_kernel_bytes), and that reduction's partial sums and semaphores;
+    - `mse_loss`, `smooth_l1_loss` and `huber_loss` with a reduction: the elementwise loss, which ATen's Loss.cpp
+      computes into a tensor of its own before the mean or sum (at the broadcast shape; huber_loss's at the input's,
+      `empty_like(input)`), and that reduction's partial sums and semaphores. The first two keep their result in a
+      storage of the broadcast shape too: the op's output, replay.fake_kernel_bytes;
     - a sum's partial sums across thread blocks and their semaphores (reduce_scratch.py), and layer norm's backward's
       partial sums for its weight and bias and their sum's (norm_scratch.py), where the device has not measured them
       (the replay takes a measured entry instead)."""
@@ -134,7 +135,7 @@ def scratch_as_cuda(func, args, out, kwargs=None) -> tuple[int, ...]:
     if func is aten.sum.dim_IntList:
         return _sum_scratch(args, out)
     if func in _REDUCED_LOSSES:
-        return _loss_scratch(args, out, kwargs or {})
+        return _loss_scratch(func, args, out, kwargs or {})
     if func is aten._safe_softmax.default:
         x, dim = args[0], args[1]
         return (x.numel(), x.numel() // max(1, x.size(dim)), out.element_size())
@@ -152,15 +153,16 @@ def _sum_scratch(args, out) -> tuple[int, ...]:
     )
 
 
-_REDUCED_LOSSES = (aten.mse_loss.default, aten.smooth_l1_loss.default)
+_REDUCED_LOSSES = (aten.mse_loss.default, aten.smooth_l1_loss.default, aten.huber_loss.default)
 _MEAN = 1  # at::Reduction::Mean, the default
 
 
-def _loss_scratch(args, out, kwargs) -> tuple[int, ...]:
+def _loss_scratch(func, args, out, kwargs) -> tuple[int, ...]:
     reduction = args[2] if len(args) > 2 else kwargs.get("reduction", _MEAN)
     if not reduction:  # "none": the loss is the output itself
         return ()
-    shape = tuple(torch.broadcast_shapes(args[0].shape, args[1].shape))
+    huber = func is aten.huber_loss.default
+    shape = tuple(args[0].shape if huber else torch.broadcast_shapes(args[0].shape, args[1].shape))
     strides = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
     n = out.element_size()
     kernel = reduce_scratch.mean_scratch if reduction == _MEAN else reduce_scratch.sum_scratch

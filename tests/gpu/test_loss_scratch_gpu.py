@@ -1,7 +1,7 @@
-"""A reduced `mse_loss` or `smooth_l1_loss` on this GPU allocates what experiments/estimate/cuda_kernels.py says
-without one: its result's storage at the broadcast shape, the elementwise loss at that shape, and the mean's or sum's
-partial sums and semaphores (reduce_scratch.py, computed for this GPU's SMs), read from CUDA's allocator history of
-the op alone."""
+"""A reduced `mse_loss`, `smooth_l1_loss` or `huber_loss` on this GPU allocates what
+experiments/estimate/cuda_kernels.py says without one: mse's and smooth L1's result in a storage of the broadcast
+shape, the elementwise loss at that shape (huber's at the input's), and the mean's or sum's partial sums and
+semaphores (reduce_scratch.py, computed for this GPU's SMs), read from CUDA's allocator history of the op alone."""
 
 import math
 
@@ -27,6 +27,8 @@ CASES = [
     (aten.mse_loss.default, (37, 5), (37, 5), torch.float32, 1),
     (aten.smooth_l1_loss.default, (688, 384), (688, 384), torch.float32, 1),
     (aten.smooth_l1_loss.default, (2048, 768), (2048, 768), torch.bfloat16, 2),
+    (aten.huber_loss.default, (688, 384), (688, 384), torch.float32, 1),
+    (aten.huber_loss.default, (2048, 768), (2048, 768), torch.bfloat16, 2),
 ]
 
 
@@ -59,7 +61,10 @@ def test_a_reduced_loss_takes_its_output_the_elementwise_loss_and_the_reduction_
     here = ((props.multi_processor_count, props.max_threads_per_multi_processor),)
     buffers = [b for b in kernel(shape, strides, x.element_size(), [], x.element_size(), True, on=here) if b]
     print(func, shape, dtype, reduction, sizes, buffers)
-    assert sizes == [full, full, *buffers]
+    if func is aten.huber_loss.default:  # the loss first (empty_like), then the reduction's own 0-dim result
+        assert sizes == [full, x.element_size(), *buffers]
+    else:  # the result at the broadcast shape (resized to 0-dim), then the loss
+        assert sizes == [full, full, *buffers]
     # The replay's rule: the elementwise loss and the buffers on the card list's largest GPU (this one's, or more).
     with torch.device("meta"):
         rule = scratch_as_cuda(func, (x.to("meta"), y.to("meta"), reduction), torch.empty((), dtype=dtype))
