@@ -125,11 +125,18 @@ def scratch_as_cuda(func, args, out, kwargs=None) -> tuple[int, ...]:
       computes into a tensor of its own before the mean or sum (at the broadcast shape; huber_loss's at the input's,
       `empty_like(input)`), and that reduction's partial sums and semaphores. The first two keep their result in a
       storage of the broadcast shape too: the op's output, replay.fake_kernel_bytes;
+    - attention's backward on 16-bit inputs: cuDNN's (what torch 2.11 runs on an H100 and an H200 for 16-bit inputs,
+      with or without a mask, dropout or grouped heads) takes a workspace of B x H x S x D fp32 (the query gradient's
+      accumulator) plus B x H x S fp32 and 256 bytes, measured on an H200 at six shapes in bf16 and fp16
+      (docs/benchmarks/sdpa-probe-h200.txt), whichever fused kernel the replay called in its place;
     - a sum's partial sums across thread blocks and their semaphores (reduce_scratch.py), and layer norm's backward's
       partial sums for its weight and bias and their sum's (norm_scratch.py), where the device has not measured them
       (the replay takes a measured entry instead)."""
     if func is aten.native_layer_norm_backward.default:
         return _norm_scratch(args)
+    if func in _ATTENTION_BACKWARDS and args[1].dtype in _HALF and args[1].dim() == 4:
+        b, h, s, d = args[1].shape
+        return (b * h * s * d * 4 + b * h * s * 4 + 256,)
     if not isinstance(out, torch.Tensor):
         return ()
     if func is aten.sum.dim_IntList:
@@ -153,6 +160,11 @@ def _sum_scratch(args, out) -> tuple[int, ...]:
     )
 
 
+_ATTENTION_BACKWARDS = (
+    aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+    aten._scaled_dot_product_flash_attention_backward.default,
+    aten._scaled_dot_product_efficient_attention_backward.default,
+)
 _REDUCED_LOSSES = (aten.mse_loss.default, aten.smooth_l1_loss.default, aten.huber_loss.default)
 _MEAN = 1  # at::Reduction::Mean, the default
 
