@@ -204,16 +204,15 @@ def buffers(shape, strides, itemsize: int, dims, out_itemsize: int, floating: bo
 
 
 def sum_scratch(
-    shape, strides, itemsize: int, dims, out_itemsize: int, floating: bool, on=None
+    shape, strides, itemsize: int, dims, out_itemsize: int, floating: bool, on=None, vec16: int = 8
 ) -> tuple[int, ...] | None:
     """The scratch allocations (partial sums, semaphores) of CUDA's sum over `dims` of a tensor, in the order the
     kernel makes them: on the card list's largest GPU, or on the GPUs `on` ((SMs, threads per SM), ...). None where
-    this does not know the kernel."""
+    this does not know the kernel. `vec16`: how many 16-bit inputs a thread reads at once (a sum's 8)."""
     dims = tuple(int(d) for d in dims)
     on = tuple(on) if on else gpus()
-    return _sum_scratch(
-        tuple(int(n) for n in shape), tuple(int(n) for n in strides), itemsize, dims, out_itemsize, floating, on
-    )
+    shape, strides = tuple(int(n) for n in shape), tuple(int(n) for n in strides)
+    return _sum_scratch(shape, strides, itemsize, dims, out_itemsize, floating, on, vec16)
 
 
 def mean_scratch(
@@ -221,10 +220,7 @@ def mean_scratch(
 ) -> tuple[int, ...] | None:
     """As sum_scratch, for CUDA's mean: the same reduction, except that it reads 16-bit inputs 4 at a time, not 8
     (ReduceMomentKernel.cu's mean_kernel_impl takes gpu_reduce_kernel's default input_vec_size)."""
-    dims = tuple(int(d) for d in dims)
-    on = tuple(on) if on else gpus()
-    shape, strides = tuple(int(n) for n in shape), tuple(int(n) for n in strides)
-    return _sum_scratch(shape, strides, itemsize, dims, out_itemsize, floating, on, 4)
+    return sum_scratch(shape, strides, itemsize, dims, out_itemsize, floating, on, vec16=4)
 
 
 @functools.lru_cache(maxsize=65536)  # a search draws the same sums at each batch it tries (batch_line.py)
