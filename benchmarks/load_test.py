@@ -8,7 +8,7 @@ chart, as a class does: one in ten moves a slider first, one in ten switches to 
 must be of the configuration it had), one runs out of memory (a CPU budget), one presses Cancel, one client clears
 every cache through the server's own protocol while the class runs (the app hides that menu; a hand-written client
 does not need it), and the run worker (gml-worker, not the estimate processes) is killed while that session's run
-runs. Reported: results shown / lost / errors, p50 and p95 time from Run to chart, queue positions the pages
+runs, a run another session has joined: the job runs again in the worker that takes its place, and both are shown. Reported: results shown / lost / errors, p50 and p95 time from Run to chart, queue positions the pages
 showed, the server's and the lab processes' memory before and after, and whether every peak the pages show equals
 the same configuration run alone.
 """
@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 CJK = re.compile(r"[\u4e00-\u9fff]+")
 BASE = {"layers": 2, "width": 64, "batch": 8, "steps": 2, "timing_steps": 2}
+KILLED = dict(BASE, layers=8, width=512, batch=256, steps=20, timing_steps=100, seed=5)
 
 
 def _rss_mib(pid: int) -> float | None:
@@ -101,8 +102,10 @@ def plan(n: int) -> list[dict]:
             role = "slider"  # moves the batch slider before Run: the run is of the page's configuration then
         elif i % 10 == 7:
             role = "language"  # to Chinese and back before Run: nothing of the configuration may change
-        elif i == 5:  # killed while its own run runs: that run must be reported as failed, the rest go on
-            role, cfg = "kill_worker", dict(BASE, layers=8, width=512, batch=256, steps=20, timing_steps=100, seed=5)
+        elif i == 5:  # killed while its own run runs: the run is run again by the worker that takes its place
+            role, cfg = "kill_worker", KILLED
+        elif i == 8:  # joined to the killed run: its learner gets the run again too
+            role, cfg = "joined_kill", KILLED
         sessions.append({"i": i, "role": role, "config": cfg})
     return sessions
 
@@ -211,7 +214,7 @@ def _alone_peaks(sessions: list[dict]) -> dict[str, str]:  # sessions: the recor
     peaks = {}
     for s in sessions:
         key = json.dumps(s["config"], sort_keys=True)
-        if s["role"] in ("run", "cancel", "clear_cache", "slider", "language") and key not in peaks:
+        if s["role"] not in ("oom",) and key not in peaks:
             r = run_experiment(ExperimentConfig.from_dict(dict(s["config"], device="cpu")))
             peaks[key] = fmt_bytes(r["peak_bytes"])
     return peaks
@@ -261,7 +264,6 @@ async def main_async(args) -> dict:
         for r in records
         if r["state"] == "shown"
         and not r.get("oom")
-        and r["role"] != "kill_worker"
         and r.get("peak_text") != alone.get(json.dumps(r["config"], sort_keys=True))
     ]
     times = sorted(r["seconds"] for r in records if r["state"] == "shown")
@@ -269,9 +271,11 @@ async def main_async(args) -> dict:
         "sessions": len(records),
         "shown": sum(r["state"] == "shown" for r in records),
         "cancelled": sum(r["state"] == "cancelled" for r in records),
-        "errors": sum(r["state"] == "error" and r["role"] != "kill_worker" for r in records),
+        "errors": sum(r["state"] == "error" for r in records),
         "lost": sum(r["state"] == "lost" for r in records),
-        "killed_run_reported_failed": any(r["role"] == "kill_worker" and r["state"] == "error" for r in records),
+        "killed_run_shown_to_both": all(
+            r["state"] == "shown" for r in records if r["role"] in ("kill_worker", "joined_kill")
+        ),
         "oom_shown": any(r["role"] == "oom" and r.get("oom") for r in records),
         "p50_s": round(statistics.median(times), 1) if times else None,
         "p95_s": round(times[min(len(times) - 1, int(0.95 * len(times)))], 1) if times else None,

@@ -28,6 +28,8 @@ def job_failed(status: dict, label: str | None = None, config: dict | None = Non
         return
     if kind == "WouldNotFit" and config and refused(config, label, ns):
         return
+    if kind == "WorkerDied":  # the engine's sentence is English; this one is the page's language
+        message = t("error.worker_died")
     st.error(t("error.worker", message=f"{label}: {message}" if label else message))
     if kind == "WouldNotFit":
         st.info(t("error.would_not_fit"))

@@ -221,6 +221,19 @@ class ProcessLane(Lane):
                 client.set_device(self, payload)
 
     def run(self, client, job_id: str, job: dict) -> None:
+        """Runs the job in the lane's worker. A worker that dies mid-job (killed by an operator, by the OOM killer
+        for another process's memory, or by a fault) takes the job with it: the job runs once more in the worker that
+        takes its place, since every learner who joined it would otherwise lose it; a second death is the job's own
+        doing (its memory, a crash it causes) and fails it. A job stopped at its time limit is not run again."""
+        for attempt in (1, 2):
+            with client.lock:  # a job every learner has withdrawn from is not tried again
+                last = attempt == 2 or not job.get("subscribers")
+            if self._attempt(client, job_id, job, last):
+                return
+            job["progress"] = None  # the second try starts from the beginning
+
+    def _attempt(self, client, job_id: str, job: dict, last: bool) -> bool:
+        """One try of the job; False where its worker died and the job may be tried again (not `last`)."""
         self.ensure_process()
         # The job's worker is this one: a page that asks for the device while it runs starts the next worker once this
         # one died (device_info), and the job must see its own worker's death, not wait on the new one's reports.
@@ -246,20 +259,22 @@ class ProcessLane(Lane):
                     error_info=errors.timeout(limit),
                     error=f"stopped after {limit:.0f} s (max_job_seconds, docs/operators.md)",
                 )
-                return
+                return True
             try:
                 what, jid, payload = inbox.get(timeout=0.5)
             except queue.Empty:
                 if not proc.is_alive():
-                    _log_death(self.index, proc, job["kind"])
+                    _log_death(self.index, proc, job["kind"], again=not last)
                     self.ensure_process()  # the spare takes over now, before the next learner's job asks
+                    if not last:
+                        return False
                     client.finish(
                         job_id,
                         "error",
-                        error="the worker process died (see the server log); it was restarted",
+                        error="the worker process died twice on this job (see the server log); it was restarted",
                         error_info=errors.worker_died(),
                     )
-                    return
+                    return True
                 continue
             if what == "device":
                 with client.lock:
@@ -275,10 +290,10 @@ class ProcessLane(Lane):
                     client.finish(job_id, "done", result=payload)
                 else:
                     client.finish(job_id, "done", blob=blob, flags=flags)
-                return
+                return True
             elif what == "error":
                 client.finish(job_id, "error", error=payload["error"], error_info=payload["error_info"])
-                return
+                return True
 
 
 class CancelFlag:
@@ -307,8 +322,9 @@ def _forward(events, inbox: queue.Queue) -> None:
             inbox.put(events.get())
 
 
-def _log_death(index: int, proc, kind: str | None) -> None:
-    """The server's log says that a worker died, how, and during what: the learner's page says only that it did."""
+def _log_death(index: int, proc, kind: str | None, again: bool = False) -> None:
+    """The server's log says that a worker died, how, and during what, and whether its job runs again: the learner's
+    page says only that it did."""
     code = proc.exitcode
     how = f"exit status {code}"
     if code is not None and code < 0:
@@ -317,9 +333,10 @@ def _log_death(index: int, proc, kind: str | None) -> None:
         with contextlib.suppress(ValueError):
             how = f"signal {signal.Signals(-code).name}" + (" (the OOM killer, or a kill)" if code == -9 else "")
     logging.getLogger(__name__).warning(
-        "experiment worker %s (pid %s) died %s: %s; another takes its place",
+        "experiment worker %s (pid %s) died %s: %s; another takes its place%s",
         index,
         proc.pid,
         f"during a {kind} job" if kind else "between jobs",
         how,
+        " and runs the job again" if again else "",
     )

@@ -38,3 +38,28 @@ def test_memory_beside_the_allocator_is_said_with_its_figures_and_no_force_hint(
     (said,) = [w.value for w in at.warning]
     assert said.startswith("Run: ") and all(w in said for w in words), said
     assert not at.info and not at.error  # neither the engine's English text nor "turn on force"
+
+
+def _died():
+    import streamlit as st
+
+    from app.ui import failures
+    from experiments.jobs import errors
+
+    error = "the worker process died twice on this job (see the server log); it was restarted"
+    failures.job_failed(
+        {"state": "error", "error": error, "error_info": errors.worker_died()}, st.session_state["label"]
+    )
+
+
+@pytest.mark.parametrize(
+    "lang, label, words", [("en", "Run", ["died twice", "server log"]), ("zh", "运行", ["死了两次", "服务器日志"])]
+)
+def test_a_job_whose_worker_died_twice_is_said_in_the_pages_language(lang, label, words):
+    at = AppTest.from_function(_died, default_timeout=30)
+    at.session_state["lang"], at.session_state["label"] = lang, label
+    at.run()
+    assert not at.exception
+    (said,) = [e.value for e in at.error]
+    assert said.startswith(("The experiment failed: Run: ", "实验失败：运行: ")) and all(w in said for w in words), said
+    assert "see the server log" not in said  # the engine's English sentence, in either language

@@ -216,7 +216,7 @@ def test_worker_runs_in_a_spawned_process_dedupes_and_caches():
 
 def test_a_worker_process_is_cancelled_stopped_at_its_time_limit_and_restarted_when_it_dies(caplog):
     """One worker process lane: a Cancel reaches a running job; a job past max_job_seconds is killed with its
-    worker; a worker that dies mid-job fails that job only; after each, the next job runs in a fresh process."""
+    worker; a job whose worker dies mid-job runs again in the next worker, and fails if that one dies too; after each, the next job runs in a fresh process."""
     c = WorkerClient(inline=False, rates=False)
     lane = c._lanes[0]
     job = c.submit("run", LONG)
@@ -239,12 +239,18 @@ def test_a_worker_process_is_cancelled_stopped_at_its_time_limit_and_restarted_w
     assert lane.proc.pid != first  # restarted after the time limit
     killed = lane.proc.pid
     with caplog.at_level("WARNING", logger="experiments.jobs.lanes"):
-        os.kill(killed, signal.SIGKILL)
+        os.kill(killed, signal.SIGKILL)  # the job is run again in the worker that takes its place
+        while lane.proc.pid == killed or not c.status(doomed)["progress"]:
+            time.sleep(0.05)
+        again = lane.proc.pid
+        os.kill(again, signal.SIGKILL)  # a second death fails it
         died = _wait(c, doomed)
     assert died["state"] == "error" and died["error_info"] == {"type": "WorkerDied", "code": None, "params": {}}
-    assert died["error"].startswith("the worker process died")
+    assert died["error"].startswith("the worker process died twice")
     # the server's log says so, and how: the page's "see the server log" points somewhere
-    assert [r.getMessage() for r in caplog.records if str(killed) in r.getMessage() and "SIGKILL" in r.getMessage()]
+    said = [r.getMessage() for r in caplog.records if "SIGKILL" in r.getMessage()]
+    assert [m for m in said if str(killed) in m and m.endswith("runs the job again")]
+    assert [m for m in said if str(again) in m and not m.endswith("runs the job again")]
 
     after = _wait(c, c.submit("leak", {"scenario": "fixed", "steps": 2, "device": "cpu", "batch": 8, "width": 16}))
     assert after["state"] == "done" and after["result"]["growth_bytes_per_step"] == 0

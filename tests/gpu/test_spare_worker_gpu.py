@@ -77,3 +77,26 @@ def test_the_spare_holds_no_cuda_context_and_takes_the_gpu_when_the_worker_dies(
     assert again["result"]["peak_bytes"] - again["result"]["baseline_bytes"] == (
         first["result"]["peak_bytes"] - first["result"]["baseline_bytes"]
     )
+
+
+def test_a_cuda_job_whose_worker_is_killed_mid_run_is_run_again_with_the_same_peak_for_every_learner():
+    """The killed worker's CUDA context is gone with it; the spare runs the job again on the GPU, from its start, and
+    both learners who asked for it get the peak the configuration has when nothing is killed."""
+    from experiments.jobs.worker import WorkerClient
+
+    client = WorkerClient(inline=False, rates=False, spare=True)
+    assert client.device_info(timeout=300)["type"] == "cuda"
+    lane = client._lanes[0]
+    ref = _done(client, client.submit("run", RUN))
+    assert ref["state"] == "done", ref["error"]
+    spare = _until(lambda: lane.standby if lane.standby and lane.standby.proc.is_alive() else None, 120, "a spare")
+    long = dict(RUN, seed=2, timing_steps=400)  # its timing steps keep it running while it is killed
+    first, joined = client.submit("run", long), client.submit("run", long)
+    _until(lambda: client.status(first, result=False)["progress"], 120, "the run to start")
+    os.kill(lane.proc.pid, signal.SIGKILL)
+    _until(lambda: lane.proc.pid == spare.proc.pid, 30, "the spare to take over")
+    a, b = _done(client, first), _done(client, joined)
+    assert a["state"] == b["state"] == "done", (a["error"], b["error"])
+    net = ref["result"]["peak_bytes"] - ref["result"]["baseline_bytes"]
+    for got in (a, b):
+        assert got["result"]["peak_bytes"] - got["result"]["baseline_bytes"] == net
