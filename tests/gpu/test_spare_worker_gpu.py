@@ -87,16 +87,19 @@ def test_a_cuda_job_whose_worker_is_killed_mid_run_is_run_again_with_the_same_pe
     client = WorkerClient(inline=False, rates=False, spare=True)
     assert client.device_info(timeout=300)["type"] == "cuda"
     lane = client._lanes[0]
-    ref = _done(client, client.submit("run", RUN))
+    # Long enough (about 250 steps of a 0.5 B-parameter MLP) for the kill to land while it runs.
+    long = {"device": "cuda", "layers": 8, "width": 8192, "batch": 1024, "steps": 50, "timing_steps": 200}
+    ref = _done(client, client.submit("run", dict(long, seed=1)))
     assert ref["state"] == "done", ref["error"]
     spare = _until(lambda: lane.standby if lane.standby and lane.standby.proc.is_alive() else None, 120, "a spare")
-    long = dict(RUN, seed=2, timing_steps=400)  # its timing steps keep it running while it is killed
     first, joined = client.submit("run", long), client.submit("run", long)
     _until(lambda: client.status(first, result=False)["progress"], 120, "the run to start")
+    assert client.status(first, result=False)["state"] == "running"
     os.kill(lane.proc.pid, signal.SIGKILL)
     _until(lambda: lane.proc.pid == spare.proc.pid, 30, "the spare to take over")
     a, b = _done(client, first), _done(client, joined)
     assert a["state"] == b["state"] == "done", (a["error"], b["error"])
+    # The seed changes the values, not the bytes: the peak of the same configuration run with no kill.
     net = ref["result"]["peak_bytes"] - ref["result"]["baseline_bytes"]
     for got in (a, b):
         assert got["result"]["peak_bytes"] - got["result"]["baseline_bytes"] == net
