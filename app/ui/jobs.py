@@ -191,6 +191,8 @@ def _render_progress(ns: str, group: dict, statuses: list[dict]) -> None:
             if state == "queued" and status.get("position"):
                 line += " · " + t("jobs.position", n=status["position"])
             st.markdown(line)
+            if state == "running" and status.get("retried"):
+                st.caption(t("jobs.retried"))
             progress = status.get("progress")
             if state == "running" and progress and progress.get("total"):
                 fraction = min(1.0, max(0.0, progress["done"] / progress["total"]))

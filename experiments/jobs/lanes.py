@@ -230,7 +230,7 @@ class ProcessLane(Lane):
                 last = attempt == 2 or not job.get("subscribers")
             if self._attempt(client, job_id, job, last):
                 return
-            job["progress"] = None  # the second try starts from the beginning
+            job.update(progress=None, retried=True)  # the second try starts from the beginning; the page says why
 
     def _attempt(self, client, job_id: str, job: dict, last: bool) -> bool:
         """One try of the job; False where its worker died and the job may be tried again (not `last`)."""

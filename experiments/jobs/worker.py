@@ -127,8 +127,9 @@ class WorkerClient:
             return job_id
 
     def status(self, ticket: str, result: bool = True) -> dict:
-        """{"state", "position", "progress", "result", "error", "error_info", "cached"}; `result=False`: without
-        the result (a page polling a group of jobs reads the results once, when all have ended)."""
+        """{"state", "position", "progress", "result", "error", "error_info", "cached", "retried"} ("retried": the
+        job runs again because its worker died); `result=False`: without the result (a page polling a group of jobs
+        reads the results once, when all have ended)."""
         with self.lock:
             job_id = self._tickets.get(ticket, ticket)
             job = self._jobs.get(job_id)
@@ -146,6 +147,7 @@ class WorkerClient:
                 busy = any(not lane.idle for lane in self._lanes)
                 position = self._order().index(job_id) + (1 if busy else 0)
             out = {k: job[k] for k in ("state", "progress", "result", "error", "error_info", "cached")}
+            out["retried"] = bool(job.get("retried"))
             blob = job.get("blob")
         # Results are held pickled (a few times smaller than the objects, shared by the cache and every job that
         # got it) and read here, outside the lock, for the page that asks.

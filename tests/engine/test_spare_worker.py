@@ -55,7 +55,7 @@ def test_the_spare_takes_over_a_killed_workers_lane_with_its_rates():
     _until(lambda: lane.proc.pid != first, 30, "the replacement")
     assert lane.proc.pid == spare.proc.pid
     done = _done(client, client.submit("leak", TINY))
-    assert done["state"] == "done" and done["result"]["growth_bytes_per_step"] == 0
+    assert done["state"] == "done" and done["result"]["growth_bytes_per_step"] == 0 and not done["retried"]
     assert lane.proc.pid == spare.proc.pid  # the spare ran it, not a fresh process
     assert _comm(lane.proc.pid) == "gml-worker"  # named as the worker now (the load test kills it by that name)
     # Its device report carries the predecessor's rates instead of measuring them again.
@@ -80,6 +80,7 @@ def test_a_worker_killed_mid_job_hands_the_job_to_the_spare_which_runs_it_for_ev
     _until(lambda: lane.proc.pid == spare.proc.pid, 30, "the spare to take over")
     done, other = _done(client, first, 300), _done(client, joined, 300)
     assert done["state"] == other["state"] == "done", (done.get("error"), other.get("error"))
+    assert done["retried"] and other["retried"]  # what the page's progress said while it ran again
     alone = WorkerClient(inline=True)
     ref = _done(alone, alone.submit("run", params), 300)["result"]
     assert done["result"]["peak_bytes"] == other["result"]["peak_bytes"] == ref["peak_bytes"]
@@ -101,7 +102,7 @@ def test_a_job_whose_worker_dies_twice_fails_and_the_next_job_runs():
         os.kill(killed, signal.SIGKILL)
         _until(lambda k=killed: lane.proc.pid != k or client.status(long)["state"] != "running", 60, "the death seen")
     died = _done(client, long)
-    assert died["state"] == "error" and died["error_info"]["type"] == "WorkerDied"
+    assert died["state"] == "error" and died["error_info"]["type"] == "WorkerDied" and died["retried"]
     assert "twice" in died["error"]
     assert lane.proc.is_alive()
     assert _done(client, client.submit("leak", dict(TINY, width=24)))["state"] == "done"
