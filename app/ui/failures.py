@@ -29,7 +29,7 @@ def job_failed(status: dict, label: str | None = None, config: dict | None = Non
     if kind == "WouldNotFit" and config and refused(config, label, ns):
         return
     if kind == "WorkerDied":  # the engine's sentence is English; this one is the page's language
-        message = t("error.worker_died")
+        message = t("error.worker_died" if status.get("retried") else "error.worker_died_once")
     st.error(t("error.worker", message=f"{label}: {message}" if label else message))
     if kind == "WouldNotFit":
         st.info(t("error.would_not_fit"))

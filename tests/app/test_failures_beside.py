@@ -46,20 +46,24 @@ def _died():
     from app.ui import failures
     from experiments.jobs import errors
 
-    error = "the worker process died twice on this job (see the server log); it was restarted"
-    failures.job_failed(
-        {"state": "error", "error": error, "error_info": errors.worker_died()}, st.session_state["label"]
-    )
+    status = {"state": "error", "error": "the worker process died ...", "error_info": errors.worker_died()}
+    failures.job_failed(status | {"retried": st.session_state["retried"]}, st.session_state["label"])
 
 
 @pytest.mark.parametrize(
-    "lang, label, words", [("en", "Run", ["died twice", "server log"]), ("zh", "运行", ["死了两次", "服务器日志"])]
+    "lang, label, retried, words",
+    [
+        ("en", "Run", True, ["died twice", "server log"]),
+        ("zh", "运行", True, ["死了两次", "服务器日志"]),
+        ("en", "Run", False, ["not run again", "server log"]),
+        ("zh", "运行", False, ["没有被重新运行", "服务器日志"]),
+    ],
 )
-def test_a_job_whose_worker_died_twice_is_said_in_the_pages_language(lang, label, words):
+def test_a_job_whose_worker_died_is_said_in_the_pages_language(lang, label, retried, words):
     at = AppTest.from_function(_died, default_timeout=30)
-    at.session_state["lang"], at.session_state["label"] = lang, label
+    at.session_state["lang"], at.session_state["label"], at.session_state["retried"] = lang, label, retried
     at.run()
     assert not at.exception
     (said,) = [e.value for e in at.error]
     assert said.startswith(("The experiment failed: Run: ", "实验失败：运行: ")) and all(w in said for w in words), said
-    assert "see the server log" not in said  # the engine's English sentence, in either language
+    assert "..." not in said  # the engine's English sentence, in either language
