@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,17 @@ def pytest_terminal_summary(terminalreporter):
             f"slow tests: today's share ran, {sum(t == today for t in turns.values())} of {len(turns)} (turn "
             f"{today + 1} of {count}, tests/slow_tests.tsv; the others are deselected); {ROTATION_ENV}=all runs all"
         )
+
+
+@pytest.fixture(autouse=True)
+def _main_module_kept():
+    """Streamlit's AppTest installs its script as `__main__` and never puts the real one back; a process that
+    multiprocessing spawns afterwards in the same test process runs that script first and dies (NameError: __args),
+    so a worker or estimate test failed whenever a page test had run before it in its pytest-xdist process."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
 
 
 @pytest.fixture(scope="session")
