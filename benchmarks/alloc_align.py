@@ -32,16 +32,14 @@ def _config(text: str):
 def real(config: str, out: str) -> None:
     import torch
 
+    from benchmarks.trial_history import frames
     from experiments.measure.run import run_experiment
-
-    def frames(e: dict) -> list[str]:
-        return [f"{Path(f['filename']).name}:{f['line']} {f['name']}" for f in (e.get("frames") or [])[:5]]
 
     torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python", max_entries=2_000_000)
     result = run_experiment(_config(config))
     snap = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
-    events = [[e["action"], e.get("size"), e.get("addr"), frames(e)] for e in snap["device_traces"][0]]
+    events = [[e["action"], e.get("size"), e.get("addr"), frames(e, 5)] for e in snap["device_traces"][0]]
     with gzip.open(out, "wt") as f:
         json.dump({"config": json.loads(config), "peak_bytes": result.get("peak_bytes"), "events": events}, f)
     print(out, len(events), "events; peak", result.get("peak_bytes"))

@@ -8,8 +8,8 @@ chart, as a class does: one in ten moves a slider first, one in ten switches to 
 must be of the configuration it had), one runs out of memory (a CPU budget), one presses Cancel, one client clears
 every cache through the server's own protocol while the class runs (the app hides that menu; a hand-written client
 does not need it), and the run worker (gml-worker, not the estimate processes) is killed while that session's run
-runs, a run another session has joined: the job runs again in the worker that takes its place, and both are shown. Reported: results shown / lost / errors, p50 and p95 time from Run to chart, queue positions the pages
-showed, the server's and the lab processes' memory before and after, and whether every peak the pages show equals
+runs, a run another session has joined: the job runs again in the worker that takes its place, and both are shown.
+Reported: results shown / lost / errors, p50 and p95 time from Run to chart, queue positions the pages showed, the server's and the lab processes' memory before and after, and whether every peak the pages show equals
 the same configuration run alone.
 """
 
@@ -214,7 +214,7 @@ def _alone_peaks(sessions: list[dict]) -> dict[str, str]:  # sessions: the recor
     peaks = {}
     for s in sessions:
         key = json.dumps(s["config"], sort_keys=True)
-        if s["role"] not in ("oom",) and key not in peaks:
+        if s["role"] != "oom" and key not in peaks:
             r = run_experiment(ExperimentConfig.from_dict(dict(s["config"], device="cpu")))
             peaks[key] = fmt_bytes(r["peak_bytes"])
     return peaks

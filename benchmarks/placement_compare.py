@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from placement_ties import free_blocks  # noqa: E402 - after the path
+
 MIB = 2**20
 
 
@@ -45,16 +47,10 @@ def real_placements(events: list, least: int) -> list[tuple[int, int, int | None
 
 
 def _gap(segments: dict, live: dict, addr: int) -> int | None:
+    """The size of the free block `addr` is being placed in (placement_ties.py's blocks of a segment)."""
     for start, size in segments.items():
         if start <= addr < start + size:
-            lo, hi = start, start + size
-            for a, n in live.items():
-                if start <= a < start + size:
-                    if a + n <= addr:
-                        lo = max(lo, a + n)
-                    elif a > addr:
-                        hi = min(hi, a)
-            return hi - lo
+            return next(n for a, n in free_blocks(start, size, live) if a <= addr < a + n)
     return None
 
 

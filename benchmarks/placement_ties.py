@@ -20,7 +20,8 @@ MIB = 2**20
 RULES = ("oldest_first", "newest_first", "20mib_oldest_larger_newest")
 
 
-def _gaps(start: int, size: int, live: dict[int, int]) -> list[tuple[int, int]]:
+def free_blocks(start: int, size: int, live: dict[int, int]) -> list[tuple[int, int]]:
+    """The free blocks (address, bytes) of the segment at `start`: the gaps between its live blocks."""
     inside = sorted((a, n) for a, n in live.items() if start <= a < start + size)
     out, cur = [], start
     for a, n in inside:
@@ -58,12 +59,12 @@ def ties(events: list) -> dict:
             seg = next((s for s in segs if s <= addr < s + segs[s][0]), None)
             if seg is not None and not new:
                 small = segs[seg][0] == 2 * MIB
-                taken = next(g for g in _gaps(seg, segs[seg][0], live) if g[0] <= addr < g[0] + g[1])
+                taken = next(g for g in free_blocks(seg, segs[seg][0], live) if g[0] <= addr < g[0] + g[1])
                 cands = [
                     (g, s)
                     for s in segs
                     if (segs[s][0] == 2 * MIB) == small
-                    for g in _gaps(s, segs[s][0], live)
+                    for g in free_blocks(s, segs[s][0], live)
                     if g[1] == taken[1]
                 ]
                 if len(cands) > 1:

@@ -271,8 +271,8 @@ class ProcessLane(Lane):
                     client.finish(
                         job_id,
                         "error",
-                        error=f"the worker process died{' twice' * bool(job.get('retried'))} on this job (see the server"
-                        " log); it was restarted",
+                        error=f"the worker process died {'twice ' if job.get('retried') else ''}on this job (see the"
+                        " server log); it was restarted",
                         error_info=errors.worker_died(),
                     )
                     return True

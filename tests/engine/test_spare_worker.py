@@ -12,6 +12,7 @@ import time
 from experiments.jobs.worker import WorkerClient
 
 TINY = {"scenario": "fixed", "steps": 2, "device": "cpu", "batch": 8, "width": 16}
+LONG = {"device": "cpu", "layers": 4, "width": 512, "batch": 256, "steps": 2, "timing_steps": 200}  # seconds of work
 
 
 def _until(check, timeout: float, what: str):
@@ -71,8 +72,7 @@ def test_a_worker_killed_mid_job_hands_the_job_to_the_spare_which_runs_it_for_ev
     client.device_info()
     lane = client._lanes[0]
     spare = _spare(lane)
-    params = {"device": "cpu", "layers": 4, "width": 512, "batch": 256, "steps": 2, "timing_steps": 200}
-    first, joined = client.submit("run", params), client.submit("run", params)
+    first, joined = client.submit("run", LONG), client.submit("run", LONG)
     _until(lambda: client.status(first)["state"] == "running" and client.status(first)["progress"], 120, "the run")
     killed = lane.proc.pid
     os.kill(killed, signal.SIGKILL)
@@ -82,7 +82,7 @@ def test_a_worker_killed_mid_job_hands_the_job_to_the_spare_which_runs_it_for_ev
     assert done["state"] == other["state"] == "done", (done.get("error"), other.get("error"))
     assert done["retried"] and other["retried"]  # what the page's progress said while it ran again
     alone = WorkerClient(inline=True)
-    ref = _done(alone, alone.submit("run", params), 300)["result"]
+    ref = _done(alone, alone.submit("run", LONG), 300)["result"]
     assert done["result"]["peak_bytes"] == other["result"]["peak_bytes"] == ref["peak_bytes"]
     assert lane.proc.pid == spare.proc.pid and lane.proc.is_alive()
 
@@ -93,9 +93,7 @@ def test_a_job_whose_worker_dies_twice_fails_and_the_next_job_runs():
     client.device_info()
     lane = client._lanes[0]
     _spare(lane)
-    long = client.submit(
-        "run", {"device": "cpu", "layers": 4, "width": 512, "batch": 256, "steps": 2, "timing_steps": 200}
-    )
+    long = client.submit("run", LONG)
     for _ in range(2):
         _until(lambda: client.status(long)["state"] == "running" and client.status(long)["progress"], 120, "the run")
         killed = lane.proc.pid
