@@ -30,8 +30,10 @@ from torch.utils._pytree import tree_flatten
 
 from ..core.units import fmt_mib
 from ..core.vocabulary import TENSOR_CATEGORIES as CATEGORIES
+from . import engine_sums
 
 _to_copy = torch.ops.aten._to_copy.default
+_add_ = torch.ops.aten.add_.Tensor
 HOOKS = ("before_op", "after_op", "allocated", "freed", "resized", "held", "phase_started", "phase_ended", "parameters")
 
 
@@ -99,6 +101,8 @@ class MemoryTracker(TorchDispatchMode):
         self.param_keys: set[int] = set()
         self._param_refs: list = []
         self.listeners = list(listeners)
+        if engine_sums.ENABLED:
+            engine_sums.baseline()  # measured before any op: a dispatch handler cannot run the probe's backward
         for hook in HOOKS:
             setattr(self, f"_{hook}", [getattr(x, hook) for x in self.listeners if hasattr(x, hook)])
 
@@ -110,7 +114,8 @@ class MemoryTracker(TorchDispatchMode):
             self.resync()
         for hook in self._before_op:
             hook(self)
-        out = func(*args, **kwargs)
+        # The engine's sums of two gradients, in place where a plain engine makes them so (engine_sums.py; opt-in).
+        out = _add_(*args) if engine_sums.sums_in_place(func, args, kwargs) else func(*args, **kwargs)
         tag = self.tag
         # Autocast's low-precision weight copies are _to_copy calls on a parameter.
         if func is _to_copy and args and isinstance(args[0], torch.Tensor) and self._is_parameter(args[0]):
