@@ -56,34 +56,36 @@ def config(preset: str, levers: dict, batch: int | None = None):
 # ---------------------------------------------------------------------------------------------- one trial, its own process
 
 
+def plain_loop(cfg, dev) -> None:
+    """cfg's steps as a user's own loop runs them: no tracker, no phase recorder (the preset benchmark's loop)."""
+    import torch
+    from model_presets import plain_step  # the same plain loop as the preset benchmark (this folder)
+
+    from experiments.training.models import build_model, spec_for
+    from experiments.training.strategies import AMP_DTYPES, float32_precision, make_optimizer
+
+    spec = spec_for(cfg)
+    amp = AMP_DTYPES.get(cfg.precision)
+    with float32_precision(cfg):
+        torch.manual_seed(cfg.seed)
+        model = build_model(cfg, dev, spec)  # the model phase's build: fine-tuning methods and checkpointing too
+        opt = make_optimizer(cfg, model.parameters())
+        scaler = torch.amp.GradScaler("cuda") if cfg.precision == "amp_fp16" else None
+        inputs, targets = spec.batch(cfg, dev, cfg.seed + 1)
+        for _step in range(cfg.steps):
+            plain_step(cfg, spec, model, opt, scaler, (inputs, targets), amp, "cuda")
+
+
 def trial(params: dict, card_bytes: int, expandable: bool, outside: dict | None = None) -> dict:
     """Runs in a fresh process (the allocator setting is read when CUDA starts): the plain loop a user writes, for two
     steps, on the card emulated as "What fits --measure" emulates it (experiments/measure/boundary.py). `outside`: what
     the process holds outside the allocator, at the start and the end, from a trial of the same cell that had the GPU
     to itself; without it the trial measures it from the driver's free memory, which is only right while no other
     process uses the GPU."""
-    import torch
-    from model_presets import plain_step  # the same plain loop as the preset benchmark (this folder)
-
     from experiments.measure.boundary import on_card
-    from experiments.training.models import build_model, spec_for
-    from experiments.training.strategies import AMP_DTYPES, float32_precision, make_optimizer
 
     cfg = config(params["preset"], params["levers"], params["batch"])
-
-    def work(dev) -> None:
-        spec = spec_for(cfg)
-        amp = AMP_DTYPES.get(cfg.precision)
-        with float32_precision(cfg):
-            torch.manual_seed(cfg.seed)
-            model = build_model(cfg, dev, spec)  # the model phase's build: fine-tuning methods and checkpointing too
-            opt = make_optimizer(cfg, model.parameters())
-            scaler = torch.amp.GradScaler("cuda") if cfg.precision == "amp_fp16" else None
-            inputs, targets = spec.batch(cfg, dev, cfg.seed + 1)
-            for _step in range(cfg.steps):
-                plain_step(cfg, spec, model, opt, scaler, (inputs, targets), amp, "cuda")
-
-    row = on_card(work, card_bytes, outside)
+    row = on_card(lambda dev: plain_loop(cfg, dev), card_bytes, outside)
     return dict(row, transformers=version("transformers"))  # a model's code changes between its releases
 
 
