@@ -24,9 +24,15 @@ sys.path.insert(0, str(ROOT))
 
 
 def _config(text: str):
+    """A grid row's configuration, or a preset's ({"model_source": "preset:resnet50", "batch": 143, ...}) with the
+    preset's own fields under the ones given."""
     from experiments.core.config import ExperimentConfig
+    from experiments.estimate.estimator import preset_defaults
 
-    return ExperimentConfig.from_dict({**json.loads(text), "device": "cuda", "steps": 2, "timing_steps": 0})
+    data = json.loads(text)
+    source = data.get("model_source", "")
+    data = {**(preset_defaults(source) if source else {}), **data}
+    return ExperimentConfig.from_dict({**data, "device": "cuda", "steps": 2, "timing_steps": 0})
 
 
 def real(config: str, out: str) -> None:

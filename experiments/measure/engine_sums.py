@@ -26,7 +26,8 @@ import sys
 import threading
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+import torch.utils._python_dispatch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 _add = torch.ops.aten.add.Tensor
 _LOCK = threading.Lock()
@@ -81,7 +82,7 @@ def baseline() -> tuple[int, int, int] | None:
     with _LOCK:
         if not _BASELINE:
             # Outside any mode (a fake one would make the probe's tensors fake; ours would count them).
-            with _disable_current_modes(), torch.enable_grad():
+            with torch.utils._python_dispatch._disable_current_modes(), torch.enable_grad():
                 x = torch.ones(4, 8, requires_grad=True)
                 probe = _Probe()
                 with probe:
