@@ -7,8 +7,9 @@
 `align` matches the two sequences of allocation sizes (512-byte blocks, at least --least bytes) and prints every
 stretch where they differ, with the live total after each allocation, the real side's Python frames and the replay's
 aten op and phase tag: the first stretch is where the estimate's model of the run is wrong. CONFIG_JSON is a grid
-row's configuration (docs/benchmarks/estimate-grid-*.json). The real history is taken with Python stacks only:
-`stacks="all"` made torch 2.11 fail inside the run (SystemError: error return without exception set).
+row's configuration (docs/benchmarks/estimate-grid-*.json). The real history is the run's own (its timeline's
+recording, Python stacks, read before the run stops it): a recording of this script's around the run made torch 2.11
+fail (SystemError: error return without exception set).
 """
 
 from __future__ import annotations
@@ -39,12 +40,21 @@ def real(config: str, out: str) -> None:
     import torch
 
     from benchmarks.trial_history import frames
+    from experiments.measure import history
     from experiments.measure.run import run_experiment
 
-    torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python", max_entries=2_000_000)
+    # The run records the allocator's history itself (its timeline) and stops it at the end: a second recording around
+    # it failed (SystemError), so the run's own is read just before it stops, with room for every event.
+    snaps, stop = [], history.Recording.stop
+
+    def stop_after_snapshot(self) -> None:
+        if self.recording and not snaps:
+            snaps.append(torch.cuda.memory._snapshot())
+        stop(self)
+
+    history.MAX_ENTRIES, history.Recording.stop = 2_000_000, stop_after_snapshot
     result = run_experiment(_config(config))
-    snap = torch.cuda.memory._snapshot()
-    torch.cuda.memory._record_memory_history(enabled=None)
+    snap = snaps[0]
     events = [[e["action"], e.get("size"), e.get("addr"), frames(e, 5)] for e in snap["device_traces"][0]]
     with gzip.open(out, "wt") as f:
         json.dump({"config": json.loads(config), "peak_bytes": result.get("peak_bytes"), "events": events}, f)
