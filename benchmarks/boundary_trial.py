@@ -56,24 +56,16 @@ def config(preset: str, levers: dict, batch: int | None = None):
 # ---------------------------------------------------------------------------------------------- one trial, its own process
 
 
-def plain_loop(cfg, dev) -> None:
-    """cfg's steps as a user's own loop runs them: no tracker, no phase recorder (the preset benchmark's loop)."""
+def plain_steps(cfg, dev) -> None:
+    """cfg's steps as a user's own loop runs them (model_presets' plain loop): no tracker, no phase recorder, the whole
+    batch at once (no accumulation)."""
     import torch
-    from model_presets import plain_step  # the same plain loop as the preset benchmark (this folder)
+    from model_presets import plain_loop, plain_step  # the same plain loop as the preset benchmark (this folder)
 
-    from experiments.training.models import build_model, spec_for
-    from experiments.training.strategies import AMP_DTYPES, float32_precision, make_optimizer
-
-    spec = spec_for(cfg)
-    amp = AMP_DTYPES.get(cfg.precision)
-    with float32_precision(cfg):
-        torch.manual_seed(cfg.seed)
-        model = build_model(cfg, dev, spec)  # the model phase's build: fine-tuning methods and checkpointing too
-        opt = make_optimizer(cfg, model.parameters())
+    with plain_loop(cfg, dev) as (spec, model, opt, batch, amp):
         scaler = torch.amp.GradScaler("cuda") if cfg.precision == "amp_fp16" else None
-        inputs, targets = spec.batch(cfg, dev, cfg.seed + 1)
         for _step in range(cfg.steps):
-            plain_step(cfg, spec, model, opt, scaler, (inputs, targets), amp, "cuda")
+            plain_step(cfg, spec, model, opt, scaler, batch, amp, "cuda")
 
 
 def trial(params: dict, card_bytes: int, expandable: bool, outside: dict | None = None) -> dict:
@@ -85,7 +77,7 @@ def trial(params: dict, card_bytes: int, expandable: bool, outside: dict | None 
     from experiments.measure.boundary import on_card
 
     cfg = config(params["preset"], params["levers"], params["batch"])
-    row = on_card(lambda dev: plain_loop(cfg, dev), card_bytes, outside)
+    row = on_card(lambda dev: plain_steps(cfg, dev), card_bytes, outside)
     return dict(row, transformers=version("transformers"))  # a model's code changes between its releases
 
 

@@ -7,7 +7,8 @@ tracker (any dispatch mode), unless GML_SUMS_IN_PLACE=1 (experiments/measure/eng
 
 One line per configuration: the engine's peak above its baseline, the plain loop's above its own, their difference,
 and the CUDA estimate's (made with the same setting). CONFIG_JSON: configuration fields, e.g. a grid row's
-(docs/benchmarks/estimate-grid-*.json) or {"model_source": "preset:gpt2", "batch": 4}.
+(docs/benchmarks/estimate-grid-*.json) or {"model_source": "preset:gpt2", "batch": 4}. The plain loop takes the whole
+batch at once: a configuration that accumulates gradients is not comparable with it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from boundary_trial import plain_loop  # noqa: E402 - after the path
+from boundary_trial import plain_steps  # noqa: E402 - after the path
 
 
 def _config(text: str):
@@ -46,7 +47,7 @@ def plain_peak(cfg) -> int:
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    plain_loop(cfg, dev)
+    plain_steps(cfg, dev)
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated() - base
     gc.collect()
