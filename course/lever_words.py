@@ -23,8 +23,8 @@ SIGNIFICANT = 0.10  # of the tensor bytes at the peak: a lever worth changing ho
 NEGLIGIBLE = 0.02  # a lever ruled out holds at most this much
 # The optimizer, as a lever, is the state it keeps (the update's temporaries come and go with it).
 LEVERS = {
-    "en": {**{c: w for c, w in CATEGORY_NAMES["en"].items()}, "optimizer_state": ("optimizer",)},
-    "zh": {**{c: w for c, w in CATEGORY_NAMES["zh"].items()}, "optimizer_state": ("优化器",)},
+    lang: {**names, "optimizer_state": (*names["optimizer_state"], optimizer)}
+    for lang, names, optimizer in (("en", CATEGORY_NAMES["en"], "optimizer"), ("zh", CATEGORY_NAMES["zh"], "优化器"))
 }
 # An imperative: at the sentence's start or after the comma of its "when" clause ("do not change", "which change" are
 # not advice).
