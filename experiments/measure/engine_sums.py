@@ -12,11 +12,12 @@ engine alone holds `old` is read from its reference counts: the tensor's, its st
 What "alone" reads as depends on the torch release, so it is measured once per process on a small graph whose sums
 a plain engine makes in place (`baseline`), never assumed.
 
-Off unless GML_SUMS_IN_PLACE=1 (read at import, so that a trial's or a worker's process inherits it). Checked equal to
-the profiler's record of a plain step on the CPU (tests/engine/test_engine_sums.py), it is still off because "What fits"
-leaned on the extra gradient: summed in place, ResNet-50's answer on an emulated RTX 4060 rose from 143 (its measured
-boundary) to 158, and the reserved figure of a CNN fell 6 % under the measured one (docs/benchmarks/fits-boundary.md,
-"Summing in place, again"). What the real run holds there that the replay does not is to be read on a GPU first.
+Off unless GML_SUMS_IN_PLACE=1 (read at import, so that a trial's or a worker's process inherits it). Equal to the
+profiler's record of a plain step on the CPU (tests/engine/test_engine_sums.py), and on an H100 the engine with it on
+equals a plain loop to the byte where it was 1.43 % above (docs/gpu-tests-h100-2026-12-08.txt). It is still off because
+"What fits" leaned on the extra gradient: summed in place, ResNet-50's answer on an emulated RTX 4060 rose from 143 (its
+measured boundary) to 158, its reserved figure 6 % under the measured one, for lack of the cuDNN workspaces a CPU
+replay cannot measure (docs/benchmarks/fits-boundary.md, "Summing in place, again").
 """
 
 from __future__ import annotations
