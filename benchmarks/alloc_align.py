@@ -24,21 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def _config(text: str):
-    """A grid row's configuration, or a preset's ({"model_source": "preset:resnet50", "batch": 143, ...}) with the
-    preset's own fields under the ones given."""
-    from experiments.core.config import ExperimentConfig
-    from experiments.estimate.estimator import preset_defaults
-
-    data = json.loads(text)
-    source = data.get("model_source", "")
-    data = {**(preset_defaults(source) if source else {}), **data}
-    return ExperimentConfig.from_dict({**data, "device": "cuda", "steps": 2, "timing_steps": 0})
-
-
 def real(config: str, out: str) -> None:
     import torch
 
+    from benchmarks.boundary_trial import config_of
     from benchmarks.trial_history import frames
     from experiments.measure import history
     from experiments.measure.run import run_experiment
@@ -53,7 +42,7 @@ def real(config: str, out: str) -> None:
         stop(self)
 
     history.MAX_ENTRIES, history.Recording.stop = 2_000_000, stop_after_snapshot
-    result = run_experiment(_config(config))
+    result = run_experiment(config_of(config))
     snap = snaps[0]
     events = [[e["action"], e.get("size"), e.get("addr"), frames(e, 5)] for e in snap["device_traces"][0]]
     with gzip.open(out, "wt") as f:
@@ -63,6 +52,7 @@ def real(config: str, out: str) -> None:
 
 def replay(config: str, out: str) -> None:
     import experiments.estimate.replay as rp
+    from benchmarks.boundary_trial import config_of
     from experiments.estimate.estimator import cuda_config
 
     ops: dict[int, tuple[str, str]] = {}
@@ -89,7 +79,7 @@ def replay(config: str, out: str) -> None:
     kept = rp.ReplayTracker.__torch_dispatch__, rp.AllocationLog
     rp.ReplayTracker.__torch_dispatch__, rp.AllocationLog = labelled, Log
     try:
-        result = rp.replay(cuda_config(_config(config)), block=512, keep_events=True)
+        result = rp.replay(cuda_config(config_of(config)), block=512, keep_events=True)
     finally:  # the labels are this script's; a process that replays afterwards gets the engine's own classes back
         rp.ReplayTracker.__torch_dispatch__, rp.AllocationLog = kept
     events = [[kind, key, n, *ops.get(i, ("", ""))] for i, (kind, key, n) in enumerate(result["events"])]

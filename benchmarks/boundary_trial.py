@@ -53,6 +53,13 @@ def config(preset: str, levers: dict, batch: int | None = None):
     return ExperimentConfig.from_dict(data)
 
 
+def config_of(text: str):
+    """`config` from JSON fields: a grid row's configuration, or a preset's ({"model_source": "preset:resnet50",
+    "batch": 143, ...}), the preset's own fields under the ones given."""
+    data = json.loads(text)
+    return config(data.pop("model_source", "") or "builtin", data)
+
+
 # ---------------------------------------------------------------------------------------------- one trial, its own process
 
 

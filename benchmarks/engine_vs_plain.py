@@ -22,17 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from boundary_trial import plain_steps  # noqa: E402 - after the path
-
-
-def _config(text: str):
-    from experiments.core.config import ExperimentConfig
-    from experiments.estimate.estimator import preset_defaults
-
-    data = json.loads(text)
-    source = data.get("model_source", "")
-    data = {**(preset_defaults(source) if source else {}), **data}
-    return ExperimentConfig.from_dict({**data, "device": "cuda", "steps": 2, "timing_steps": 0})
+from boundary_trial import config_of, plain_steps  # noqa: E402 - after the path
 
 
 def plain_peak(cfg) -> int:
@@ -61,12 +51,11 @@ def main() -> None:
     from experiments.measure.run import run_experiment
 
     for text in sys.argv[1:]:
-        cfg = _config(text)
+        cfg = config_of(text)
         r = run_experiment(cfg)
         engine = r["peak_bytes"] - r["baseline_bytes"]
         plain = plain_peak(cfg)
         est = estimate(cfg)
-        est = est if isinstance(est, dict) else est.__dict__
         row = {
             "sums_in_place": engine_sums.ENABLED,
             "engine": engine,

@@ -37,13 +37,14 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.get("model_source") or c["model"])
 def test_with_sums_in_place_the_engine_allocates_what_a_plain_loop_does(case, monkeypatch):
-    from engine_vs_plain import _config, plain_peak
+    from boundary_trial import config_of
+    from engine_vs_plain import plain_peak
 
     from experiments.measure.run import run_experiment
 
     if case.get("optimizer") == "adamw8bit":
         pytest.importorskip("bitsandbytes")
     monkeypatch.setattr(engine_sums, "ENABLED", True)
-    cfg = _config(json.dumps(case))
+    cfg = config_of(json.dumps(case))
     r = run_experiment(cfg)
     assert r["peak_bytes"] - r["baseline_bytes"] == plain_peak(cfg)
