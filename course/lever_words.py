@@ -54,31 +54,29 @@ def _phase(sentence: str, lang: str) -> str | None:
 def claims(text: str, lang: str) -> list[dict]:
     """Each lever sentence of `text`: the levers it names and rules out, the phase it names, the facts that back it."""
     out = []
-    for sentence in sentences(text):
-        m = CHANGE[lang].search(sentence.strip())
+    for sentence in (s.strip() for s in sentences(text)):
+        m = CHANGE[lang].search(sentence)
         if not m:
             continue
         body = m.group("body")
         cut = NOT[lang].search(body)
-        named, ruled_out = (
-            _levers(body[: cut.start()] if cut else body, lang),
-            (_levers(body[cut.end() :], lang) if cut else set()),
-        )
+        named = _levers(body[: cut.start()] if cut else body, lang)
+        ruled_out = _levers(body[cut.end() :], lang) if cut else set()
         if not named and not ruled_out:
             continue
         quoted = FACT.findall(sentence)
         if not quoted:  # the lines after it, up to the next heading: the table or list that backs it
-            start = text.find(sentence.strip())
-            rest = text[start + len(sentence.strip()) :] if start >= 0 else ""
+            start = text.find(sentence)
+            rest = text[start + len(sentence) :] if start >= 0 else ""
             end = HEADING.search(rest)
             quoted = FACT.findall(rest[: end.start()] if end else rest)
         out.append(
             {
                 "named": named,
                 "ruled_out": ruled_out,
-                "phase": _phase(sentence.strip()[: m.start()], lang),
+                "phase": _phase(sentence[: m.start()], lang),
                 "facts": quoted,
-                "sentence": sentence.strip(),
+                "sentence": sentence,
             }
         )
     return out
